@@ -484,7 +484,7 @@ impl AsPath {
 
     fn parse(mut r: Reader<'_>, as4: bool) -> Option<Self> {
         let w = if as4 { 4 } else { 2 };
-        let mut segments = Vec::new();
+        let mut segments = Vec::with_capacity(1);
         while !r.is_empty() {
             let kind = SegmentType::from_wire(r.u8().ok()?)?;
             let count = usize::from(r.u8().ok()?);
@@ -492,15 +492,20 @@ impl AsPath {
             if count == 0 {
                 return None;
             }
-            let mut seg = r.sub(count * w).ok()?;
-            let mut asns = Vec::with_capacity(count);
-            for _ in 0..count {
-                asns.push(if as4 {
-                    seg.u32().ok()?
-                } else {
-                    u32::from(seg.u16().ok()?)
-                });
-            }
+            let seg = r.take(count * w).ok()?;
+            let asns = if as4 {
+                seg.as_chunks::<4>()
+                    .0
+                    .iter()
+                    .map(|b| u32::from_be_bytes(*b))
+                    .collect()
+            } else {
+                seg.as_chunks::<2>()
+                    .0
+                    .iter()
+                    .map(|b| u32::from(u16::from_be_bytes(*b)))
+                    .collect()
+            };
             segments.push(AsSegment { kind, asns });
         }
         Some(Self { segments })
@@ -919,7 +924,8 @@ pub(crate) fn parse_all(
             break;
         };
         let end = value.offset() + value.remaining();
-        let whole = Bytes::copy_from_slice(msg.get(start..end).unwrap_or_default());
+        // The attribute octets are NOTIFICATION data; copied only on error.
+        let whole = || Bytes::copy_from_slice(msg.get(start..end).unwrap_or_default());
         let t = AttrType::from(type_code);
         let is_mp = matches!(t, AttrType::MpReachNlri | AttrType::MpUnreachNlri);
         let (word, bit) = (usize::from(type_code / 64), type_code % 64);
@@ -952,7 +958,7 @@ pub(crate) fn parse_all(
                     subcode: sub::UNRECOGNIZED_WELL_KNOWN_ATTRIBUTE,
                     offset: start,
                     reason: "unrecognized well-known attribute",
-                    data: whole,
+                    data: whole(),
                 });
             }
             let data = Bytes::copy_from_slice(value.rest());
@@ -970,7 +976,7 @@ pub(crate) fn parse_all(
                     subcode: f.subcode,
                     offset: start,
                     reason: f.reason,
-                    data: whole.clone(),
+                    data: whole(),
                 });
             };
             errors.push(AttrError {
@@ -980,7 +986,7 @@ pub(crate) fn parse_all(
                     subcode: f.subcode,
                     offset: start,
                     reason: f.reason,
-                    data: whole.clone(),
+                    data: whole(),
                 },
             });
             Ok(())
@@ -1001,7 +1007,19 @@ pub(crate) fn parse_all(
                     }
                 }
                 if let Some(f) = extra {
-                    record(&mut errors, f)?;
+                    // RFC 7606 §7.11: the NLRI could still be located (a
+                    // bad next hop length), so treat-as-withdraw, not the
+                    // session reset `record` gives MP attributes.
+                    errors.push(AttrError {
+                        action: Action::TreatAsWithdraw,
+                        type_code,
+                        error: UpdateError {
+                            subcode: f.subcode,
+                            offset: start,
+                            reason: f.reason,
+                            data: whole(),
+                        },
+                    });
                 }
                 attrs.push(PathAttribute {
                     flags: AttrFlags(flags & 0xf0),
@@ -1130,40 +1148,29 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
                 addr: Ipv4Addr::new(b[4], b[5], b[6], b[7]),
             })
         }
-        AttrType::Communities => AttrValue::Communities(
-            records::<4>(v, length_error)?
-                .into_iter()
-                .map(|b| Community(u32::from_be_bytes(b)))
-                .collect(),
-        ),
-        AttrType::ClusterList => AttrValue::ClusterList(
-            records::<4>(v, length_error)?
-                .into_iter()
-                .map(Ipv4Addr::from)
-                .collect(),
-        ),
-        AttrType::ExtendedCommunities => AttrValue::ExtendedCommunities(
-            records::<8>(v, length_error)?
-                .into_iter()
-                .map(ExtendedCommunity)
-                .collect(),
-        ),
-        AttrType::Ipv6ExtendedCommunities => AttrValue::Ipv6ExtendedCommunities(
-            records::<20>(v, length_error)?
-                .into_iter()
-                .map(Ipv6ExtendedCommunity)
-                .collect(),
-        ),
-        AttrType::LargeCommunities => AttrValue::LargeCommunities(
-            records::<12>(v, length_error)?
-                .into_iter()
-                .map(|b| LargeCommunity {
-                    global_admin: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                    local_data1: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-                    local_data2: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
-                })
-                .collect(),
-        ),
+        AttrType::Communities => AttrValue::Communities(records::<4, _>(v, length_error, |b| {
+            Community(u32::from_be_bytes(*b))
+        })?),
+        AttrType::ClusterList => {
+            AttrValue::ClusterList(records::<4, _>(v, length_error, |b| Ipv4Addr::from(*b))?)
+        }
+        AttrType::ExtendedCommunities => {
+            AttrValue::ExtendedCommunities(records::<8, _>(v, length_error, |b| {
+                ExtendedCommunity(*b)
+            })?)
+        }
+        AttrType::Ipv6ExtendedCommunities => {
+            AttrValue::Ipv6ExtendedCommunities(records::<20, _>(v, length_error, |b| {
+                Ipv6ExtendedCommunity(*b)
+            })?)
+        }
+        AttrType::LargeCommunities => {
+            AttrValue::LargeCommunities(records::<12, _>(v, length_error, |b| LargeCommunity {
+                global_admin: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                local_data1: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+                local_data2: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            })?)
+        }
         AttrType::MpReachNlri => return parse_mp_reach(v, ctx),
         AttrType::MpUnreachNlri => AttrValue::MpUnreach(parse_mp_unreach(v, ctx)?),
         AttrType::Unknown(_) => unreachable_unknown()?,
@@ -1188,16 +1195,17 @@ fn fixed<const N: usize>(v: &mut Reader<'_>, err: Fault) -> Result<[u8; N], Faul
 }
 
 /// Reads a non-empty list of `N`-octet records filling the value.
-fn records<const N: usize>(mut v: Reader<'_>, err: Fault) -> Result<Vec<[u8; N]>, Fault> {
+fn records<const N: usize, T>(
+    v: Reader<'_>,
+    err: Fault,
+    f: impl Fn(&[u8; N]) -> T,
+) -> Result<Vec<T>, Fault> {
     // RFC 7606 §7.8, §7.10, §7.14, RFC 8092 §6: a non-zero multiple of N.
-    if v.remaining() == 0 || !v.remaining().is_multiple_of(N) {
+    let (chunks, rest) = v.rest().as_chunks::<N>();
+    if chunks.is_empty() || !rest.is_empty() {
         return Err(err);
     }
-    let mut out = Vec::with_capacity(v.remaining() / N);
-    while !v.is_empty() {
-        out.push(v.array::<N>().map_err(|_| fault(err.subcode, err.reason))?);
-    }
-    Ok(out)
+    Ok(chunks.iter().map(f).collect())
 }
 
 fn nlri_fault(e: NlriError) -> Fault {

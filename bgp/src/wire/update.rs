@@ -172,11 +172,10 @@ impl Update {
         if !announces {
             return;
         }
-        let mut required = vec![AttrType::Origin, AttrType::AsPath];
-        if !self.nlri.is_empty() {
-            required.push(AttrType::NextHop);
-        }
-        for t in required {
+        let required = [AttrType::Origin, AttrType::AsPath, AttrType::NextHop];
+        // NEXT_HOP is only needed for NLRI in the NLRI field (RFC 4760 §3).
+        let needed = if self.nlri.is_empty() { 2 } else { 3 };
+        for t in required.into_iter().take(needed) {
             let code = u8::from(t);
             // An attribute that was present but malformed is already reported.
             let reported = errors.iter().any(|e| e.type_code == code);
