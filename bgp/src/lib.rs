@@ -6,6 +6,7 @@
 //! bytes and time in and out.
 
 pub mod frame;
+pub mod session;
 pub mod wire;
 
 pub use wire::{DecodeCtx, DecodeError, EncodeCtx, Message, Notification};

@@ -292,6 +292,9 @@ pub(crate) fn parse_list<P: Prefix>(
 ) -> Result<Vec<Nlri<P>>, NlriError> {
     let base = r.offset();
     let buf = r.rest();
+    if buf.is_empty() {
+        return Ok(Vec::new());
+    }
     // Bounded by bytes actually present: a /32 without path id takes 5.
     let mut out = Vec::with_capacity(buf.len() / 5 + 1);
     let mut i = 0;

@@ -1,0 +1,532 @@
+//! Adj-RIB-Out (RFC 4271 §3.2): what we want the peer to have, what it
+//! has, and the minimal UPDATEs between the two.
+//!
+//! The speaker hands over the desired routes; [`AdjRibOut::flush`] diffs
+//! them against what was sent and encodes withdrawals, then announcements
+//! grouped by identical attribute set and packed into full UPDATEs. Pure:
+//! no I/O, no clock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::IpAddr;
+#[cfg(test)]
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::wire::{
+    AsPath, AttrValue, Community, EncodeCtx, Family, Ipv4Prefix, Ipv6Prefix, LargeCommunity,
+    NextHop, Nlri, Origin, PathAttribute, UpdateEncoder,
+};
+
+/// An IPv4 or IPv6 prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpPrefix {
+    /// IPv4 unicast.
+    V4(Ipv4Prefix),
+    /// IPv6 unicast.
+    V6(Ipv6Prefix),
+}
+
+impl IpPrefix {
+    /// A host route (/32 or /128).
+    pub fn host(addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(a) => Self::V4(Ipv4Prefix::host(a)),
+            IpAddr::V6(a) => Self::V6(Ipv6Prefix::host(a)),
+        }
+    }
+
+    /// The address family.
+    pub fn family(&self) -> Family {
+        match self {
+            Self::V4(_) => Family::Ipv4Unicast,
+            Self::V6(_) => Family::Ipv6Unicast,
+        }
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::V4(p) => p.fmt(f),
+            Self::V6(p) => p.fmt(f),
+        }
+    }
+}
+
+impl FromStr for IpPrefix {
+    type Err = crate::wire::nlri::PrefixParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.contains(':') {
+            s.parse().map(Self::V6)
+        } else {
+            s.parse().map(Self::V4)
+        }
+    }
+}
+
+/// The attributes the speaker chooses for a route. The session adds what
+/// depends on the session: AS_PATH (our AS for eBGP), NEXT_HOP (next hop
+/// self unless given), LOCAL_PREF only towards iBGP peers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct RouteAttrs {
+    /// Next hop; `None` means the session's local address of the family.
+    pub next_hop: Option<IpAddr>,
+    /// ORIGIN (MetalLB announces IGP... FRR-mode uses "incomplete";
+    /// the native mode IGP).
+    pub origin: Option<Origin>,
+    /// MULTI_EXIT_DISC.
+    pub med: Option<u32>,
+    /// LOCAL_PREF, sent to iBGP peers only (RFC 4271 §5.1.5).
+    pub local_pref: Option<u32>,
+    /// COMMUNITIES.
+    pub communities: Vec<Community>,
+    /// LARGE_COMMUNITY.
+    pub large_communities: Vec<LargeCommunity>,
+}
+
+/// What a session needs to turn [`RouteAttrs`] into path attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Egress {
+    /// Our AS.
+    pub(crate) local_as: u32,
+    /// Whether the peer is internal (same AS).
+    pub(crate) ibgp: bool,
+    /// Next hop self for IPv4 routes, if we have one.
+    pub(crate) next_hop_v4: Option<NextHop>,
+    /// Next hop self for IPv6 routes, if we have one.
+    pub(crate) next_hop_v6: Option<NextHop>,
+    /// Families negotiated with the peer.
+    pub(crate) families: [bool; 2],
+}
+
+impl Egress {
+    fn has(&self, family: Family) -> bool {
+        self.families[family as usize]
+    }
+}
+
+/// What a flush sent, for counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushStats {
+    /// UPDATE messages encoded.
+    pub updates: usize,
+    /// Prefixes announced (new or changed).
+    pub announced: usize,
+    /// Prefixes withdrawn.
+    pub withdrawn: usize,
+    /// Prefixes that could not be sent: no next hop for their family, or
+    /// the family was not negotiated.
+    pub skipped: usize,
+}
+
+/// IPv4 and IPv6 prefixes sharing one attribute set.
+type Group = (Vec<Nlri<Ipv4Prefix>>, Vec<Nlri<Ipv6Prefix>>);
+
+/// The desired and the sent routes of one peer.
+#[derive(Debug, Default)]
+pub struct AdjRibOut {
+    desired: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+    sent: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+    dirty: bool,
+}
+
+impl AdjRibOut {
+    /// Replaces the desired routes.
+    pub fn set(&mut self, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
+        if routes != self.desired {
+            self.desired = routes;
+            self.dirty = true;
+        }
+    }
+
+    /// Adds or changes one desired route.
+    pub fn announce(&mut self, prefix: IpPrefix, attrs: Arc<RouteAttrs>) {
+        if self.desired.get(&prefix) != Some(&attrs) {
+            self.desired.insert(prefix, attrs);
+            self.dirty = true;
+        }
+    }
+
+    /// Removes one desired route.
+    pub fn withdraw(&mut self, prefix: &IpPrefix) {
+        if self.desired.remove(prefix).is_some() {
+            self.dirty = true;
+        }
+    }
+
+    /// The desired routes.
+    pub fn desired(&self) -> &BTreeMap<IpPrefix, Arc<RouteAttrs>> {
+        &self.desired
+    }
+
+    /// The routes the peer has from us.
+    pub fn sent(&self) -> &BTreeMap<IpPrefix, Arc<RouteAttrs>> {
+        &self.sent
+    }
+
+    /// Whether desired and sent may differ.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Marks the peer as having nothing (new session).
+    pub(crate) fn reset_sent(&mut self) {
+        self.sent.clear();
+        self.dirty = true;
+    }
+
+    /// Forgets that `family` was sent, so the next flush re-sends it (a
+    /// ROUTE-REFRESH, RFC 2918 §4).
+    pub(crate) fn resend(&mut self, family: Family) {
+        self.sent.retain(|p, _| p.family() != family);
+        self.dirty = true;
+    }
+
+    /// Encodes the UPDATEs that bring the peer from `sent` to `desired`
+    /// into `out`; afterwards `sent` is what the peer will have.
+    pub(crate) fn flush(
+        &mut self,
+        ctx: &EncodeCtx,
+        egress: &Egress,
+        out: &mut BytesMut,
+    ) -> FlushStats {
+        let mut stats = FlushStats::default();
+        if !self.dirty {
+            return stats;
+        }
+        self.dirty = false;
+        let enc = UpdateEncoder::new(*ctx);
+
+        // Withdrawals first, so a route that moved never exists twice.
+        let mut gone4 = Vec::new();
+        let mut gone6 = Vec::new();
+        for (prefix, _) in self
+            .sent
+            .iter()
+            .filter(|(p, _)| !self.desired.contains_key(p))
+        {
+            match prefix {
+                IpPrefix::V4(p) => gone4.push(Nlri::new(*p)),
+                IpPrefix::V6(p) => gone6.push(Nlri::new(*p)),
+            }
+        }
+        for n in &gone4 {
+            self.sent.remove(&IpPrefix::V4(n.prefix));
+        }
+        for n in &gone6 {
+            self.sent.remove(&IpPrefix::V6(n.prefix));
+        }
+        stats.withdrawn = gone4.len() + gone6.len();
+        if !gone4.is_empty() {
+            // IPv4 announced with an IPv6 next hop (RFC 8950) went out in
+            // MP_REACH_NLRI; withdraw them the same way.
+            stats.updates += match egress.next_hop_v4 {
+                Some(NextHop::V6 { .. }) => enc.withdraw_ipv4_mp(&gone4, out),
+                _ => enc.withdraw_ipv4(&gone4, out),
+            };
+        }
+        if !gone6.is_empty() {
+            stats.updates += enc.withdraw_ipv6(&gone6, out);
+        }
+
+        // Announcements grouped by attribute set, in prefix order.
+        let mut groups: HashMap<&Arc<RouteAttrs>, Group> = HashMap::new();
+        let mut order: Vec<&Arc<RouteAttrs>> = Vec::new();
+        let mut skipped = Vec::new();
+        for (prefix, attrs) in &self.desired {
+            if self.sent.get(prefix) == Some(attrs) {
+                continue;
+            }
+            if !egress.has(prefix.family()) {
+                skipped.push(*prefix);
+                continue;
+            }
+            let entry = groups.entry(attrs).or_insert_with(|| {
+                order.push(attrs);
+                (Vec::new(), Vec::new())
+            });
+            match prefix {
+                IpPrefix::V4(p) => entry.0.push(Nlri::new(*p)),
+                IpPrefix::V6(p) => entry.1.push(Nlri::new(*p)),
+            }
+        }
+        let mut sent_now = Vec::new();
+        for attrs in order {
+            let Some((v4, v6)) = groups.get(attrs) else {
+                continue;
+            };
+            for (family, count) in [
+                (Family::Ipv4Unicast, v4.len()),
+                (Family::Ipv6Unicast, v6.len()),
+            ] {
+                if count == 0 {
+                    continue;
+                }
+                let Some(next_hop) = next_hop(attrs, family, egress) else {
+                    stats.skipped += count;
+                    continue;
+                };
+                let path = path_attributes(attrs, egress);
+                let result = match family {
+                    Family::Ipv4Unicast => enc.announce_ipv4(&path, next_hop, v4, out),
+                    Family::Ipv6Unicast => enc.announce_ipv6(&path, next_hop, v6, out),
+                };
+                match result {
+                    Ok(n) => {
+                        stats.updates += n;
+                        stats.announced += count;
+                        match family {
+                            Family::Ipv4Unicast => {
+                                sent_now.extend(
+                                    v4.iter()
+                                        .map(|n| (IpPrefix::V4(n.prefix), Arc::clone(attrs))),
+                                );
+                            }
+                            Family::Ipv6Unicast => {
+                                sent_now.extend(
+                                    v6.iter()
+                                        .map(|n| (IpPrefix::V6(n.prefix), Arc::clone(attrs))),
+                                );
+                            }
+                        }
+                    }
+                    // Attributes too large for one message: never sent.
+                    Err(_) => stats.skipped += count,
+                }
+            }
+        }
+        stats.skipped += skipped.len();
+        self.sent.extend(sent_now);
+        stats
+    }
+}
+
+/// The next hop for a route of `family`.
+fn next_hop(attrs: &RouteAttrs, family: Family, egress: &Egress) -> Option<NextHop> {
+    match (attrs.next_hop, family) {
+        (Some(IpAddr::V4(a)), Family::Ipv4Unicast) => Some(NextHop::V4(a)),
+        (Some(IpAddr::V6(a)), Family::Ipv6Unicast) => Some(NextHop::V6 {
+            global: a,
+            link_local: None,
+        }),
+        // A next hop of the other family cannot be expressed here; fall
+        // back to next hop self.
+        (_, Family::Ipv4Unicast) => egress.next_hop_v4,
+        (_, Family::Ipv6Unicast) => egress.next_hop_v6,
+    }
+}
+
+/// The path attributes for a route, in type-code order.
+fn path_attributes(attrs: &RouteAttrs, egress: &Egress) -> Vec<PathAttribute> {
+    let mut out = Vec::with_capacity(6);
+    out.push(PathAttribute::new(AttrValue::Origin(
+        attrs.origin.unwrap_or(Origin::Igp),
+    )));
+    let path = if egress.ibgp {
+        AsPath::default()
+    } else {
+        AsPath::sequence(vec![egress.local_as])
+    };
+    out.push(PathAttribute::new(AttrValue::AsPath(path)));
+    if let Some(med) = attrs.med {
+        out.push(PathAttribute::new(AttrValue::MultiExitDisc(med)));
+    }
+    if egress.ibgp {
+        // RFC 4271 §5.1.5: LOCAL_PREF goes to internal peers, 100 unless set.
+        out.push(PathAttribute::new(AttrValue::LocalPref(
+            attrs.local_pref.unwrap_or(100),
+        )));
+    }
+    if !attrs.communities.is_empty() {
+        out.push(PathAttribute::new(AttrValue::Communities(
+            attrs.communities.clone(),
+        )));
+    }
+    if !attrs.large_communities.is_empty() {
+        out.push(PathAttribute::new(AttrValue::LargeCommunities(
+            attrs.large_communities.clone(),
+        )));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame;
+    use crate::wire::{AttrType, DecodeCtx, Message, MpReach, MpUnreach, Update};
+
+    fn egress(ibgp: bool) -> Egress {
+        Egress {
+            local_as: 64512,
+            ibgp,
+            next_hop_v4: Some(NextHop::V4(Ipv4Addr::new(192, 0, 2, 1))),
+            next_hop_v6: Some(NextHop::V6 {
+                global: "2001:db8::1".parse().unwrap(),
+                link_local: None,
+            }),
+            families: [true, true],
+        }
+    }
+
+    fn updates(buf: &[u8]) -> Vec<Update> {
+        let ctx = DecodeCtx::default();
+        let mut rest = buf;
+        let mut out = Vec::new();
+        while let Some(len) = frame::decode(rest, &ctx).unwrap() {
+            if let Message::Update(u) = Message::parse(&rest[..len], &ctx).unwrap() {
+                assert!(u.errors.is_empty(), "{:?}", u.errors);
+                out.push(u);
+            }
+            rest = &rest[len..];
+        }
+        out
+    }
+
+    fn attrs(med: u32) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            med: Some(med),
+            communities: vec![Community::new(64512, 1)],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn diff_sends_minimum_grouped_by_attributes() {
+        let mut rib = AdjRibOut::default();
+        let a = attrs(1);
+        let b = attrs(2);
+        for i in 0..10u32 {
+            rib.announce(
+                IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0000 + i))),
+                a.clone(),
+            );
+        }
+        rib.announce("2001:db8::5/128".parse().unwrap(), b.clone());
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(
+            stats,
+            FlushStats {
+                updates: 2,
+                announced: 11,
+                withdrawn: 0,
+                skipped: 0
+            }
+        );
+        let ups = updates(&out);
+        assert_eq!(
+            ups[0].nlri.len(),
+            10,
+            "one UPDATE for the whole attribute set"
+        );
+        assert_eq!(
+            ups[0].attribute(AttrType::MultiExitDisc),
+            Some(&AttrValue::MultiExitDisc(1))
+        );
+        assert_eq!(
+            ups[0].attribute(AttrType::AsPath),
+            Some(&AttrValue::AsPath(AsPath::sequence(vec![64512])))
+        );
+        assert!(
+            ups[0].attribute(AttrType::LocalPref).is_none(),
+            "no LOCAL_PREF to eBGP"
+        );
+        assert!(
+            matches!(ups[1].mp_reach(), Some(MpReach::Ipv6Unicast { nlri, .. }) if nlri.len() == 1)
+        );
+
+        // Nothing changed: nothing sent.
+        let mut out = BytesMut::new();
+        assert_eq!(
+            rib.flush(&EncodeCtx::default(), &egress(false), &mut out),
+            FlushStats::default()
+        );
+        assert!(out.is_empty());
+
+        // Change one route's attributes, withdraw two others.
+        rib.announce(
+            IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0000))),
+            b.clone(),
+        );
+        rib.withdraw(&IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0001))));
+        rib.withdraw(&"2001:db8::5/128".parse().unwrap());
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(
+            stats,
+            FlushStats {
+                updates: 3,
+                announced: 1,
+                withdrawn: 2,
+                skipped: 0
+            }
+        );
+        let ups = updates(&out);
+        assert_eq!(ups[0].withdrawn.len(), 1);
+        assert!(matches!(ups[1].mp_unreach(), Some(MpUnreach::Ipv6Unicast(v)) if v.len() == 1));
+        assert_eq!(ups[2].nlri.len(), 1);
+        assert_eq!(rib.sent().len(), 9);
+    }
+
+    #[test]
+    fn ibgp_gets_local_pref_and_empty_path() {
+        let mut rib = AdjRibOut::default();
+        rib.announce(
+            "10.0.0.1/32".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        let mut out = BytesMut::new();
+        rib.flush(&EncodeCtx::default(), &egress(true), &mut out);
+        let ups = updates(&out);
+        assert_eq!(
+            ups[0].attribute(AttrType::LocalPref),
+            Some(&AttrValue::LocalPref(100))
+        );
+        assert_eq!(
+            ups[0].attribute(AttrType::AsPath),
+            Some(&AttrValue::AsPath(AsPath::default()))
+        );
+    }
+
+    #[test]
+    fn unnegotiated_family_is_skipped_until_possible() {
+        let mut rib = AdjRibOut::default();
+        rib.announce(
+            "2001:db8::1/128".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        let mut e = egress(false);
+        e.families = [true, false];
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &e, &mut out);
+        assert_eq!(stats.skipped, 1);
+        assert!(out.is_empty());
+        assert!(rib.sent().is_empty());
+    }
+
+    #[test]
+    fn resend_after_refresh() {
+        let mut rib = AdjRibOut::default();
+        rib.announce(
+            "10.0.0.1/32".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        rib.announce(
+            "2001:db8::1/128".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        let mut out = BytesMut::new();
+        rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        rib.resend(Family::Ipv4Unicast);
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(stats.announced, 1);
+        assert_eq!(updates(&out)[0].nlri.len(), 1);
+    }
+}

@@ -1,0 +1,809 @@
+//! FSM scenarios: inputs at `t0 + d`, assertions on the drained outputs.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use super::*;
+use crate::frame;
+use crate::wire::iana::open_subcode;
+use crate::wire::{AttrType, AttrValue, MpReach, Nlri};
+
+/// A deterministic generator (SplitMix64) for the timer jitter.
+struct TestRng(u64);
+
+impl RngCore for TestRng {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+const LOCAL: &str = "192.0.2.1:40000";
+const REMOTE: &str = "192.0.2.2:179";
+const PEER_ID: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+
+fn config() -> Config {
+    let mut c = Config::new(64512, PeerAs::Exact(64513), Ipv4Addr::new(192, 0, 2, 1));
+    c.mode = ConnectMode::Active;
+    c
+}
+
+struct Harness {
+    s: Session<TestRng>,
+    t0: Instant,
+    now: Instant,
+    /// Decoded messages sent, per connection, in order.
+    sent: Vec<(ConnId, Message)>,
+    outputs: Vec<Output>,
+}
+
+impl Harness {
+    fn new(config: Config) -> Self {
+        let now = Instant::now();
+        Self {
+            s: Session::new(config, TestRng(7)),
+            t0: now,
+            now,
+            sent: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, secs: f64) {
+        self.now = self.t0 + Duration::from_secs_f64(secs);
+    }
+
+    /// Drains the outputs, decoding every message sent.
+    fn drain(&mut self) -> Vec<Output> {
+        let mut outs = Vec::new();
+        while let Some(o) = self.s.poll_output() {
+            if let Output::Send { conn, bytes } = &o {
+                let ctx = DecodeCtx::default();
+                let mut rest = &bytes[..];
+                while let Some(len) = frame::decode(rest, &ctx).unwrap() {
+                    self.sent
+                        .push((*conn, Message::parse(&rest[..len], &ctx).unwrap()));
+                    rest = &rest[len..];
+                }
+                assert!(rest.is_empty(), "partial message sent");
+            }
+            outs.push(o);
+        }
+        self.outputs.extend(outs.clone());
+        outs
+    }
+
+    fn take_sent(&mut self) -> Vec<Message> {
+        self.drain();
+        self.sent.drain(..).map(|(_, m)| m).collect()
+    }
+
+    /// Runs an outbound connection up to OpenSent; returns its id.
+    fn connect(&mut self) -> ConnId {
+        self.s.start(self.now);
+        let conn = match self
+            .drain()
+            .into_iter()
+            .find(|o| matches!(o, Output::Connect(_)))
+        {
+            Some(Output::Connect(c)) => c,
+            other => panic!("no connect: {other:?}"),
+        };
+        self.s.handle_connected(
+            self.now,
+            conn,
+            LOCAL.parse().unwrap(),
+            REMOTE.parse().unwrap(),
+        );
+        conn
+    }
+
+    fn establish(&mut self, peer: Open) -> ConnId {
+        let conn = self.connect();
+        self.s.handle_message(self.now, conn, Message::Open(peer));
+        self.s.handle_message(self.now, conn, Message::Keepalive);
+        assert_eq!(self.s.state(), State::Established);
+        conn
+    }
+
+    fn fire(&mut self) {
+        let at = self.s.poll_timeout().expect("a timer is armed");
+        self.now = self.now.max(at);
+        self.s.handle_timeout(self.now);
+    }
+}
+
+fn peer_open(hold: u16, caps: Vec<Capability>) -> Open {
+    Open::new(64513, HoldTime::from_secs(hold).unwrap(), PEER_ID, caps)
+}
+
+fn modern_caps() -> Vec<Capability> {
+    caps_for(64513)
+}
+
+fn caps_for(asn: u32) -> Vec<Capability> {
+    vec![
+        Capability::Multiprotocol {
+            afi: Afi::Ipv4,
+            safi: Safi::Unicast,
+        },
+        Capability::Multiprotocol {
+            afi: Afi::Ipv6,
+            safi: Safi::Unicast,
+        },
+        Capability::RouteRefresh,
+        Capability::EnhancedRouteRefresh,
+        Capability::FourOctetAs(asn),
+    ]
+}
+
+fn notification(msgs: &[Message]) -> Option<&Notification> {
+    msgs.iter().find_map(|m| match m {
+        Message::Notification(n) => Some(n),
+        _ => None,
+    })
+}
+
+#[test]
+fn active_open_to_established_sends_routes_and_end_of_rib() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "198.51.100.10/32".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    h.s.announce(
+        "2001:db8::10/128".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    let conn = h.connect();
+    assert_eq!(h.s.state(), State::OpenSent);
+    let sent = h.take_sent();
+    let Message::Open(open) = &sent[0] else {
+        panic!("{sent:?}")
+    };
+    assert_eq!(open.asn(), 64512);
+    assert_eq!(open.hold_time.secs(), 90);
+    assert!(open.capabilities.contains(&Capability::FourOctetAs(64512)));
+    assert!(open.capabilities.contains(&Capability::Multiprotocol {
+        afi: Afi::Ipv6,
+        safi: Safi::Unicast
+    }));
+
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(30, modern_caps())));
+    assert_eq!(h.s.state(), State::OpenConfirm);
+    let outs = h.drain();
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::Negotiated { decode, .. } if decode.as4))
+    );
+    assert_eq!(h.take_sent(), vec![Message::Keepalive]);
+
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    let outs = h.drain();
+    let Some(Output::Established(n)) = outs.iter().find(|o| matches!(o, Output::Established(_)))
+    else {
+        panic!("{outs:?}")
+    };
+    assert_eq!(n.hold_time, Duration::from_secs(30));
+    assert_eq!(n.keepalive, Some(Duration::from_secs(10)));
+    assert_eq!(n.families, Family::ALL.to_vec());
+    let updates: Vec<Update> = h
+        .sent
+        .drain(..)
+        .filter_map(|(_, m)| match m {
+            Message::Update(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(updates.len(), 4, "v4 route, v6 route, two End-of-RIB");
+    assert_eq!(
+        updates[0].nlri,
+        vec![Nlri::new("198.51.100.10/32".parse().unwrap())]
+    );
+    assert_eq!(
+        updates[0].attribute(AttrType::NextHop),
+        Some(&AttrValue::NextHop(Ipv4Addr::new(192, 0, 2, 1))),
+        "next hop self"
+    );
+    // IPv6 over IPv4 transport: the IPv4-mapped local address.
+    assert!(matches!(
+        updates[1].mp_reach(),
+        Some(MpReach::Ipv6Unicast { next_hop: NextHop::V6 { global, .. }, .. })
+            if *global == Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped()
+    ));
+    assert_eq!(updates[2].end_of_rib_family(), Some(Family::Ipv4Unicast));
+    assert_eq!(updates[3].end_of_rib_family(), Some(Family::Ipv6Unicast));
+    assert_eq!(h.s.stats().prefixes_announced, 2);
+
+    // A later change goes out alone, without another End-of-RIB.
+    h.s.withdraw(&"198.51.100.10/32".parse().unwrap());
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert!(matches!(&sent[0], Message::Update(u) if u.withdrawn.len() == 1));
+}
+
+#[test]
+fn keepalives_are_jittered_and_hold_timer_expiry_resets() {
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(30, modern_caps()));
+    h.take_sent();
+    // Keepalive due within [0.75, 1.0] x 10 s.
+    let at = h.s.poll_timeout().unwrap();
+    let d = at - h.now;
+    assert!(
+        d >= Duration::from_millis(7500) && d <= Duration::from_secs(10),
+        "{d:?}"
+    );
+    h.fire();
+    assert_eq!(h.take_sent(), vec![Message::Keepalive]);
+    // Peer keepalive at t=20 restarts the hold timer to t=50.
+    h.at(20.0);
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    h.take_sent();
+    h.at(49.9);
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.s.state(), State::Established);
+    h.at(50.0);
+    h.s.handle_timeout(h.now);
+    let sent = h.take_sent();
+    let n = notification(&sent).expect("hold timer notification");
+    assert_eq!((n.code, n.subcode), (ErrorCode::HoldTimerExpired, 0));
+    assert!(
+        h.outputs
+            .iter()
+            .any(|o| matches!(o, Output::Down(DownReason::NotificationSent(_))))
+    );
+    assert!(h.outputs.iter().any(|o| *o == Output::Disconnect(conn)));
+    assert_eq!(h.s.state(), State::Idle, "backing off");
+    // Reconnects after the backoff (1 s, jittered).
+    h.fire();
+    assert!(h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
+    assert!(h.now - h.t0 <= Duration::from_secs(51));
+}
+
+#[test]
+fn hold_time_zero_means_no_keepalives() {
+    let mut h = Harness::new(config());
+    h.establish(peer_open(0, modern_caps()));
+    h.take_sent();
+    assert_eq!(h.s.negotiated().unwrap().keepalive, None);
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "no hold, keepalive or retry timer"
+    );
+}
+
+#[test]
+fn bad_peer_as_is_rejected() {
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    h.take_sent();
+    let open = Open::new(65000, HoldTime::DEFAULT, PEER_ID, caps_for(65000));
+    h.s.handle_message(h.now, conn, Message::Open(open));
+    let sent = h.take_sent();
+    let n = notification(&sent).unwrap();
+    assert_eq!(
+        (n.code, n.subcode),
+        (ErrorCode::OpenMessage, open_subcode::BAD_PEER_AS)
+    );
+}
+
+#[test]
+fn same_router_id_within_an_as_is_rejected() {
+    let mut c = config();
+    c.peer_as = PeerAs::Internal;
+    let mut h = Harness::new(c);
+    let conn = h.connect();
+    h.take_sent();
+    let open = Open::new(
+        64512,
+        HoldTime::DEFAULT,
+        Ipv4Addr::new(192, 0, 2, 1),
+        caps_for(64512),
+    );
+    h.s.handle_message(h.now, conn, Message::Open(open));
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!(
+        (n.code, n.subcode),
+        (ErrorCode::OpenMessage, open_subcode::BAD_BGP_IDENTIFIER)
+    );
+}
+
+#[test]
+fn unexpected_messages_are_fsm_errors_with_the_state_subcode() {
+    // KEEPALIVE in OpenSent: 5/1.
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 1));
+
+    // UPDATE in OpenConfirm: 5/2.
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(90, modern_caps())));
+    h.s.handle_message(h.now, conn, Message::Update(Update::default()));
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 2));
+
+    // OPEN in Established: 5/3.
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(90, modern_caps())));
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 3));
+    assert!(h.outputs.iter().any(|o| matches!(o, Output::Down(_))));
+}
+
+#[test]
+fn decode_errors_send_their_notification() {
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    let err = DecodeError::Header(crate::wire::HeaderError::BadLength { length: 5000 });
+    h.s.handle_decode_error(h.now, conn, &err);
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!(
+        (n.code, n.subcode, &n.data[..]),
+        (ErrorCode::MessageHeader, 2, &[0x13, 0x88][..])
+    );
+    assert!(h.outputs.iter().any(|o| *o == Output::Disconnect(conn)));
+}
+
+#[test]
+fn collision_keeps_the_connection_of_the_higher_identifier() {
+    // Peer 192.0.2.2 > us 192.0.2.1: the peer's (inbound) connection wins.
+    let mut h = Harness::new(config());
+    let out = h.connect();
+    let inc = h.s.handle_incoming(
+        h.now,
+        "192.0.2.1:179".parse().unwrap(),
+        "192.0.2.2:50000".parse().unwrap(),
+    );
+    let inc = inc.expect("accepted");
+    h.take_sent();
+    h.s.handle_message(h.now, inc, Message::Open(peer_open(90, modern_caps())));
+    let sent: Vec<(ConnId, Message)> = {
+        h.drain();
+        h.sent.drain(..).collect()
+    };
+    let cease = sent
+        .iter()
+        .find(|(_, m)| matches!(m, Message::Notification(_)))
+        .expect("cease");
+    assert_eq!(cease.0, out, "our outbound connection is closed");
+    let Message::Notification(n) = &cease.1 else {
+        unreachable!()
+    };
+    assert_eq!(
+        (n.code, n.subcode),
+        (
+            ErrorCode::Cease,
+            cease_subcode::CONNECTION_COLLISION_RESOLUTION
+        )
+    );
+    assert_eq!(h.s.state(), State::OpenConfirm);
+    h.s.handle_message(h.now, inc, Message::Keepalive);
+    assert_eq!(h.s.state(), State::Established);
+
+    // With a lower peer identifier, our outbound connection wins.
+    let mut h = Harness::new(config());
+    let out = h.connect();
+    let inc = h.s.handle_incoming(
+        h.now,
+        "192.0.2.1:179".parse().unwrap(),
+        "192.0.2.2:50000".parse().unwrap(),
+    );
+    let inc = inc.unwrap();
+    let low = Open::new(
+        64513,
+        HoldTime::DEFAULT,
+        Ipv4Addr::new(192, 0, 2, 0),
+        modern_caps(),
+    );
+    h.s.handle_message(h.now, inc, Message::Open(low.clone()));
+    h.drain();
+    let closed: Vec<ConnId> = h
+        .sent
+        .iter()
+        .filter(|(_, m)| matches!(m, Message::Notification(_)))
+        .map(|(c, _)| *c)
+        .collect();
+    assert_eq!(closed, vec![inc]);
+    h.s.handle_message(h.now, out, Message::Open(low));
+    h.s.handle_message(h.now, out, Message::Keepalive);
+    assert_eq!(h.s.state(), State::Established);
+}
+
+#[test]
+fn incoming_connection_while_established_is_refused_by_collision() {
+    let mut h = Harness::new(config());
+    h.establish(peer_open(90, modern_caps()));
+    let inc = h.s.handle_incoming(
+        h.now,
+        "192.0.2.1:179".parse().unwrap(),
+        "192.0.2.2:50001".parse().unwrap(),
+    );
+    let inc = inc.unwrap();
+    h.take_sent();
+    h.s.handle_message(h.now, inc, Message::Open(peer_open(90, modern_caps())));
+    h.drain();
+    let (conn, msg) = h
+        .sent
+        .iter()
+        .find(|(_, m)| matches!(m, Message::Notification(_)))
+        .unwrap();
+    assert_eq!(*conn, inc);
+    assert!(
+        matches!(msg, Message::Notification(n) if n.subcode == cease_subcode::CONNECTION_COLLISION_RESOLUTION)
+    );
+    assert_eq!(h.s.state(), State::Established);
+}
+
+#[test]
+fn rejected_capability_is_not_offered_again() {
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    h.take_sent();
+    // 2/7 with the extended message capability (code 6, length 0).
+    let n = Notification::new(
+        ErrorCode::OpenMessage,
+        open_subcode::UNSUPPORTED_CAPABILITY,
+        Bytes::from_static(&[6, 0]),
+    );
+    h.s.handle_message(h.now, conn, Message::Notification(n));
+    assert_eq!(h.s.state(), State::Idle);
+    h.fire();
+    let next = match h
+        .drain()
+        .into_iter()
+        .find(|o| matches!(o, Output::Connect(_)))
+    {
+        Some(Output::Connect(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    h.s.handle_connected(h.now, next, LOCAL.parse().unwrap(), REMOTE.parse().unwrap());
+    let sent = h.take_sent();
+    let Message::Open(open) = &sent[0] else {
+        panic!()
+    };
+    assert!(!open.capabilities.contains(&Capability::ExtendedMessage));
+    assert!(open.capabilities.contains(&Capability::RouteRefresh));
+}
+
+#[test]
+fn route_refresh_resends_the_family_framed_by_borr_eorr() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "198.51.100.10/32".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    h.s.announce(
+        "2001:db8::10/128".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    h.s.handle_message(
+        h.now,
+        conn,
+        Message::RouteRefresh(RouteRefresh::request(Afi::Ipv4, Safi::Unicast)),
+    );
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert!(
+        matches!(&sent[0], Message::RouteRefresh(r) if r.subtype == RefreshSubtype::BeginningOfRefresh)
+    );
+    assert!(matches!(&sent[1], Message::Update(u) if u.nlri.len() == 1));
+    assert!(
+        matches!(&sent[2], Message::RouteRefresh(r) if r.subtype == RefreshSubtype::EndOfRefresh)
+    );
+    assert_eq!(h.s.stats().route_refreshes_received, 1);
+    // A family that was not negotiated is ignored.
+    h.s.handle_message(
+        h.now,
+        conn,
+        Message::RouteRefresh(RouteRefresh::request(Afi::L2vpn, Safi::Evpn)),
+    );
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn stop_with_shutdown_message_or_preserving_forwarding() {
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    h.s.stop(h.now, StopMode::Shutdown("maintenance".into()));
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!(n.shutdown_message(), Some(Ok("maintenance")));
+    assert!(h.outputs.iter().any(|o| *o == Output::Disconnect(conn)));
+    assert_eq!(h.s.state(), State::Idle);
+    assert_eq!(h.s.poll_timeout(), None);
+
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    h.s.stop(h.now, StopMode::PreserveForwarding);
+    assert!(notification(&h.take_sent()).is_none());
+    assert!(h.outputs.iter().any(|o| *o == Output::Disconnect(conn)));
+    assert!(
+        h.outputs
+            .iter()
+            .any(|o| *o == Output::Down(DownReason::Stopped))
+    );
+}
+
+#[test]
+fn transport_loss_reconnects_with_backoff_and_resends_everything() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "198.51.100.10/32".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    h.s.handle_closed(h.now, conn);
+    assert!(
+        h.drain()
+            .iter()
+            .any(|o| *o == Output::Down(DownReason::TransportClosed))
+    );
+    assert!(h.s.rib().sent().is_empty());
+    // A late event for the dead connection is ignored.
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    assert!(h.take_sent().is_empty());
+    h.fire();
+    let conn2 = match h
+        .drain()
+        .into_iter()
+        .find(|o| matches!(o, Output::Connect(_)))
+    {
+        Some(Output::Connect(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(conn, conn2);
+    h.s.handle_connected(
+        h.now,
+        conn2,
+        LOCAL.parse().unwrap(),
+        REMOTE.parse().unwrap(),
+    );
+    h.s.handle_message(h.now, conn2, Message::Open(peer_open(90, modern_caps())));
+    h.s.handle_message(h.now, conn2, Message::Keepalive);
+    let sent = h.take_sent();
+    assert!(
+        sent.iter()
+            .any(|m| matches!(m, Message::Update(u) if u.nlri.len() == 1)),
+        "route re-sent"
+    );
+}
+
+#[test]
+fn connect_failure_retries_after_connect_retry_time() {
+    let mut h = Harness::new(config());
+    h.s.start(h.now);
+    let Some(Output::Connect(c)) = h
+        .drain()
+        .into_iter()
+        .find(|o| matches!(o, Output::Connect(_)))
+    else {
+        panic!()
+    };
+    assert_eq!(h.s.state(), State::Connect);
+    h.s.handle_connect_failed(h.now, c);
+    assert_eq!(h.s.state(), State::Active);
+    let d = h.s.poll_timeout().unwrap() - h.now;
+    assert!(
+        d >= Duration::from_millis(3750) && d <= Duration::from_secs(5),
+        "{d:?}"
+    );
+    h.fire();
+    assert!(h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
+}
+
+#[test]
+fn passive_waits_for_the_peer() {
+    let mut c = config();
+    c.mode = ConnectMode::Passive;
+    let mut h = Harness::new(c);
+    h.s.start(h.now);
+    assert!(!h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
+    assert_eq!(h.s.state(), State::Active);
+    let inc = h.s.handle_incoming(
+        h.now,
+        "192.0.2.1:179".parse().unwrap(),
+        "192.0.2.2:50000".parse().unwrap(),
+    );
+    let inc = inc.unwrap();
+    assert!(matches!(h.take_sent()[..], [Message::Open(_)]));
+    h.s.handle_message(h.now, inc, Message::Open(peer_open(90, modern_caps())));
+    h.s.handle_message(h.now, inc, Message::Keepalive);
+    assert_eq!(h.s.state(), State::Established);
+    // A second inbound connection while one exists is refused.
+    assert!(
+        h.s.handle_incoming(
+            h.now,
+            "192.0.2.1:179".parse().unwrap(),
+            REMOTE.parse().unwrap()
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn delay_open_waits_for_the_peer_or_the_timer() {
+    let mut c = config();
+    c.delay_open = Some(Duration::from_secs(2));
+    let mut h = Harness::new(c.clone());
+    let conn = h.connect();
+    assert!(h.take_sent().is_empty(), "OPEN delayed");
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(90, modern_caps())));
+    let sent = h.take_sent();
+    assert!(
+        matches!(sent[..], [Message::Open(_), Message::Keepalive]),
+        "{sent:?}"
+    );
+
+    let mut h = Harness::new(c);
+    h.connect();
+    h.at(2.0);
+    h.s.handle_timeout(h.now);
+    assert!(matches!(h.take_sent()[..], [Message::Open(_)]));
+    assert_eq!(h.s.state(), State::OpenSent);
+}
+
+#[test]
+fn graceful_restart_capability() {
+    let mut c = config();
+    c.graceful_restart = Some(GracefulRestartConfig {
+        restart_time: Duration::from_secs(120),
+        restarting: true,
+        forwarding_preserved: true,
+    });
+    let mut h = Harness::new(c);
+    h.connect();
+    let sent = h.take_sent();
+    let Message::Open(open) = &sent[0] else {
+        panic!()
+    };
+    let gr = open
+        .capabilities
+        .iter()
+        .find_map(|c| match c {
+            Capability::GracefulRestart(gr) => Some(gr),
+            _ => None,
+        })
+        .expect("GR capability");
+    assert!(gr.restart_state());
+    assert_eq!(gr.restart_time, 120);
+    assert_eq!(gr.families.len(), 2);
+    assert!(
+        gr.families
+            .iter()
+            .all(|f| f.flags == GracefulRestart::FORWARDING)
+    );
+}
+
+#[test]
+fn received_routes_are_counted_and_dropped() {
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    let mut u = Update::default();
+    u.nlri.push(Nlri::new("203.0.113.0/24".parse().unwrap()));
+    u.withdrawn
+        .push(Nlri::new("203.0.114.0/24".parse().unwrap()));
+    h.s.handle_message(h.now, conn, Message::Update(u));
+    assert!(h.take_sent().is_empty(), "nothing re-advertised");
+    let st = h.s.stats();
+    assert_eq!((st.updates_received, st.withdrawals_received), (1, 1));
+    // Missing mandatory attributes: treat-as-withdraw, counted as such.
+    assert_eq!(st.treat_as_withdraw, 0);
+    assert_eq!(st.prefixes_received, 1);
+    assert_eq!(h.s.state(), State::Established);
+}
+
+#[test]
+fn peer_without_multiprotocol_gets_ipv4_only() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "2001:db8::10/128".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    h.establish(peer_open(90, vec![Capability::FourOctetAs(64513)]));
+    assert_eq!(
+        h.s.negotiated().unwrap().families,
+        vec![Family::Ipv4Unicast]
+    );
+    let sent = h.take_sent();
+    let updates: Vec<_> = sent
+        .iter()
+        .filter(|m| matches!(m, Message::Update(_)))
+        .collect();
+    assert_eq!(updates.len(), 1, "only the IPv4 End-of-RIB: {sent:?}");
+    assert_eq!(h.s.stats().prefixes_skipped, 1);
+}
+
+#[test]
+fn two_octet_peer_gets_as_trans_in_open() {
+    let mut c = config();
+    c.local_as = 4_200_000_000;
+    let mut h = Harness::new(c);
+    h.connect();
+    let sent = h.take_sent();
+    let Message::Open(open) = &sent[0] else {
+        panic!()
+    };
+    assert_eq!(open.my_as, crate::wire::iana::AS_TRANS);
+    assert_eq!(open.asn(), 4_200_000_000);
+}
+
+#[test]
+fn ipv6_transport_uses_global_and_link_local_next_hop() {
+    let mut c = config();
+    c.link_local_v6 = Some("fe80::1".parse().unwrap());
+    c.extended_next_hop = true;
+    let mut h = Harness::new(c);
+    h.s.announce(
+        "2001:db8:1::10/128".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    h.s.announce(
+        "198.51.100.10/32".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    h.s.start(h.now);
+    let Some(Output::Connect(conn)) = h
+        .drain()
+        .into_iter()
+        .find(|o| matches!(o, Output::Connect(_)))
+    else {
+        panic!()
+    };
+    let local: SocketAddr = "[2001:db8::1]:40000".parse().unwrap();
+    h.s.handle_connected(h.now, conn, local, "[2001:db8::2]:179".parse().unwrap());
+    let mut caps = modern_caps();
+    caps.push(Capability::ExtendedNextHop(vec![ExtendedNextHop {
+        afi: Afi::Ipv4,
+        safi: 1,
+        next_hop_afi: Afi::Ipv6,
+    }]));
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(90, caps)));
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    let sent = h.take_sent();
+    let reach: Vec<&MpReach> = sent
+        .iter()
+        .filter_map(|m| match m {
+            Message::Update(u) => u.mp_reach(),
+            _ => None,
+        })
+        .collect();
+    let expected = NextHop::V6 {
+        global: "2001:db8::1".parse().unwrap(),
+        link_local: Some("fe80::1".parse().unwrap()),
+    };
+    assert!(
+        reach
+            .iter()
+            .any(|r| matches!(r, MpReach::Ipv4Unicast { next_hop, .. } if *next_hop == expected))
+    );
+    assert!(
+        reach
+            .iter()
+            .any(|r| matches!(r, MpReach::Ipv6Unicast { next_hop, .. } if *next_hop == expected))
+    );
+}
