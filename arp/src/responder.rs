@@ -1,0 +1,713 @@
+//! The pure ARP responder: frames in, replies and gratuitous ARPs out.
+//!
+//! No I/O, no clock: the driver passes `now`, hands received frames to
+//! [`Responder::handle_frame`] (which returns the reply to send, if any),
+//! and drains [`Responder::poll_output`] after every call for gratuitous
+//! ARPs and the timers of their bursts (see [`crate::announce`] for the
+//! schedule).
+//!
+//! # What is answered
+//!
+//! An ARP request (RFC 826) whose target protocol address is announced on
+//! the interface it arrived on, sent to the broadcast address or to the
+//! interface's MAC (the kernel's unicast reachability probes; MetalLB
+//! checks the same). The reply goes unicast to the sender hardware address
+//! of the request, as Linux does, from the interface's MAC.
+//!
+//! RFC 5227 probes (sender protocol address 0.0.0.0) and gratuitous
+//! requests for our address are answered too, as the Linux kernel does:
+//! answering a probe is how a host defends its address, so another host
+//! about to claim the VIP learns it is taken. The reply to a probe has
+//! target protocol address 0.0.0.0, exactly like the kernel's.
+//!
+//! Everything else is dropped and counted in [`Stats`] by [`DropReason`].
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use tracing::trace;
+
+use crate::announce::{self, Announced, Burst, Round};
+use crate::ethernet::EthernetAddress;
+use crate::wire::{self, FRAME_LEN, FrameRepr, Operation, Repr};
+
+/// What a responder is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Config {
+    /// Gratuitous ARP bursts on takeover.
+    pub burst: Burst,
+}
+
+/// The timer of an announcement burst (see [`Output::Arm`]).
+pub type Timer = announce::Timer<Ipv4Addr>;
+
+/// A frame to send on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The interface to send on.
+    pub ifindex: u32,
+    /// The whole Ethernet frame (no padding: the NIC pads it to 60 octets).
+    pub frame: [u8; FRAME_LEN],
+}
+
+/// Something the driver must do, from [`Responder::poll_output`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Send this frame.
+    Transmit(Transmit),
+    /// Call [`Responder::handle_timer`] with `timer` at `at`. Timers are not
+    /// cancelled: a stale one is ignored when it comes back.
+    Arm {
+        /// When to hand the timer back.
+        at: Instant,
+        /// The timer.
+        timer: Timer,
+    },
+}
+
+/// Why a received frame got no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Shorter than its headers claim.
+    Malformed,
+    /// Not an ARP frame (EtherType).
+    NotArp,
+    /// Hardware is not Ethernet with 6-octet addresses.
+    WrongHardware,
+    /// Protocol is not IPv4 with 4-octet addresses.
+    WrongProtocol,
+    /// Sent from one of our own MAC addresses (our own announcements).
+    OwnMac,
+    /// Not a request (replies, unknown operations).
+    NotRequest,
+    /// Unicast to a MAC address other than the interface's.
+    OtherHost,
+    /// Sender hardware address not unicast, or sender protocol address
+    /// multicast or broadcast: nobody to answer.
+    BadSender,
+    /// Target address not announced on this interface (or the interface is
+    /// unknown).
+    NotOurs,
+}
+
+impl DropReason {
+    /// A stable snake_case name, for metric labels and logs.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::NotArp => "not_arp",
+            Self::WrongHardware => "wrong_hardware",
+            Self::WrongProtocol => "wrong_protocol",
+            Self::OwnMac => "own_mac",
+            Self::NotRequest => "not_request",
+            Self::OtherHost => "other_host",
+            Self::BadSender => "bad_sender",
+            Self::NotOurs => "not_ours",
+        }
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&wire::Error> for DropReason {
+    fn from(err: &wire::Error) -> Self {
+        match err {
+            wire::Error::Ethernet(_) | wire::Error::Truncated { .. } => Self::Malformed,
+            wire::Error::NotArp(_) => Self::NotArp,
+            wire::Error::UnsupportedHardware { .. } => Self::WrongHardware,
+            wire::Error::UnsupportedProtocol { .. } => Self::WrongProtocol,
+        }
+    }
+}
+
+/// Counters for metrics; they only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Requests for an address we announce on that interface (MetalLB's
+    /// `metallb_layer2_requests_received`).
+    pub requests_received: u64,
+    /// Replies returned by `handle_frame` (MetalLB's
+    /// `metallb_layer2_responses_sent`).
+    pub responses_sent: u64,
+    /// Gratuitous ARP frames emitted (two per round).
+    pub announcements_sent: u64,
+    /// Dropped: [`DropReason::Malformed`].
+    pub malformed: u64,
+    /// Dropped: [`DropReason::NotArp`].
+    pub not_arp: u64,
+    /// Dropped: [`DropReason::WrongHardware`].
+    pub wrong_hardware: u64,
+    /// Dropped: [`DropReason::WrongProtocol`].
+    pub wrong_protocol: u64,
+    /// Dropped: [`DropReason::OwnMac`].
+    pub own_mac: u64,
+    /// Dropped: [`DropReason::NotRequest`].
+    pub not_request: u64,
+    /// Dropped: [`DropReason::OtherHost`].
+    pub other_host: u64,
+    /// Dropped: [`DropReason::BadSender`].
+    pub bad_sender: u64,
+    /// Dropped: [`DropReason::NotOurs`].
+    pub not_ours: u64,
+}
+
+impl Stats {
+    /// The drop counter for `reason`.
+    pub const fn dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Malformed => self.malformed,
+            DropReason::NotArp => self.not_arp,
+            DropReason::WrongHardware => self.wrong_hardware,
+            DropReason::WrongProtocol => self.wrong_protocol,
+            DropReason::OwnMac => self.own_mac,
+            DropReason::NotRequest => self.not_request,
+            DropReason::OtherHost => self.other_host,
+            DropReason::BadSender => self.bad_sender,
+            DropReason::NotOurs => self.not_ours,
+        }
+    }
+
+    /// Frames dropped for any reason.
+    pub const fn dropped_total(&self) -> u64 {
+        self.malformed
+            + self.not_arp
+            + self.wrong_hardware
+            + self.wrong_protocol
+            + self.own_mac
+            + self.not_request
+            + self.other_host
+            + self.bad_sender
+            + self.not_ours
+    }
+
+    fn count(&mut self, reason: DropReason) {
+        let counter = match reason {
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::NotArp => &mut self.not_arp,
+            DropReason::WrongHardware => &mut self.wrong_hardware,
+            DropReason::WrongProtocol => &mut self.wrong_protocol,
+            DropReason::OwnMac => &mut self.own_mac,
+            DropReason::NotRequest => &mut self.not_request,
+            DropReason::OtherHost => &mut self.other_host,
+            DropReason::BadSender => &mut self.bad_sender,
+            DropReason::NotOurs => &mut self.not_ours,
+        };
+        *counter = counter.wrapping_add(1);
+    }
+}
+
+/// The ARP responder of one node: which IPv4 addresses it answers for on
+/// which interfaces, and the gratuitous ARP bursts under way.
+#[derive(Debug, Clone)]
+pub struct Responder {
+    announced: Announced<Ipv4Addr>,
+    outputs: VecDeque<Output>,
+    stats: Stats,
+}
+
+impl Responder {
+    /// A responder that announces nothing yet.
+    pub fn new(config: Config) -> Self {
+        Self {
+            announced: Announced::new(config.burst),
+            outputs: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Sets the MAC address of `ifindex`. If it changes, every address
+    /// announced there starts a new gratuitous burst. Drain
+    /// [`poll_output`](Self::poll_output) afterwards.
+    pub fn set_interface(
+        &mut self,
+        now: Instant,
+        ifindex: u32,
+        mac: EthernetAddress,
+    ) -> Result<(), announce::Error> {
+        for round in self.announced.set_interface(now, ifindex, mac)? {
+            self.queue_round(round);
+        }
+        Ok(())
+    }
+
+    /// Forgets `ifindex` and withdraws every address on it.
+    pub fn remove_interface(&mut self, ifindex: u32) {
+        self.announced.remove_interface(ifindex);
+    }
+
+    /// Answers for `ip` on `ifindex` from now on. A new address starts a
+    /// gratuitous ARP burst (drain [`poll_output`](Self::poll_output)); an
+    /// address already announced there is left alone, burst included, so
+    /// resyncs may call this freely.
+    pub fn announce(
+        &mut self,
+        now: Instant,
+        ip: Ipv4Addr,
+        ifindex: u32,
+    ) -> Result<(), announce::Error> {
+        if let Some(round) = self.announced.announce(now, ip, ifindex)? {
+            self.queue_round(round);
+        }
+        Ok(())
+    }
+
+    /// Stops answering for `ip` on `ifindex` and cancels its pending
+    /// announcements; returns whether it was announced.
+    pub fn withdraw(&mut self, ip: Ipv4Addr, ifindex: u32) -> bool {
+        self.announced.withdraw(ip, ifindex)
+    }
+
+    /// Whether `ip` is announced on `ifindex`.
+    pub fn is_announced(&self, ip: Ipv4Addr, ifindex: u32) -> bool {
+        self.announced.contains(ip, ifindex)
+    }
+
+    /// Call with every frame received on `ifindex`; returns the ARP reply
+    /// to send back on `ifindex`, if the frame is a request we answer.
+    ///
+    /// `now` is not used yet; it is there so rate limits can be added
+    /// without changing the drivers.
+    pub fn handle_frame(&mut self, now: Instant, ifindex: u32, frame: &[u8]) -> Option<Transmit> {
+        let _ = now;
+        match self.answer(ifindex, frame) {
+            Ok(reply) => {
+                self.stats.responses_sent = self.stats.responses_sent.wrapping_add(1);
+                Some(reply)
+            }
+            Err(reason) => {
+                self.stats.count(reason);
+                None
+            }
+        }
+    }
+
+    /// Call when a timer from [`Output::Arm`] expires: sends the next round
+    /// of its burst, unless the timer is stale. Drain
+    /// [`poll_output`](Self::poll_output) afterwards.
+    pub fn handle_timer(&mut self, now: Instant, timer: Timer) {
+        if let Some(round) = self.announced.handle_timer(now, timer) {
+            self.queue_round(round);
+        } else {
+            trace!(ip = %timer.addr(), ifindex = timer.ifindex(), "stale timer");
+        }
+    }
+
+    /// The next thing to do; call after every `announce`, `set_interface`
+    /// and `handle_timer` until it returns `None`.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn answer(&mut self, ifindex: u32, frame: &[u8]) -> Result<Transmit, DropReason> {
+        let request = FrameRepr::parse(frame).map_err(|err| {
+            trace!(ifindex, %err, "arp frame dropped");
+            DropReason::from(&err)
+        })?;
+        let drop = |reason: DropReason| {
+            trace!(ifindex, %reason, frame = %request, "arp frame dropped");
+            reason
+        };
+        let arp = &request.arp;
+        if self.announced.is_own_mac(request.eth_src)
+            || self.announced.is_own_mac(arp.source_hardware_addr)
+        {
+            return Err(drop(DropReason::OwnMac));
+        }
+        if arp.operation != Operation::Request {
+            return Err(drop(DropReason::NotRequest));
+        }
+        let Some(mac) = self.announced.interface_mac(ifindex) else {
+            return Err(drop(DropReason::NotOurs));
+        };
+        if !request.eth_dst.is_broadcast() && request.eth_dst != mac {
+            return Err(drop(DropReason::OtherHost));
+        }
+        let sender_ip = arp.source_protocol_addr;
+        if !arp.source_hardware_addr.is_unicast()
+            || sender_ip.is_multicast()
+            || sender_ip.is_broadcast()
+        {
+            return Err(drop(DropReason::BadSender));
+        }
+        if !self.announced.contains(arp.target_protocol_addr, ifindex) {
+            return Err(drop(DropReason::NotOurs));
+        }
+        self.stats.requests_received = self.stats.requests_received.wrapping_add(1);
+        let reply = FrameRepr {
+            eth_src: mac,
+            // The sender hardware address, as Linux answers (arp_process).
+            eth_dst: arp.source_hardware_addr,
+            arp: Repr {
+                operation: Operation::Reply,
+                source_hardware_addr: mac,
+                source_protocol_addr: arp.target_protocol_addr,
+                target_hardware_addr: arp.source_hardware_addr,
+                // 0.0.0.0 when answering an RFC 5227 probe, like Linux.
+                target_protocol_addr: sender_ip,
+            },
+        };
+        trace!(ifindex, %reply, "arp reply");
+        Ok(emit(ifindex, &reply))
+    }
+
+    /// Queues the gratuitous ARPs of one round and the timer of the next.
+    ///
+    /// Both forms go out, broadcast, like MetalLB: a request (RFC 5227
+    /// §2.3 ARP Announcement: sender and target protocol address ours,
+    /// target hardware address zero) and a reply (target hardware address
+    /// broadcast), because some hosts only update their cache from one.
+    fn queue_round(&mut self, round: Round<Ipv4Addr>) {
+        for (operation, target_hardware_addr) in [
+            (Operation::Request, EthernetAddress::UNSPECIFIED),
+            (Operation::Reply, EthernetAddress::BROADCAST),
+        ] {
+            let frame = FrameRepr {
+                eth_src: round.mac,
+                eth_dst: EthernetAddress::BROADCAST,
+                arp: Repr {
+                    operation,
+                    source_hardware_addr: round.mac,
+                    source_protocol_addr: round.addr,
+                    target_hardware_addr,
+                    target_protocol_addr: round.addr,
+                },
+            };
+            trace!(ifindex = round.ifindex, %frame, "gratuitous arp");
+            self.outputs
+                .push_back(Output::Transmit(emit(round.ifindex, &frame)));
+            self.stats.announcements_sent = self.stats.announcements_sent.wrapping_add(1);
+        }
+        if let Some((at, timer)) = round.next {
+            self.outputs.push_back(Output::Arm { at, timer });
+        }
+    }
+}
+
+fn emit(ifindex: u32, repr: &FrameRepr) -> Transmit {
+    let mut frame = [0; FRAME_LEN];
+    repr.emit(&mut frame);
+    Transmit { ifindex, frame }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0a]);
+    const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0b]);
+    const PEER_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x01]);
+    const PEER_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const VIP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+    const IF: u32 = 3;
+
+    /// A broadcast request from PEER for VIP, as a kernel sends it (padded
+    /// to 60 octets).
+    static REQUEST: [u8; 60] = [
+        // Ethernet: ff:ff:ff:ff:ff:ff < 02:00:00:00:00:01, ARP
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06,
+        // ARP: Ethernet, IPv4, 6, 4, request
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, //
+        // sender 02:00:00:00:00:01 192.0.2.1
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0xc0, 0x00, 0x02, 0x01, //
+        // target 00:00:00:00:00:00 192.0.2.10
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0x00, 0x02, 0x0a, //
+        // padding
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    /// Our reply to REQUEST.
+    static REPLY: [u8; FRAME_LEN] = [
+        // Ethernet: 02:00:00:00:00:01 < 02:00:00:00:00:0a, ARP
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x08, 0x06,
+        // ARP: Ethernet, IPv4, 6, 4, reply
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x02, //
+        // sender 02:00:00:00:00:0a 192.0.2.10
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0xc0, 0x00, 0x02, 0x0a, //
+        // target 02:00:00:00:00:01 192.0.2.1
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0xc0, 0x00, 0x02, 0x01,
+    ];
+
+    fn responder() -> (Instant, Responder) {
+        let t0 = Instant::now();
+        let mut r = Responder::new(Config::default());
+        r.set_interface(t0, IF, OUR_MAC).unwrap();
+        (t0, r)
+    }
+
+    fn announced() -> (Instant, Responder) {
+        let (t0, mut r) = responder();
+        r.announce(t0, VIP, IF).unwrap();
+        while r.poll_output().is_some() {}
+        (t0, r)
+    }
+
+    fn request(f: impl FnOnce(&mut FrameRepr)) -> [u8; FRAME_LEN] {
+        let mut repr = FrameRepr::parse(&REQUEST).unwrap();
+        f(&mut repr);
+        let mut out = [0; FRAME_LEN];
+        repr.emit(&mut out);
+        out
+    }
+
+    fn drain(r: &mut Responder) -> Vec<Output> {
+        std::iter::from_fn(|| r.poll_output()).collect()
+    }
+
+    #[test]
+    fn answers_request() {
+        let (t0, mut r) = announced();
+        let reply = r.handle_frame(t0, IF, &REQUEST).unwrap();
+        assert_eq!(reply.ifindex, IF);
+        assert_eq!(reply.frame, REPLY);
+        let parsed = FrameRepr::parse(&reply.frame).unwrap();
+        assert_eq!(parsed.eth_src, OUR_MAC);
+        assert_eq!(parsed.eth_dst, PEER_MAC);
+        assert_eq!(parsed.arp.operation, Operation::Reply);
+        assert_eq!(parsed.arp.source_hardware_addr, OUR_MAC);
+        assert_eq!(parsed.arp.source_protocol_addr, VIP);
+        assert_eq!(parsed.arp.target_hardware_addr, PEER_MAC);
+        assert_eq!(parsed.arp.target_protocol_addr, PEER_IP);
+        assert_eq!(r.stats().requests_received, 1);
+        assert_eq!(r.stats().responses_sent, 1);
+        assert_eq!(r.stats().dropped_total(), 0);
+        // Answering queues nothing.
+        assert!(r.poll_output().is_none());
+    }
+
+    #[test]
+    fn answers_unicast_request_to_our_mac() {
+        let (t0, mut r) = announced();
+        let frame = request(|f| f.eth_dst = OUR_MAC);
+        assert!(r.handle_frame(t0, IF, &frame).is_some());
+    }
+
+    #[test]
+    fn answers_probe_with_zero_target() {
+        let (t0, mut r) = announced();
+        let frame = request(|f| f.arp.source_protocol_addr = Ipv4Addr::UNSPECIFIED);
+        let reply = r.handle_frame(t0, IF, &frame).unwrap();
+        let parsed = FrameRepr::parse(&reply.frame).unwrap();
+        assert_eq!(parsed.eth_dst, PEER_MAC);
+        assert_eq!(parsed.arp.target_protocol_addr, Ipv4Addr::UNSPECIFIED);
+        assert_eq!(parsed.arp.source_protocol_addr, VIP);
+    }
+
+    #[test]
+    fn answers_gratuitous_request_for_our_address() {
+        // Another host claiming the VIP gets told it is ours.
+        let (t0, mut r) = announced();
+        let frame = request(|f| f.arp.source_protocol_addr = VIP);
+        let reply = r.handle_frame(t0, IF, &frame).unwrap();
+        let parsed = FrameRepr::parse(&reply.frame).unwrap();
+        assert_eq!(parsed.arp.target_protocol_addr, VIP);
+        assert_eq!(parsed.eth_dst, PEER_MAC);
+    }
+
+    #[test]
+    fn replies_to_sender_hardware_address() {
+        let (t0, mut r) = announced();
+        let bridge = EthernetAddress([0x02, 0, 0, 0, 0, 0x99]);
+        let frame = request(|f| f.eth_src = bridge);
+        let parsed = FrameRepr::parse(&r.handle_frame(t0, IF, &frame).unwrap().frame).unwrap();
+        assert_eq!(parsed.eth_dst, PEER_MAC);
+    }
+
+    #[track_caller]
+    fn assert_drops(r: &mut Responder, t: Instant, ifindex: u32, frame: &[u8], why: DropReason) {
+        let before = r.stats().dropped(why);
+        assert_eq!(r.handle_frame(t, ifindex, frame), None);
+        assert_eq!(r.stats().dropped(why), before + 1, "{why}");
+    }
+
+    #[test]
+    fn ignores() {
+        let (t0, mut r) = announced();
+        r.set_interface(t0, 4, OTHER_MAC).unwrap();
+        let t = t0;
+        assert_drops(&mut r, t, IF, &REQUEST[..20], DropReason::Malformed);
+        assert_drops(&mut r, t, IF, &REQUEST[..5], DropReason::Malformed);
+        let mut not_arp = REQUEST;
+        not_arp[13] = 0x00;
+        assert_drops(&mut r, t, IF, &not_arp, DropReason::NotArp);
+        let mut hw = REQUEST;
+        hw[15] = 6;
+        assert_drops(&mut r, t, IF, &hw, DropReason::WrongHardware);
+        let mut proto = REQUEST;
+        proto[16] = 0x86;
+        proto[17] = 0xdd;
+        assert_drops(&mut r, t, IF, &proto, DropReason::WrongProtocol);
+        let reply = request(|f| f.arp.operation = Operation::Reply);
+        assert_drops(&mut r, t, IF, &reply, DropReason::NotRequest);
+        let unknown = request(|f| f.arp.operation = Operation::Unknown(8));
+        assert_drops(&mut r, t, IF, &unknown, DropReason::NotRequest);
+        // From our own MACs, on either interface, in either field.
+        for mac in [OUR_MAC, OTHER_MAC] {
+            let own = request(|f| f.eth_src = mac);
+            assert_drops(&mut r, t, IF, &own, DropReason::OwnMac);
+            let own = request(|f| f.arp.source_hardware_addr = mac);
+            assert_drops(&mut r, t, IF, &own, DropReason::OwnMac);
+        }
+        let other = request(|f| f.eth_dst = PEER_MAC);
+        assert_drops(&mut r, t, IF, &other, DropReason::OtherHost);
+        let bad = request(|f| f.arp.source_hardware_addr = EthernetAddress::BROADCAST);
+        assert_drops(&mut r, t, IF, &bad, DropReason::BadSender);
+        let bad = request(|f| f.arp.source_protocol_addr = Ipv4Addr::new(224, 0, 0, 1));
+        assert_drops(&mut r, t, IF, &bad, DropReason::BadSender);
+        let bad = request(|f| f.arp.source_protocol_addr = Ipv4Addr::BROADCAST);
+        assert_drops(&mut r, t, IF, &bad, DropReason::BadSender);
+        let other_ip = request(|f| f.arp.target_protocol_addr = Ipv4Addr::new(192, 0, 2, 11));
+        assert_drops(&mut r, t, IF, &other_ip, DropReason::NotOurs);
+        // Announced on IF, asked on interface 4 or an unknown interface.
+        assert_drops(&mut r, t, 4, &REQUEST, DropReason::NotOurs);
+        assert_drops(&mut r, t, 99, &REQUEST, DropReason::NotOurs);
+        let s = r.stats();
+        assert_eq!((s.requests_received, s.responses_sent), (0, 0));
+        assert_eq!(s.dropped_total(), 18);
+    }
+
+    #[test]
+    fn burst_schedule() {
+        let (t0, mut r) = responder();
+        r.announce(t0, VIP, IF).unwrap();
+        let mut sent = Vec::new();
+        let mut now = t0;
+        loop {
+            let outputs = drain(&mut r);
+            let frames: Vec<FrameRepr> = outputs
+                .iter()
+                .filter_map(|o| match o {
+                    Output::Transmit(t) => {
+                        assert_eq!(t.ifindex, IF);
+                        Some(FrameRepr::parse(&t.frame).unwrap())
+                    }
+                    Output::Arm { .. } => None,
+                })
+                .collect();
+            // Each round: request form, then reply form, both broadcast.
+            assert_eq!(frames.len(), 2);
+            for (frame, op, tha) in [
+                (frames[0], Operation::Request, EthernetAddress::UNSPECIFIED),
+                (frames[1], Operation::Reply, EthernetAddress::BROADCAST),
+            ] {
+                assert_eq!(frame.eth_src, OUR_MAC);
+                assert_eq!(frame.eth_dst, EthernetAddress::BROADCAST);
+                assert_eq!(frame.arp.operation, op);
+                assert_eq!(frame.arp.source_hardware_addr, OUR_MAC);
+                assert_eq!(frame.arp.source_protocol_addr, VIP);
+                assert_eq!(frame.arp.target_hardware_addr, tha);
+                assert_eq!(frame.arp.target_protocol_addr, VIP);
+            }
+            sent.push((now - t0).as_millis());
+            let arm = outputs.iter().find_map(|o| match o {
+                Output::Arm { at, timer } => Some((*at, *timer)),
+                Output::Transmit(_) => None,
+            });
+            let Some((at, timer)) = arm else { break };
+            assert_eq!((timer.addr(), timer.ifindex()), (VIP, IF));
+            now = at;
+            r.handle_timer(now, timer);
+        }
+        assert_eq!(sent, [0, 1100, 2200, 3300, 4400]);
+        assert_eq!(r.stats().announcements_sent, 10);
+    }
+
+    #[test]
+    fn reannounce_does_not_restart_burst() {
+        let (t0, mut r) = responder();
+        r.announce(t0, VIP, IF).unwrap();
+        let first = drain(&mut r);
+        assert_eq!(first.len(), 3);
+        let Output::Arm { at, timer } = first[2] else {
+            panic!("expected a timer, got {first:?}")
+        };
+        // A resync half a second later: nothing new.
+        r.announce(t0 + Duration::from_millis(500), VIP, IF)
+            .unwrap();
+        assert!(drain(&mut r).is_empty());
+        // The original burst goes on.
+        r.handle_timer(at, timer);
+        assert_eq!(drain(&mut r).len(), 3);
+        assert_eq!(r.stats().announcements_sent, 4);
+    }
+
+    #[test]
+    fn withdraw_stops_replies_and_announcements() {
+        let (t0, mut r) = responder();
+        r.announce(t0, VIP, IF).unwrap();
+        let Some(Output::Arm { at, timer }) = drain(&mut r).pop() else {
+            panic!("expected a timer")
+        };
+        assert!(r.withdraw(VIP, IF));
+        assert!(!r.withdraw(VIP, IF));
+        assert!(!r.is_announced(VIP, IF));
+        assert_eq!(r.handle_frame(t0, IF, &REQUEST), None);
+        assert_eq!(r.stats().not_ours, 1);
+        r.handle_timer(at, timer);
+        assert!(drain(&mut r).is_empty());
+        // Announcing again starts a fresh burst; the old timer stays stale.
+        r.announce(at, VIP, IF).unwrap();
+        assert_eq!(drain(&mut r).len(), 3);
+        r.handle_timer(at, timer);
+        assert!(drain(&mut r).is_empty());
+    }
+
+    #[test]
+    fn remove_interface_withdraws() {
+        let (t0, mut r) = announced();
+        r.remove_interface(IF);
+        assert!(!r.is_announced(VIP, IF));
+        assert_eq!(r.handle_frame(t0, IF, &REQUEST), None);
+        assert_eq!(
+            r.announce(t0, VIP, IF),
+            Err(announce::Error::UnknownInterface(IF))
+        );
+    }
+
+    #[test]
+    fn mac_change_reannounces_with_new_mac() {
+        let (t0, mut r) = announced();
+        r.set_interface(t0, IF, OTHER_MAC).unwrap();
+        let outputs = drain(&mut r);
+        assert_eq!(outputs.len(), 3);
+        let Output::Transmit(t) = outputs[0] else {
+            panic!("expected a frame")
+        };
+        assert_eq!(FrameRepr::parse(&t.frame).unwrap().eth_src, OTHER_MAC);
+        let reply = r.handle_frame(t0, IF, &REQUEST).unwrap();
+        assert_eq!(FrameRepr::parse(&reply.frame).unwrap().eth_src, OTHER_MAC);
+        // Setting the same MAC again is quiet.
+        r.set_interface(t0, IF, OTHER_MAC).unwrap();
+        assert!(drain(&mut r).is_empty());
+    }
+
+    #[test]
+    fn same_ip_on_two_interfaces() {
+        let (t0, mut r) = responder();
+        r.set_interface(t0, 4, OTHER_MAC).unwrap();
+        r.announce(t0, VIP, IF).unwrap();
+        r.announce(t0, VIP, 4).unwrap();
+        let outputs = drain(&mut r);
+        assert_eq!(outputs.len(), 6);
+        let reply = r.handle_frame(t0, 4, &REQUEST).unwrap();
+        assert_eq!(reply.ifindex, 4);
+        assert_eq!(FrameRepr::parse(&reply.frame).unwrap().eth_src, OTHER_MAC);
+        // Withdrawing on one leaves the other.
+        r.withdraw(VIP, 4);
+        assert!(r.handle_frame(t0, 4, &REQUEST).is_none());
+        assert!(r.handle_frame(t0, IF, &REQUEST).is_some());
+    }
+}

@@ -1,0 +1,619 @@
+//! The BGP driver: one tokio task per peer owns a `bgp::session::Session`
+//! and moves bytes, connections and time between it and the OS. No
+//! protocol decisions are made here.
+//!
+//! [`BgpSpeaker`] is the API the speaker uses: add, change and remove
+//! peers at runtime, set each peer's routes, and receive a stream of
+//! [`PeerEvent`]s (for metrics, logs and ServiceBGPStatus).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bgp::frame;
+use bgp::session::{
+    self, ConnId, DownReason, IpPrefix, Negotiated, Output, RouteAttrs, Session, State, Stats,
+    StopMode,
+};
+use bgp::wire::{DecodeCtx, DecodeError, HeaderError, Message};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::codec::{Decoder, FramedRead};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::net::tcp::{self, ConnectOptions};
+
+/// Everything needed to run a session with one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// The session (AS numbers, timers, capabilities).
+    pub session: session::Config,
+    /// The peer's address and port.
+    pub address: SocketAddr,
+    /// Socket options for connections to the peer (also applied, for the
+    /// MD5 key, to the listening sockets).
+    pub connect: ConnectOptions,
+}
+
+/// A change in a peer's session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// The RFC state changed.
+    StateChanged {
+        /// Peer name.
+        peer: String,
+        /// Old state.
+        from: State,
+        /// New state.
+        to: State,
+    },
+    /// The session reached Established.
+    Established {
+        /// Peer name.
+        peer: String,
+        /// What was negotiated.
+        negotiated: Box<Negotiated>,
+    },
+    /// The Established session went down.
+    Down {
+        /// Peer name.
+        peer: String,
+        /// Why.
+        reason: DownReason,
+    },
+}
+
+/// A snapshot of a peer, refreshed after every input the driver handles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerStatus {
+    /// The RFC state.
+    pub state: Option<State>,
+    /// Counters.
+    pub stats: Stats,
+    /// Prefixes the peer has from us.
+    pub advertised: usize,
+}
+
+enum Command {
+    SetRoutes(BTreeMap<IpPrefix, Arc<RouteAttrs>>),
+    Stop(StopMode, oneshot::Sender<()>),
+}
+
+struct PeerHandle {
+    config: PeerConfig,
+    /// The routes last given, kept to carry them over a session reset.
+    routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+    commands: mpsc::UnboundedSender<Command>,
+    status: watch::Receiver<PeerStatus>,
+    task: JoinHandle<()>,
+}
+
+/// Where accepted connections go: peer address -> that peer's task.
+type Dispatch = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<TcpStream>>>>;
+
+/// Runs the BGP sessions of a speaker.
+pub struct BgpSpeaker {
+    peers: HashMap<String, PeerHandle>,
+    dispatch: Dispatch,
+    listeners: Vec<(Arc<TcpListener>, JoinHandle<()>)>,
+    events: mpsc::UnboundedSender<PeerEvent>,
+}
+
+impl BgpSpeaker {
+    /// A speaker without peers, and the stream of their events.
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<PeerEvent>) {
+        let (events, rx) = mpsc::unbounded_channel();
+        let speaker = Self {
+            peers: HashMap::new(),
+            dispatch: Arc::default(),
+            listeners: Vec::new(),
+            events,
+        };
+        (speaker, rx)
+    }
+
+    /// Accepts BGP connections on `addr` (passive peers and collisions).
+    /// Returns the bound address.
+    pub fn listen(&mut self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let listener = Arc::new(tcp::listen(addr)?);
+        for p in self.peers.values() {
+            if let Some(key) = &p.config.connect.md5_key {
+                tcp::set_md5_key(listener.as_raw_fd(), p.config.address.ip(), key)?;
+            }
+        }
+        let local = listener.local_addr()?;
+        let task = tokio::spawn(accept_loop(
+            Arc::clone(&listener),
+            Arc::clone(&self.dispatch),
+        ));
+        self.listeners.push((listener, task));
+        Ok(local)
+    }
+
+    /// Adds a peer, or replaces its configuration: an unchanged
+    /// configuration is left alone; a changed one resets the session
+    /// (Cease / Administrative Reset) and starts a new one, keeping its
+    /// routes.
+    pub async fn set_peer(&mut self, name: &str, config: PeerConfig) -> io::Result<()> {
+        let mut routes = BTreeMap::new();
+        let mut had_key = false;
+        if let Some(old) = self.peers.get(name) {
+            if old.config == config {
+                return Ok(());
+            }
+            had_key = old.config.connect.md5_key.is_some();
+            routes = self
+                .stop_peer(name, StopMode::Reset("configuration changed".into()))
+                .await
+                .unwrap_or_default();
+        }
+        for (listener, _) in &self.listeners {
+            match &config.connect.md5_key {
+                Some(key) => tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), key)?,
+                // Removing a key that was set; the kernel has none otherwise.
+                None if had_key => {
+                    tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), &[])?
+                }
+                None => {}
+            }
+        }
+        let (commands, cmd_rx) = mpsc::unbounded_channel();
+        let (incoming_tx, incoming_rx) = mpsc::channel(4);
+        let (status_tx, status) = watch::channel(PeerStatus::default());
+        self.dispatch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(normalize(config.address.ip()), incoming_tx);
+        let span = info_span!("bgp", peer = %config.address, name);
+        let driver = PeerDriver::new(
+            name.to_owned(),
+            config.clone(),
+            self.events.clone(),
+            status_tx,
+        );
+        let task = tokio::spawn(driver.run(cmd_rx, incoming_rx).instrument(span));
+        if !routes.is_empty() {
+            let _ = commands.send(Command::SetRoutes(routes.clone()));
+        }
+        self.peers.insert(
+            name.to_owned(),
+            PeerHandle {
+                config,
+                routes,
+                commands,
+                status,
+                task,
+            },
+        );
+        Ok(())
+    }
+
+    /// Removes a peer, ending its session as `mode` says.
+    pub async fn remove_peer(&mut self, name: &str, mode: StopMode) {
+        self.stop_peer(name, mode).await;
+    }
+
+    /// Sets the routes the peer should have; they are sent (as the minimal
+    /// UPDATEs) when the session is Established.
+    pub fn set_routes(&mut self, name: &str, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
+        if let Some(p) = self.peers.get_mut(name) {
+            p.routes = routes.clone();
+            let _ = p.commands.send(Command::SetRoutes(routes));
+        }
+    }
+
+    /// The latest status of a peer.
+    pub fn status(&self, name: &str) -> Option<PeerStatus> {
+        self.peers.get(name).map(|p| p.status.borrow().clone())
+    }
+
+    /// Names of the configured peers.
+    pub fn peers(&self) -> impl Iterator<Item = &str> {
+        self.peers.keys().map(String::as_str)
+    }
+
+    /// Ends every session as `mode` says and stops listening.
+    pub async fn shutdown(mut self, mode: StopMode) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            self.stop_peer(&name, mode.clone()).await;
+        }
+        for (_, task) in self.listeners.drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Stops a peer's task; returns the routes it had been given.
+    async fn stop_peer(
+        &mut self,
+        name: &str,
+        mode: StopMode,
+    ) -> Option<BTreeMap<IpPrefix, Arc<RouteAttrs>>> {
+        let p = self.peers.remove(name)?;
+        self.dispatch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&normalize(p.config.address.ip()));
+        let (done_tx, done) = oneshot::channel();
+        if p.commands.send(Command::Stop(mode, done_tx)).is_ok() {
+            let _ = done.await;
+        }
+        if let Err(e) = p.task.await {
+            warn!(error = %e, peer = name, "peer task failed");
+        }
+        Some(p.routes)
+    }
+}
+
+/// IPv4 peers accepted on a dual-stack socket appear IPv4-mapped.
+fn normalize(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let target = dispatch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&normalize(remote.ip()))
+            .cloned();
+        match target {
+            Some(tx) => {
+                if tx.try_send(stream).is_err() {
+                    debug!(%remote, "peer busy: connection dropped");
+                }
+            }
+            None => debug!(%remote, "connection from an unknown peer dropped"),
+        }
+    }
+}
+
+/// What connection tasks report to the peer task.
+enum ConnEvent {
+    Connected(ConnId, TcpStream),
+    ConnectFailed(ConnId, io::Error),
+    Frame(ConnId, Bytes),
+    FrameError(ConnId, HeaderError),
+    Closed(ConnId),
+}
+
+struct ConnIo {
+    writer: mpsc::UnboundedSender<Bytes>,
+    write_task: JoinHandle<()>,
+    reader: JoinHandle<()>,
+    ctx: DecodeCtx,
+}
+
+struct PeerDriver {
+    name: String,
+    config: PeerConfig,
+    session: Session<SmallRng>,
+    events: mpsc::UnboundedSender<PeerEvent>,
+    status: watch::Sender<PeerStatus>,
+    conns: HashMap<ConnId, ConnIo>,
+    connecting: HashMap<ConnId, JoinHandle<()>>,
+    /// Writers of closed connections, still flushing (a NOTIFICATION).
+    closing: Vec<JoinHandle<()>>,
+    conn_tx: mpsc::UnboundedSender<ConnEvent>,
+    conn_rx: mpsc::UnboundedReceiver<ConnEvent>,
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl PeerDriver {
+    fn new(
+        name: String,
+        config: PeerConfig,
+        events: mpsc::UnboundedSender<PeerEvent>,
+        status: watch::Sender<PeerStatus>,
+    ) -> Self {
+        let session = Session::new(config.session.clone(), SmallRng::from_os_rng());
+        let (conn_tx, conn_rx) = mpsc::unbounded_channel();
+        Self {
+            name,
+            config,
+            session,
+            events,
+            status,
+            conns: HashMap::new(),
+            connecting: HashMap::new(),
+            closing: Vec::new(),
+            conn_tx,
+            conn_rx,
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        mut incoming: mpsc::Receiver<TcpStream>,
+    ) {
+        self.session.start(now());
+        let mut sleep_deadline = None;
+        let sleep = tokio::time::sleep(std::time::Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        loop {
+            self.drain();
+            // Reset the sleep only when the deadline changes.
+            let deadline = self.session.poll_timeout();
+            if deadline != sleep_deadline {
+                sleep_deadline = deadline;
+                let at = deadline.map_or_else(
+                    || Instant::now() + std::time::Duration::from_secs(3600),
+                    Instant::from_std,
+                );
+                sleep.as_mut().reset(at);
+            }
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::SetRoutes(routes)) => self.session.set_routes(routes),
+                    Some(Command::Stop(mode, done)) => {
+                        self.session.stop(now(), mode);
+                        self.drain();
+                        self.close_all().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => {
+                        self.session.stop(now(), StopMode::Shutdown(String::new()));
+                        self.drain();
+                        self.close_all().await;
+                        return;
+                    }
+                },
+                Some(ev) = self.conn_rx.recv() => self.on_conn_event(ev),
+                Some(stream) = incoming.recv() => self.on_incoming(stream),
+                () = &mut sleep, if sleep_deadline.is_some() => self.session.handle_timeout(now()),
+            }
+        }
+    }
+
+    fn on_incoming(&mut self, stream: TcpStream) {
+        let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
+            return;
+        };
+        match self.session.handle_incoming(now(), local, remote) {
+            Some(id) => self.spawn_io(id, stream),
+            None => debug!(%remote, "incoming connection refused"),
+        }
+    }
+
+    fn on_conn_event(&mut self, ev: ConnEvent) {
+        match ev {
+            ConnEvent::Connected(id, stream) => {
+                self.connecting.remove(&id);
+                let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
+                    self.session.handle_connect_failed(now(), id);
+                    return;
+                };
+                self.spawn_io(id, stream);
+                self.session.handle_connected(now(), id, local, remote);
+            }
+            ConnEvent::ConnectFailed(id, e) => {
+                self.connecting.remove(&id);
+                debug!(conn = %id, error = %e, "connect failed");
+                self.session.handle_connect_failed(now(), id);
+            }
+            ConnEvent::Frame(id, bytes) => {
+                let Some(io) = self.conns.get(&id) else {
+                    return;
+                };
+                match Message::parse(&bytes, &io.ctx) {
+                    Ok(msg) => self.session.handle_message(now(), id, msg),
+                    Err(e) => {
+                        warn!(conn = %id, error = %e, "malformed message from peer");
+                        self.session.handle_decode_error(now(), id, &e);
+                    }
+                }
+            }
+            ConnEvent::FrameError(id, e) => {
+                warn!(conn = %id, error = %e, "broken framing from peer");
+                self.session
+                    .handle_decode_error(now(), id, &DecodeError::Header(e));
+            }
+            ConnEvent::Closed(id) => self.session.handle_closed(now(), id),
+        }
+    }
+
+    fn spawn_io(&mut self, id: ConnId, stream: TcpStream) {
+        let (read, write) = stream.into_split();
+        let (writer, rx) = mpsc::unbounded_channel();
+        let write_task = tokio::spawn(write_loop(write, rx));
+        let reader = tokio::spawn(read_loop(id, read, self.conn_tx.clone()));
+        self.conns.insert(
+            id,
+            ConnIo {
+                writer,
+                write_task,
+                reader,
+                ctx: DecodeCtx::default(),
+            },
+        );
+    }
+
+    /// Drains the session's outputs after every input.
+    fn drain(&mut self) {
+        while let Some(out) = self.session.poll_output() {
+            match out {
+                Output::Connect(id) => {
+                    let tx = self.conn_tx.clone();
+                    let addr = self.config.address;
+                    let opts = self.config.connect.clone();
+                    let task = tokio::spawn(async move {
+                        let ev = match tcp::connect(addr, &opts).await {
+                            Ok(s) => ConnEvent::Connected(id, s),
+                            Err(e) => ConnEvent::ConnectFailed(id, e),
+                        };
+                        let _ = tx.send(ev);
+                    });
+                    self.connecting.insert(id, task);
+                }
+                Output::Send { conn, bytes } => {
+                    if let Some(io) = self.conns.get(&conn) {
+                        let _ = io.writer.send(bytes);
+                    }
+                }
+                Output::Disconnect(conn) => {
+                    if let Some(task) = self.connecting.remove(&conn) {
+                        task.abort();
+                    }
+                    // Dropping the writer flushes what is queued, then
+                    // closes; the reader is no longer needed.
+                    if let Some(io) = self.conns.remove(&conn) {
+                        io.reader.abort();
+                        drop(io.writer);
+                        self.closing.retain(|t| !t.is_finished());
+                        self.closing.push(io.write_task);
+                    }
+                }
+                Output::Negotiated { conn, decode } => {
+                    if let Some(io) = self.conns.get_mut(&conn) {
+                        io.ctx = decode;
+                    }
+                }
+                Output::StateChanged { from, to } => {
+                    let _ = self.events.send(PeerEvent::StateChanged {
+                        peer: self.name.clone(),
+                        from,
+                        to,
+                    });
+                }
+                Output::Established(negotiated) => {
+                    info!(remote_as = negotiated.remote_as, remote_id = %negotiated.remote_id, "session established");
+                    let _ = self.events.send(PeerEvent::Established {
+                        peer: self.name.clone(),
+                        negotiated,
+                    });
+                }
+                Output::Down(reason) => {
+                    info!(?reason, "session down");
+                    let _ = self.events.send(PeerEvent::Down {
+                        peer: self.name.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        let status = PeerStatus {
+            state: Some(self.session.state()),
+            stats: *self.session.stats(),
+            advertised: self.session.rib().sent().len(),
+        };
+        self.status.send_if_modified(|s| {
+            let changed = *s != status;
+            *s = status;
+            changed
+        });
+    }
+
+    /// Lets queued writes (a final NOTIFICATION) reach the socket.
+    async fn close_all(&mut self) {
+        for (_, task) in self.connecting.drain() {
+            task.abort();
+        }
+        let mut writers = std::mem::take(&mut self.closing);
+        for (_, io) in self.conns.drain() {
+            io.reader.abort();
+            writers.push(io.write_task);
+        }
+        // Each writer exits once its queue is written and the socket shut
+        // down; a peer that does not read cannot hold us up for long.
+        let all = futures::future::join_all(writers);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), all).await;
+    }
+}
+
+async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+    while let Some(bytes) = rx.recv().await {
+        if write.write_all(&bytes).await.is_err() {
+            return;
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+async fn read_loop(id: ConnId, read: OwnedReadHalf, tx: mpsc::UnboundedSender<ConnEvent>) {
+    let mut frames = FramedRead::new(read, BgpFrames);
+    while let Some(item) = frames.next().await {
+        let ev = match item {
+            Ok(bytes) => ConnEvent::Frame(id, bytes),
+            Err(FrameError::Header(e)) => {
+                let _ = tx.send(ConnEvent::FrameError(id, e));
+                return;
+            }
+            Err(FrameError::Io(e)) => {
+                debug!(conn = %id, error = %e, "read failed");
+                break;
+            }
+        };
+        if tx.send(ev).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(ConnEvent::Closed(id));
+}
+
+/// Cuts a TCP stream into whole BGP messages with `bgp::frame`.
+///
+/// Frames are cut with the largest length any session may negotiate
+/// (65535); the peer task parses each with the negotiated context, which
+/// rejects a length the session did not negotiate. A bad length is
+/// rejected before anything is reserved.
+struct BgpFrames;
+
+#[derive(Debug)]
+enum FrameError {
+    Header(HeaderError),
+    Io(io::Error),
+}
+
+impl From<io::Error> for FrameError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+const FRAMING: DecodeCtx = DecodeCtx {
+    as4: true,
+    extended_message: true,
+    add_path: bgp::wire::AddPathSet::EMPTY,
+};
+
+impl Decoder for BgpFrames {
+    type Item = Bytes;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        match frame::decode(src, &FRAMING) {
+            Ok(Some(len)) => Ok(Some(src.split_to(len).freeze())),
+            Ok(None) => {
+                src.reserve(frame::needed(src));
+                Ok(None)
+            }
+            Err(e) => Err(FrameError::Header(e)),
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Tokio drivers for the sans-IO cores: one task owns one core, loops on
+//! its inputs and drains its outputs after every input (STYLE.md §3).
+
+pub mod bgp;

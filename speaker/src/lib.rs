@@ -1,0 +1,10 @@
+//! ferrolb's speaker: the DaemonSet program that makes service IPs
+//! reachable, by BGP (our own RFC 4271 speaker) or by layer 2.
+//!
+//! Layers: `driver` runs the sans-IO protocol cores of the `bgp`, `arp`,
+//! `ndp` and `memberlist` crates on tokio, moving bytes and timers without
+//! making protocol decisions; `net` is the OS glue (sockets, socket
+//! options), the only place with `unsafe`.
+
+pub mod driver;
+pub mod net;

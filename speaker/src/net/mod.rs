@@ -1,0 +1,4 @@
+//! OS glue: sockets and socket options. The only module where `unsafe`
+//! is allowed, each block with a `// SAFETY:` comment.
+
+pub mod tcp;
