@@ -377,3 +377,147 @@ fn gobgp_ebgp_routes_and_withdraw() {
     });
     assert!(!st.is_empty());
 }
+
+#[test]
+fn frr_graceful_restart_keeps_routes_across_a_speaker_kill() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let lab = Lab::new();
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(" bgp graceful-restart\n bgp graceful-restart restart-time 120"),
+    );
+    let args = [
+        "--local-as",
+        "64512",
+        "--router-id",
+        "10.0.0.2",
+        "--peer",
+        "10.0.0.1",
+        "--peer-as",
+        "64500",
+        "--mode",
+        "active",
+        "--connect-retry",
+        "1",
+        "--graceful-restart",
+        "120",
+        "--route",
+        "198.51.100.60/32,community=64512:60",
+    ];
+    let mut ours = Ferrolb::start(&lab.node, &args);
+    ours.wait_established(1, T);
+    eventually("the route at FRR", T, || {
+        frr_has(&frr, "ipv4", "198.51.100.60/32").then_some(())
+    });
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    let gr = &n["10.0.0.2"]["gracefulRestartInfo"];
+    assert!(gr.is_object(), "FRR negotiated GR: {n:#}");
+
+    // Poll FRR's table throughout the restart.
+    let stop = Arc::new(AtomicBool::new(false));
+    let missing = Arc::new(AtomicUsize::new(0));
+    let stale_seen = Arc::new(AtomicBool::new(false));
+    let polls = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                match frr_path(&frr, "ipv4", "198.51.100.60/32") {
+                    None => {
+                        missing.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(p) if p["stale"] == true => stale_seen.store(true, Ordering::Relaxed),
+                    Some(_) => {}
+                }
+                polls.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        // kill -9 the speaker: no NOTIFICATION, the TCP connection just goes.
+        ours.proc.signal(Signal::SIGKILL);
+        let _ = ours.proc.stop();
+        eventually(
+            "FRR to mark the route stale",
+            Duration::from_secs(10),
+            || stale_seen.load(Ordering::Relaxed).then_some(()),
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        let mut args2 = args.to_vec();
+        args2.push("--restarting");
+        let mut back = Ferrolb::start(&lab.node, &args2);
+        back.wait_established(1, T);
+        eventually("the route to be fresh again (End-of-RIB)", T, || {
+            frr_path(&frr, "ipv4", "198.51.100.60/32")
+                .filter(|p| p.get("stale").is_none_or(|s| s != true))
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(polls.load(Ordering::Relaxed) > 20, "polled throughout");
+    assert_eq!(
+        missing.load(Ordering::Relaxed),
+        0,
+        "the prefix disappeared from FRR during the restart"
+    );
+    assert!(stale_seen.load(Ordering::Relaxed));
+}
+
+#[test]
+fn frr_ebgp_multihop_through_a_router() {
+    // node 10.0.1.2 -- 10.0.1.1 mid 10.0.2.1 -- 10.0.2.2 frr
+    let node = testnet::Netns::new("mhnode");
+    let mid = testnet::Netns::new("mhmid");
+    let far = testnet::Netns::new("mhfrr");
+    testnet::veth_pair(&node, "eth0", &mid, "eth0");
+    testnet::veth_pair(&mid, "eth1", &far, "eth0");
+    node.add_addr("eth0", "10.0.1.2/24");
+    mid.add_addr("eth0", "10.0.1.1/24");
+    mid.add_addr("eth1", "10.0.2.1/24");
+    far.add_addr("eth0", "10.0.2.2/24");
+    mid.sysctl("net.ipv4.ip_forward", "1");
+    node.add_route("default", "10.0.1.1");
+    far.add_route("10.0.1.0/24", "10.0.2.1");
+    let frr = Frr::start(
+        &far,
+        "router bgp 64500
+ bgp router-id 10.0.2.2
+ no bgp ebgp-requires-policy
+ neighbor 10.0.1.2 remote-as 64512
+ neighbor 10.0.1.2 ebgp-multihop 2
+ neighbor 10.0.1.2 timers connect 2
+",
+    );
+    let base = [
+        "--local-as",
+        "64512",
+        "--router-id",
+        "10.0.1.2",
+        "--peer",
+        "10.0.2.2",
+        "--peer-as",
+        "64500",
+        "--mode",
+        "active",
+        "--connect-retry",
+        "1",
+        "--route",
+        "198.51.100.70/32",
+    ];
+    // TTL 1 (the directly connected default) dies at the router in between.
+    let mut one_hop = base.to_vec();
+    one_hop.extend(["--ttl", "1"]);
+    let short = Ferrolb::start(&node, &one_hop);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!short.seen.iter().any(|v| v["event"] == "established"));
+    assert_ne!(frr.bgp_state("10.0.1.2").as_deref(), Some("Established"));
+    drop(short);
+    let mut two_hops = base.to_vec();
+    two_hops.extend(["--ttl", "2"]);
+    let mut ours = Ferrolb::start(&node, &two_hops);
+    ours.wait_established(1, T);
+    let p = eventually("the route at FRR", T, || {
+        frr_path(&frr, "ipv4", "198.51.100.70/32")
+    });
+    assert_eq!(p["nexthops"][0]["ip"], "10.0.1.2", "{p:#}");
+}

@@ -1,6 +1,9 @@
 //! ferrolb-bgp: announce a set of routes to BGP peers with ferrolb's own
 //! BGP speaker, without Kubernetes. For labs, interop tests and
 //! benchmarks; the speaker proper builds on the same driver.
+// The `Args` doc comment is clap's --help text, not rustdoc: its brackets
+// are command syntax, not links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -29,6 +32,8 @@ use tokio::signal::unix::{SignalKind, signal};
 /// standard input, one per line:
 ///   announce ROUTE     add or change a route (ROUTE syntax below)
 ///   withdraw PREFIX    remove a route
+///   announce-file PATH add the routes of a file (one ROUTE per line)
+///   withdraw-all       remove every route
 ///   stop [MESSAGE]     Cease/Administrative Shutdown with MESSAGE, exit
 ///   stop-preserve      close without NOTIFICATION (graceful restart), exit
 ///   stats              print each peer's state and counters
@@ -248,24 +253,7 @@ async fn run(args: Args) -> Result<()> {
         routes.insert(p, a);
     }
     if let Some(path) = &args.routes_file {
-        let text = std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
-        // Routes with identical attributes share one allocation.
-        let mut shared: HashSet<Arc<RouteAttrs>> = HashSet::new();
-        for line in text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        {
-            let (p, a) = parse_route(line)?;
-            let a = match shared.get(&a) {
-                Some(k) => Arc::clone(k),
-                None => {
-                    shared.insert(Arc::clone(&a));
-                    a
-                }
-            };
-            routes.insert(p, a);
-        }
+        load_routes(path, &mut routes)?;
     }
 
     let (mut speaker, mut events) = BgpSpeaker::new();
@@ -323,6 +311,14 @@ async fn run(args: Args) -> Result<()> {
                             }
                             Err(e) => emit(&json!({"event": "error", "message": e.to_string()})),
                         }
+                    } else if let Some(path) = line.strip_prefix("announce-file ") {
+                        match load_routes(std::path::Path::new(path.trim()), &mut routes) {
+                            Ok(()) => names.iter().for_each(|n| speaker.set_routes(n, routes.clone())),
+                            Err(e) => emit(&json!({"event": "error", "message": e.to_string()})),
+                        }
+                    } else if line == "withdraw-all" {
+                        routes.clear();
+                        names.iter().for_each(|n| speaker.set_routes(n, routes.clone()));
                     } else if line == "stats" {
                         for n in &names {
                             if let Some(st) = speaker.status(n) {
@@ -356,6 +352,32 @@ async fn run(args: Args) -> Result<()> {
             }
         }
     }
+}
+
+/// Adds the routes of a file, one ROUTE per line (# comments allowed).
+fn load_routes(
+    path: &std::path::Path,
+    routes: &mut BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+) -> Result<()> {
+    let text = std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
+    // Routes with identical attributes share one allocation.
+    let mut shared: HashSet<Arc<RouteAttrs>> = routes.values().cloned().collect();
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (p, a) = parse_route(line)?;
+        let a = match shared.get(&a) {
+            Some(k) => Arc::clone(k),
+            None => {
+                shared.insert(Arc::clone(&a));
+                a
+            }
+        };
+        routes.insert(p, a);
+    }
+    Ok(())
 }
 
 fn drain_events(events: &mut tokio::sync::mpsc::UnboundedReceiver<PeerEvent>) {
