@@ -1109,3 +1109,41 @@ fn next_hop_is_kept_when_valid() {
         Some(&AttrValue::NextHop(Ipv4Addr::new(192, 0, 2, 1)))
     );
 }
+
+/// RFC 4271 §4.3: Partial is 0 on well-known attributes; a sender that sets
+/// it anyway is not in error (RFC 7606 only checks Optional/Transitive), and
+/// we keep the canonical flags so that re-emitting is idempotent.
+#[test]
+fn partial_bit_on_well_known_attribute_is_ignored() {
+    use bgp::wire::{AttrType, AttrValue, DecodeCtx, Message, Origin};
+    let msg: [u8; 52] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, // marker
+        0x00, 0x34, // length 52
+        0x02, // UPDATE
+        0x00, 0x00, // withdrawn routes length 0
+        0x00, 0x14, // total path attribute length 20
+        0x60, 0x01, 0x01,
+        0x00, // ORIGIN IGP, flags T|P (Partial set on a well-known attribute)
+        0x40, 0x02, 0x06, 0x02, 0x01, 0x00, 0x00, 0xfb, 0xf5, // AS_PATH sequence [64501]
+        0x40, 0x03, 0x04, 0xc0, 0x00, 0x02, 0x01, // NEXT_HOP 192.0.2.1
+        0x18, 0xc6, 0x33, 0x64, // NLRI 198.51.100.0/24
+        0x20, 0xc6, 0x33, 0x64, 0x01, // NLRI 198.51.100.1/32
+    ];
+    let ctx = DecodeCtx::default();
+    let Message::Update(u) = Message::parse(&msg, &ctx).unwrap() else {
+        panic!("not an UPDATE")
+    };
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    assert_eq!(
+        u.attribute(AttrType::Origin),
+        Some(&AttrValue::Origin(Origin::Igp))
+    );
+    assert_eq!(
+        u.attributes[0].flags.0, 0x40,
+        "Partial dropped from the kept flags"
+    );
+    let again = Message::Update(u.clone()).to_bytes(&ctx).unwrap();
+    assert_eq!(again[23], 0x40);
+    assert_eq!(Message::parse(&again, &ctx).unwrap(), Message::Update(u));
+}

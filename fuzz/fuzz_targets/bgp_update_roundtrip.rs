@@ -4,7 +4,7 @@
 // A fuzz target reports a bug by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use bgp::wire::{AttrValue, EncodeCtx, Message, MpReach, NextHop, Update};
+use bgp::wire::{AttrValue, EncodeCtx, Family, Message, MpReach, MpUnreach, NextHop, Nlri, Update};
 use libfuzzer_sys::fuzz_target;
 
 /// Values that emit normalises (so they cannot come back equal) are skipped.
@@ -41,11 +41,35 @@ fn canonical(ctx: &EncodeCtx, u: &Update) -> bool {
     })
 }
 
+/// Path identifiers travel only where ADD-PATH is negotiated, and a
+/// missing one is sent as 0 (RFC 7911): set them as a parse will see them.
+fn normalize_path_ids(ctx: &EncodeCtx, u: &mut Update) {
+    fn fix<P>(list: &mut [Nlri<P>], on: bool) {
+        for n in list {
+            n.path_id = on.then(|| n.path_id.unwrap_or(0));
+        }
+    }
+    let v4 = ctx.add_path.contains(Family::Ipv4Unicast);
+    let v6 = ctx.add_path.contains(Family::Ipv6Unicast);
+    fix(&mut u.withdrawn, v4);
+    fix(&mut u.nlri, v4);
+    for a in &mut u.attributes {
+        match &mut a.value {
+            AttrValue::MpReach(MpReach::Ipv4Unicast { nlri, .. }) => fix(nlri, v4),
+            AttrValue::MpReach(MpReach::Ipv6Unicast { nlri, .. }) => fix(nlri, v6),
+            AttrValue::MpUnreach(MpUnreach::Ipv4Unicast(v)) => fix(v, v4),
+            AttrValue::MpUnreach(MpUnreach::Ipv6Unicast(v)) => fix(v, v6),
+            _ => {}
+        }
+    }
+}
+
 fuzz_target!(|input: (EncodeCtx, Update)| {
-    let (ctx, update) = input;
+    let (ctx, mut update) = input;
     if !canonical(&ctx, &update) {
         return;
     }
+    normalize_path_ids(&ctx, &mut update);
     let msg = Message::Update(update);
     let Ok(bytes) = msg.to_bytes(&ctx) else {
         return;

@@ -787,6 +787,21 @@ impl AttrValue {
     }
 }
 
+/// The flags kept for an attribute of type `t` received (or built) with
+/// `flags`: Optional/Transitive per type (as given for unknown types),
+/// Partial only where RFC 4271 §4.3 allows it (optional transitive; for
+/// well-known and optional non-transitive attributes it is ignored on
+/// receipt), Extended Length as given, the unused low bits zero.
+fn canonical_flags(t: AttrType, flags: u8) -> u8 {
+    let ot = expected_flags(t).unwrap_or(flags & (AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE));
+    let partial = if ot == AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE {
+        flags & AttrFlags::PARTIAL
+    } else {
+        0
+    };
+    ot | partial | (flags & AttrFlags::EXTENDED_LENGTH)
+}
+
 /// The Optional and Transitive bits a known attribute must carry.
 fn expected_flags(t: AttrType) -> Option<u8> {
     const WELL_KNOWN: u8 = AttrFlags::TRANSITIVE;
@@ -829,22 +844,12 @@ impl PathAttribute {
     /// given for unknown types), Partial only where allowed, Extended
     /// Length when set or needed, low bits zero.
     fn wire_flags(&self, len: usize) -> u8 {
-        let f = self.flags.0;
-        let ot = expected_flags(self.value.type_code())
-            .unwrap_or(f & (AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE));
-        // RFC 4271 §4.3: Partial is 0 for well-known and optional
-        // non-transitive attributes.
-        let partial = if ot == AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE {
-            f & AttrFlags::PARTIAL
+        let f = canonical_flags(self.value.type_code(), self.flags.0);
+        if len > 255 {
+            f | AttrFlags::EXTENDED_LENGTH
         } else {
-            0
-        };
-        let ext = if len > 255 {
-            AttrFlags::EXTENDED_LENGTH
-        } else {
-            f & AttrFlags::EXTENDED_LENGTH
-        };
-        ot | partial | ext
+            f
+        }
     }
 
     /// Encoded size, header included.
@@ -963,7 +968,7 @@ pub(crate) fn parse_all(
             }
             let data = Bytes::copy_from_slice(value.rest());
             attrs.push(PathAttribute {
-                flags: AttrFlags(flags & 0xf0),
+                flags: AttrFlags(canonical_flags(t, flags)),
                 value: AttrValue::Unknown(UnknownAttr { type_code, data }),
             });
             continue;
@@ -1022,7 +1027,7 @@ pub(crate) fn parse_all(
                     });
                 }
                 attrs.push(PathAttribute {
-                    flags: AttrFlags(flags & 0xf0),
+                    flags: AttrFlags(canonical_flags(t, flags)),
                     value,
                 });
             }
