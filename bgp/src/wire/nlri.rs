@@ -165,18 +165,19 @@ impl Prefix for Ipv4Prefix {
 
     #[inline]
     fn from_wire(bytes: &[u8], len: u8) -> Self {
-        let mut octets = [0u8; 4];
-        let n = bytes.len().min(4);
-        octets[..n].copy_from_slice(&bytes[..n]);
-        let raw = u32::from_be_bytes(octets);
+        // Whole addresses (host routes, the common case) without a
+        // variable-length copy, which would call memcpy per prefix.
+        let raw = match *bytes {
+            [a, b, c, d, ..] => u32::from_be_bytes([a, b, c, d]),
+            [a, b, c] => u32::from_be_bytes([a, b, c, 0]),
+            [a, b] => u32::from_be_bytes([a, b, 0, 0]),
+            [a] => u32::from_be_bytes([a, 0, 0, 0]),
+            [] => 0,
+        };
         // `len <= 32` is checked by the caller; clear the host bits.
-        let mask = u32::MAX
-            .checked_shl(32 - u32::from(len.min(32)))
-            .unwrap_or(0);
-        Self {
-            addr: Ipv4Addr::from(raw & mask),
-            len: len.min(32),
-        }
+        let len = len.min(32);
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        Self { addr: Ipv4Addr::from(raw & mask), len }
     }
 
     fn prefix_len(&self) -> u8 {
@@ -195,18 +196,19 @@ impl Prefix for Ipv6Prefix {
 
     #[inline]
     fn from_wire(bytes: &[u8], len: u8) -> Self {
-        let mut octets = [0u8; 16];
-        let n = bytes.len().min(16);
-        octets[..n].copy_from_slice(&bytes[..n]);
-        let raw = u128::from_be_bytes(octets);
+        let raw = match <[u8; 16]>::try_from(bytes) {
+            Ok(full) => u128::from_be_bytes(full),
+            Err(_) => {
+                let mut octets = [0u8; 16];
+                let n = bytes.len().min(16);
+                octets[..n].copy_from_slice(&bytes[..n]);
+                u128::from_be_bytes(octets)
+            }
+        };
         // `len <= 128` is checked by the caller; clear the host bits.
-        let mask = u128::MAX
-            .checked_shl(128 - u32::from(len.min(128)))
-            .unwrap_or(0);
-        Self {
-            addr: Ipv6Addr::from(raw & mask),
-            len: len.min(128),
-        }
+        let len = len.min(128);
+        let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+        Self { addr: Ipv6Addr::from(raw & mask), len }
     }
 
     fn prefix_len(&self) -> u8 {
@@ -295,8 +297,9 @@ pub(crate) fn parse_list<P: Prefix>(
     if buf.is_empty() {
         return Ok(Vec::new());
     }
-    // Bounded by bytes actually present: a /32 without path id takes 5.
-    let mut out = Vec::with_capacity(buf.len() / 5 + 1);
+    // Count the entries first (cheap: it only hops over the lengths), so
+    // the vector is allocated once and never beyond the bytes present.
+    let mut out = Vec::with_capacity(count_entries(buf, add_path));
     let mut i = 0;
     while i < buf.len() {
         let entry = i;
@@ -323,6 +326,19 @@ pub(crate) fn parse_list<P: Prefix>(
         i = end;
     }
     Ok(out)
+}
+
+/// How many entries `buf` holds, assuming it is well formed (a malformed
+/// list is caught by the parse that follows).
+fn count_entries(buf: &[u8], add_path: bool) -> usize {
+    let skip = if add_path { 4 } else { 0 };
+    let mut i = 0;
+    let mut n = 0;
+    while let Some(&len) = buf.get(i + skip) {
+        i += skip + 1 + usize::from(len).div_ceil(8);
+        n += 1;
+    }
+    n
 }
 
 /// Encoded size of one entry.
