@@ -1,0 +1,134 @@
+//! BGP community strings, as in `BGPAdvertisement.spec.communities` and
+//! `Community.spec.communities[].value`.
+//!
+//! MetalLB's syntax: a standard community (RFC 1997) is `<u16>:<u16>`, such
+//! as `65535:65282`; a large community (RFC 8092) is
+//! `large:<u32>:<u32>:<u32>`. Anything with another number of colon-separated
+//! parts is not a community at all, and in an advertisement it is read as
+//! the name of an alias defined in a `Community` object. Pure parsing.
+
+use std::fmt;
+
+/// A parsed BGP community.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Community {
+    /// RFC 1997: the high 16 bits (usually an AS number) and the low 16 bits.
+    Standard(u16, u16),
+    /// RFC 8092: global administrator, local data part 1, local data part 2.
+    Large(u32, u32, u32),
+}
+
+impl Community {
+    /// Parses `a:b` or `large:a:b:c`.
+    pub fn parse(text: &str) -> Result<Self, CommunityError> {
+        let parts: Vec<&str> = text.split(':').collect();
+        match parts.as_slice() {
+            [high, low] => Ok(Self::Standard(number(high)?, number(low)?)),
+            [marker, a, b, c] => {
+                if *marker != LARGE_MARKER {
+                    return Err(CommunityError::LargeMarker);
+                }
+                Ok(Self::Large(number(a)?, number(b)?, number(c)?))
+            }
+            _ => Err(CommunityError::Format),
+        }
+    }
+}
+
+impl fmt::Display for Community {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Standard(high, low) => write!(f, "{high}:{low}"),
+            Self::Large(a, b, c) => write!(f, "{LARGE_MARKER}:{a}:{b}:{c}"),
+        }
+    }
+}
+
+/// Why a string is not a community.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommunityError {
+    /// Neither two nor four colon-separated parts. In an advertisement, such
+    /// a string names a `Community` alias instead.
+    #[error("is not of the form <0-65535>:<0-65535> or large:<uint32>:<uint32>:<uint32>")]
+    Format,
+    /// Four parts, but the first is not `large`.
+    #[error("has four parts but does not start with \"large:\"")]
+    LargeMarker,
+    /// A part is not a decimal number that fits its field.
+    #[error("has part {0:?}, which is not a number in range")]
+    Value(String),
+}
+
+/// Parses one decimal part: digits only, as Go's `strconv.ParseUint` (no sign).
+fn number<T: TryFrom<u64>>(part: &str) -> Result<T, CommunityError> {
+    let bad = || CommunityError::Value(part.into());
+    if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let wide: u64 = part.parse().map_err(|_| bad())?;
+    T::try_from(wide).map_err(|_| bad())
+}
+
+const LARGE_MARKER: &str = "large";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_and_large() {
+        assert_eq!(
+            Community::parse("65000:100"),
+            Ok(Community::Standard(65000, 100))
+        );
+        assert_eq!(Community::parse("0:0"), Ok(Community::Standard(0, 0)));
+        assert_eq!(
+            Community::parse("65535:65282"),
+            Ok(Community::Standard(65535, 65282))
+        );
+        assert_eq!(
+            Community::parse("large:1:2:3"),
+            Ok(Community::Large(1, 2, 3))
+        );
+        assert_eq!(
+            Community::parse("large:4294967295:0:4294967295"),
+            Ok(Community::Large(u32::MAX, 0, u32::MAX))
+        );
+        assert_eq!(Community::Large(1, 2, 3).to_string(), "large:1:2:3");
+        assert_eq!(Community::Standard(65000, 1).to_string(), "65000:1");
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            Community::parse("65536:1"),
+            Err(CommunityError::Value("65536".into()))
+        );
+        assert_eq!(
+            Community::parse("1:-1"),
+            Err(CommunityError::Value("-1".into()))
+        );
+        assert_eq!(
+            Community::parse("1:+1"),
+            Err(CommunityError::Value("+1".into()))
+        );
+        assert_eq!(
+            Community::parse("1:"),
+            Err(CommunityError::Value(String::new()))
+        );
+        assert_eq!(
+            Community::parse("huge:1:2:3"),
+            Err(CommunityError::LargeMarker)
+        );
+        assert_eq!(
+            Community::parse("large:1:2:4294967296"),
+            Err(CommunityError::Value("4294967296".into()))
+        );
+        // Not a community: in an advertisement, an alias name.
+        assert_eq!(
+            Community::parse("no-advertise"),
+            Err(CommunityError::Format)
+        );
+        assert_eq!(Community::parse("1:2:3"), Err(CommunityError::Format));
+    }
+}

@@ -1,0 +1,596 @@
+//! The CustomResourceDefinitions: derived schemas plus the CEL rules.
+//!
+//! kube's derive gives each version's structural schema. This module then
+//! adds, in one table ([`RULES`]), the `x-kubernetes-validations` that let the
+//! apiserver itself reject bad objects without an admission webhook, merges
+//! BGPPeer's two versions, and sets its conversion strategy. Pure: builds
+//! values, talks to no cluster.
+//!
+//! # BGPPeer conversion: `None`, not a webhook
+//!
+//! MetalLB serves BGPPeer v1beta1 and v1beta2, stores v1beta2 and converts
+//! with a webhook. ferrolb runs no webhook, so the CRD uses the `None`
+//! strategy: the apiserver only rewrites `apiVersion`. That is enough
+//! because every v1beta1 field exists in v1beta2 with the same JSON name,
+//! type and meaning (v1beta1's `nodeSelectors` items have the shape of a
+//! `LabelSelector`), so a v1beta1 object is a valid v1beta2 object as it
+//! stands. What differs from MetalLB's webhook:
+//!
+//! - Reading a v1beta2-only field through v1beta1 (`dynamicASN`, `interface`,
+//!   `localASN`, `connectTime`, `passwordSecret`, `vrf`, `disableMP`,
+//!   `dualStackAddressFamily`, `enableGracefulRestart`) shows nothing: the
+//!   apiserver prunes it from the v1beta1 response, as the webhook drops it.
+//!   The stored object keeps it, but a full update (PUT) sent as v1beta1
+//!   replaces the object and so loses it; the webhook loses it too.
+//! - The webhook turns an unset `holdTime`/`keepaliveTime` into `"0s"` and an
+//!   empty selector into `{}` on the way to v1beta2; here unset stays unset,
+//!   which means the same thing to both implementations.
+//! - Validation runs against the schema of the version the client sent, so a
+//!   v1beta1 object meets v1beta1's rules (required `peerASN` and
+//!   `peerAddress`), as with MetalLB.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
+use kube::CustomResourceExt;
+use kube::core::crd::merge_crds;
+use serde_json::{Value, json};
+
+use crate::{v1beta1, v1beta2};
+
+/// All of MetalLB's CRDs, with ferrolb's CEL rules, in a stable order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    let mut crds = vec![
+        v1beta1::BFDProfile::crd(),
+        v1beta1::BGPAdvertisement::crd(),
+        bgp_peer_crd(),
+        v1beta1::Community::crd(),
+        v1beta1::ConfigurationState::crd(),
+        v1beta1::IPAddressPool::crd(),
+        v1beta1::L2Advertisement::crd(),
+        v1beta1::ServiceBGPStatus::crd(),
+        v1beta1::ServiceL2Status::crd(),
+    ];
+    for crd in &mut crds {
+        add_rules(crd);
+    }
+    crds
+}
+
+/// The file name MetalLB uses for a CRD: `metallb.io_<plural>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// A CRD as the YAML document committed under `config/crd/`.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    let body = serde_saphyr::to_string(crd)?;
+    Ok(format!("{HEADER}---\n{body}"))
+}
+
+/// BGPPeer with v1beta2 stored and v1beta1 served, converted by `None`.
+fn bgp_peer_crd() -> CustomResourceDefinition {
+    let versions = vec![v1beta1::BGPPeer::crd(), v1beta2::BGPPeer::crd()];
+    // Both derive from the same group, kind and scope, which is all that
+    // merge_crds checks; a failure is a bug in this crate's attributes.
+    #[allow(clippy::expect_used)]
+    let mut crd = merge_crds(versions, "v1beta2").expect("BGPPeer versions merge");
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "None".into(),
+        webhook: None,
+    });
+    crd
+}
+
+/// Adds [`RULES`] and the label-selector rule to one CRD.
+fn add_rules(crd: &mut CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        // JSONSchemaProps is awkward to walk; JSON pointers on a Value are not.
+        let Ok(mut value) = serde_json::to_value(&*schema) else {
+            continue;
+        };
+        for rule in RULES
+            .iter()
+            .filter(|r| r.kind == kind && r.versions.contains(&version.name.as_str()))
+        {
+            if let Some(at) = value.pointer_mut(rule.path) {
+                push_rule(at, rule.to_json());
+            } else {
+                // A path in RULES that the schema lacks is a bug caught by the
+                // crate's tests (`every_rule_lands`).
+                debug_assert!(false, "{kind} {}: no {}", version.name, rule.path);
+            }
+        }
+        for bound in BOUNDS
+            .iter()
+            .filter(|b| b.kind == kind && b.versions.contains(&version.name.as_str()))
+        {
+            if let Some(Value::Object(at)) = value.pointer_mut(bound.path) {
+                at.insert(bound.key.into(), json!(bound.value));
+            } else {
+                debug_assert!(false, "{kind} {}: no {}", version.name, bound.path);
+            }
+        }
+        if OPTIONAL_SPEC.contains(&kind.as_str()) {
+            optional_spec(&mut value);
+        }
+        add_selector_rules(&mut value);
+        if let Ok(props) = serde_json::from_value(value) {
+            *schema = props;
+        }
+    }
+}
+
+/// Makes `spec` optional, as MetalLB's `json:"spec,omitempty"` does, and
+/// defaults it to `{}`, so that a stored object always has a spec (and its
+/// nested defaults) and reads back into the Rust type.
+fn optional_spec(schema: &mut Value) {
+    let none_left = match schema.get_mut("required") {
+        Some(Value::Array(required)) => {
+            required.retain(|r| r != "spec");
+            required.is_empty()
+        }
+        _ => false,
+    };
+    if none_left && let Value::Object(map) = schema {
+        map.remove("required");
+    }
+    if let Some(Value::Object(spec)) = schema.pointer_mut("/properties/spec") {
+        spec.insert("default".into(), json!({}));
+    }
+}
+
+/// Restricts every label selector requirement's operator to the four that
+/// exist. (Whether `values` fits the operator is left to
+/// [`crate::validate`]: as CEL on lists of lists of selectors, the
+/// apiserver's cost estimate exceeds its budget.)
+fn add_selector_rules(schema: &mut Value) {
+    let is_requirement = schema.get("required").is_some_and(|r| {
+        r.as_array()
+            .is_some_and(|r| r.contains(&json!("key")) && r.contains(&json!("operator")))
+    });
+    if is_requirement && let Some(operator) = schema.pointer_mut("/properties/operator") {
+        operator["enum"] = json!(["In", "NotIn", "Exists", "DoesNotExist"]);
+    }
+    match schema {
+        Value::Object(map) => map.values_mut().for_each(add_selector_rules),
+        Value::Array(items) => items.iter_mut().for_each(add_selector_rules),
+        _ => {}
+    }
+}
+
+fn push_rule(at: &mut Value, rule: Value) {
+    let Value::Object(map) = at else { return };
+    let list = map
+        .entry("x-kubernetes-validations")
+        .or_insert_with(|| json!([]));
+    if let Value::Array(list) = list {
+        list.push(rule);
+    }
+}
+
+/// One CEL rule placed at a JSON pointer inside a version's
+/// `openAPIV3Schema`.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// The CRD kind the rule belongs to.
+    pub kind: &'static str,
+    /// The versions of that kind that get it.
+    pub versions: &'static [&'static str],
+    /// JSON pointer to the schema node (`self` in the rule).
+    pub path: &'static str,
+    /// The CEL expression; true means valid.
+    pub rule: &'static str,
+    /// The message, or a CEL `messageExpression` when it starts with `=`.
+    pub message: &'static str,
+    /// The field the error is reported on, relative to `path`.
+    pub field_path: Option<&'static str>,
+}
+
+impl Rule {
+    fn to_json(self) -> Value {
+        let mut out = json!({ "rule": self.rule });
+        match self.message.strip_prefix('=') {
+            Some(expr) => out["messageExpression"] = json!(expr),
+            None => out["message"] = json!(self.message),
+        }
+        if let Some(field) = self.field_path {
+            out["fieldPath"] = json!(field);
+        }
+        out
+    }
+}
+
+/// Kinds whose spec MetalLB marks `omitempty` and whose spec has no
+/// required field. (BGPPeer's spec is `omitempty` too, but `myASN` is
+/// required in it: here a BGPPeer needs a spec, which MetalLB's webhook
+/// demands anyway.)
+const OPTIONAL_SPEC: &[&str] = &[
+    "BFDProfile",
+    "BGPAdvertisement",
+    "Community",
+    "L2Advertisement",
+    "ServiceBGPStatus",
+    "ServiceL2Status",
+];
+const SPEC: &str = "/properties/spec";
+const BGPPEER_BOTH: &[&str] = &["v1beta1", "v1beta2"];
+const V1BETA1: &[&str] = &["v1beta1"];
+const V1BETA2: &[&str] = &["v1beta2"];
+
+/// Every CEL rule ferrolb adds to MetalLB's schemas.
+///
+/// Cross-object rules (overlapping pools, duplicate peers, unknown community
+/// aliases, aggregation lengths against pool prefixes) cannot be CEL; they
+/// are in [`crate::validate`] only.
+pub const RULES: &[Rule] = &[
+    // IPAddressPool
+    Rule {
+        kind: "IPAddressPool",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/addresses",
+        rule: "size(self) > 0",
+        message: "at least one address range is required",
+        field_path: None,
+    },
+    Rule {
+        kind: "IPAddressPool",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/addresses/items",
+        // isCIDR takes host bits set (10.0.0.1/24), as MetalLB does.
+        rule: "self.contains('-') ? (self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == ip(self.split('-')[1].trim()).family()) : isCIDR(self)",
+        message: "='\"' + self + '\" is neither a CIDR (192.168.10.0/24, fc00::/64) nor a range of two addresses of one family (192.168.10.1-192.168.10.9)'",
+        field_path: None,
+    },
+    // BGPAdvertisement
+    Rule {
+        kind: "BGPAdvertisement",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities/items",
+        // Two or four parts must be a community; other strings name aliases.
+        rule: "self.split(':').size() == 2 ? (self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && self.split(':').all(p, int(p) <= 65535)) : (self.split(':').size() != 4 || (self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && [1, 2, 3].all(i, int(self.split(':')[i]) <= 4294967295)))",
+        message: "='\"' + self + '\" is not a community: write <0-65535>:<0-65535>, large:<uint32>:<uint32>:<uint32>, or the name of a Community alias'",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPAdvertisement",
+        versions: V1BETA1,
+        path: SPEC,
+        rule: "!has(self.serviceSelectors) || size(self.serviceSelectors) == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))",
+        message: "serviceSelectors and a non-default aggregationLength or aggregationLengthV6 are mutually exclusive",
+        field_path: Some(".serviceSelectors"),
+    },
+    // Community
+    Rule {
+        kind: "Community",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities/items/properties/value",
+        rule: "(self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && self.split(':').all(p, int(p) <= 65535)) || (self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && [1, 2, 3].all(i, int(self.split(':')[i]) <= 4294967295))",
+        message: "='\"' + self + '\" is not a community: write <0-65535>:<0-65535> or large:<uint32>:<uint32>:<uint32>'",
+        field_path: None,
+    },
+    // BGPPeer, both versions
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/myASN",
+        rule: "self >= 1 && self <= 4294967294",
+        message: "myASN must be between 1 and 4294967294",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/peerASN",
+        rule: "self >= 1 && self <= 4294967294",
+        message: "peerASN must be between 1 and 4294967294",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: "/properties/spec/properties/peerASN",
+        rule: "self <= 4294967294",
+        message: "peerASN must be between 1 and 4294967294 (0 means unset)",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/peerAddress",
+        rule: "self == '' || isIP(self)",
+        message: "='peerAddress \"' + self + '\" is not an IP address'",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/sourceAddress",
+        rule: "self == '' || isIP(self)",
+        message: "='sourceAddress \"' + self + '\" is not an IP address'",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/routerID",
+        rule: "self == '' || isIP(self)",
+        message: "='routerID \"' + self + '\" is not an IP address'",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/holdTime",
+        rule: "duration(self) == duration('0s') || duration(self) >= duration('3s')",
+        message: "holdTime must be 0 or at least 3s",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/keepaliveTime",
+        rule: "duration(self) >= duration('0s')",
+        message: "keepaliveTime must be a duration such as 30s",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: SPEC,
+        rule: "!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) < duration(self.holdTime) || (duration(self.holdTime) == duration('0s') && duration(self.keepaliveTime) == duration('0s'))",
+        message: "keepaliveTime must be lower than holdTime",
+        field_path: Some(".keepaliveTime"),
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: SPEC,
+        rule: "!(has(self.ebgpMultiHop) && self.ebgpMultiHop && has(self.peerASN) && self.peerASN == self.myASN)",
+        message: "ebgpMultiHop cannot be set for an iBGP peer (peerASN equal to myASN)",
+        field_path: Some(".ebgpMultiHop"),
+    },
+    // BGPPeer v1beta2 only
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: "/properties/spec/properties/localASN",
+        rule: "self >= 1 && self <= 4294967294",
+        message: "localASN must be between 1 and 4294967294",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: SPEC,
+        rule: "(has(self.peerASN) && self.peerASN != 0) != has(self.dynamicASN)",
+        message: "exactly one of peerASN and dynamicASN must be set",
+        field_path: Some(".peerASN"),
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: SPEC,
+        rule: "(has(self.peerAddress) && self.peerAddress != '') != (has(self.interface) && self.interface != '')",
+        message: "exactly one of peerAddress and interface must be set",
+        field_path: Some(".peerAddress"),
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: SPEC,
+        rule: "!(has(self.password) && self.password != '' && has(self.passwordSecret) && has(self.passwordSecret.name) && self.passwordSecret.name != '')",
+        message: "password and passwordSecret are mutually exclusive",
+        field_path: Some(".password"),
+    },
+    // MetalLB's own two connectTime rules.
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: "/properties/spec/properties/connectTime",
+        rule: "duration(self).getSeconds() >= 1 && duration(self).getSeconds() <= 65535",
+        message: "connect time should be between 1 seconds to 65535",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: "/properties/spec/properties/connectTime",
+        rule: "duration(self).getMilliseconds() % 1000 == 0",
+        message: "connect time should contain a whole number of seconds",
+        field_path: None,
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: V1BETA2,
+        path: "/properties/spec/properties/enableGracefulRestart",
+        rule: "self == oldSelf",
+        message: "EnableGracefulRestart cannot be changed after creation",
+        field_path: None,
+    },
+    // Status kinds: MetalLB makes the identifying fields immutable.
+    Rule {
+        kind: "ServiceL2Status",
+        versions: V1BETA1,
+        path: "/properties/status/properties/node",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+    Rule {
+        kind: "ServiceL2Status",
+        versions: V1BETA1,
+        path: "/properties/status/properties/serviceName",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+    Rule {
+        kind: "ServiceL2Status",
+        versions: V1BETA1,
+        path: "/properties/status/properties/serviceNamespace",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+    Rule {
+        kind: "ServiceBGPStatus",
+        versions: V1BETA1,
+        path: "/properties/status/properties/node",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+    Rule {
+        kind: "ServiceBGPStatus",
+        versions: V1BETA1,
+        path: "/properties/status/properties/serviceName",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+    Rule {
+        kind: "ServiceBGPStatus",
+        versions: V1BETA1,
+        path: "/properties/status/properties/serviceNamespace",
+        rule: "self == oldSelf",
+        message: "Value is immutable",
+        field_path: None,
+    },
+];
+
+/// A size bound ferrolb adds to MetalLB's schema.
+///
+/// The apiserver refuses CEL rules whose estimated worst-case cost is over
+/// budget, and with unbounded lists of unbounded strings every rule is. The
+/// bounds are far above any real configuration (the longest valid value of
+/// each field is noted), so MetalLB manifests still apply unchanged.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// The CRD kind.
+    pub kind: &'static str,
+    /// The versions of that kind that get it.
+    pub versions: &'static [&'static str],
+    /// JSON pointer to the schema node.
+    pub path: &'static str,
+    /// `maxItems` or `maxLength`.
+    pub key: &'static str,
+    /// The bound.
+    pub value: u32,
+}
+
+/// Every size bound ferrolb adds to MetalLB's schemas.
+pub const BOUNDS: &[Bound] = &[
+    // The longest range, two full IPv6 addresses and spaces, is under 90.
+    Bound {
+        kind: "IPAddressPool",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/addresses",
+        key: "maxItems",
+        value: 1024,
+    },
+    Bound {
+        kind: "IPAddressPool",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/addresses/items",
+        key: "maxLength",
+        value: 128,
+    },
+    // A large community is at most 38 characters; alias names are short.
+    Bound {
+        kind: "BGPAdvertisement",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities",
+        key: "maxItems",
+        value: 256,
+    },
+    Bound {
+        kind: "BGPAdvertisement",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities/items",
+        key: "maxLength",
+        value: 253,
+    },
+    Bound {
+        kind: "Community",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities",
+        key: "maxItems",
+        value: 1024,
+    },
+    Bound {
+        kind: "Community",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/communities/items/properties/value",
+        key: "maxLength",
+        value: 64,
+    },
+];
+
+const HEADER: &str = "# Generated by the api crate (api/tests/crds.rs) from api/src: do not edit.\n# Regenerate with: UPDATE_CRDS=1 cargo test -p api --test crds\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_lands() {
+        // add_rules debug_asserts that each path exists.
+        let crds = crds();
+        let text = serde_json::to_string(&crds).unwrap();
+        for rule in RULES {
+            assert!(
+                text.contains(&serde_json::to_string(rule.rule).unwrap()[1..]),
+                "{}",
+                rule.rule
+            );
+        }
+    }
+
+    #[test]
+    fn bgppeer_versions() {
+        let crd = bgp_peer_crd();
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                ("v1beta2", true, true, None),
+                ("v1beta1", true, false, Some(true))
+            ]
+        );
+        assert_eq!(crd.spec.conversion.unwrap().strategy, "None");
+    }
+
+    #[test]
+    fn names_and_scope_follow_metallb() {
+        let names: Vec<_> = crds().iter().map(file_name).collect();
+        assert_eq!(
+            names,
+            [
+                "metallb.io_bfdprofiles.yaml",
+                "metallb.io_bgpadvertisements.yaml",
+                "metallb.io_bgppeers.yaml",
+                "metallb.io_communities.yaml",
+                "metallb.io_configurationstates.yaml",
+                "metallb.io_ipaddresspools.yaml",
+                "metallb.io_l2advertisements.yaml",
+                "metallb.io_servicebgpstatuses.yaml",
+                "metallb.io_servicel2statuses.yaml",
+            ]
+        );
+        assert!(crds().iter().all(|c| c.spec.scope == "Namespaced"));
+    }
+}

@@ -1,0 +1,29 @@
+//! MetalLB's `metallb.io` custom resources in Rust, and their validation.
+//!
+//! Users migrate from MetalLB, so every kind, version, field name, default,
+//! enum and printer column follows MetalLB's CRDs: their YAML applies
+//! unchanged. On top, [`crd::crds`] adds CEL rules so the apiserver rejects
+//! bad objects without a webhook, and [`validate`] checks a whole
+//! configuration, including the rules between objects, as pure functions.
+//!
+//! This crate holds types and pure functions only: no client calls, no I/O
+//! (kube is used for its derive and resource traits).
+//!
+//! | kind | versions | module |
+//! | --- | --- | --- |
+//! | IPAddressPool, L2Advertisement, BGPAdvertisement, BFDProfile, Community, ServiceL2Status, ServiceBGPStatus, ConfigurationState | v1beta1 | [`v1beta1`] |
+//! | BGPPeer | v1beta2 (stored), v1beta1 (served, deprecated) | [`v1beta2`], [`v1beta1`] |
+
+pub mod addr;
+pub mod community;
+pub mod crd;
+pub mod duration;
+pub mod meta;
+pub mod v1beta1;
+pub mod v1beta2;
+pub mod validate;
+
+pub use crd::crds;
+
+/// The API group of every kind here.
+pub const GROUP: &str = "metallb.io";
