@@ -177,7 +177,10 @@ impl Prefix for Ipv4Prefix {
         // `len <= 32` is checked by the caller; clear the host bits.
         let len = len.min(32);
         let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-        Self { addr: Ipv4Addr::from(raw & mask), len }
+        Self {
+            addr: Ipv4Addr::from(raw & mask),
+            len,
+        }
     }
 
     fn prefix_len(&self) -> u8 {
@@ -207,8 +210,15 @@ impl Prefix for Ipv6Prefix {
         };
         // `len <= 128` is checked by the caller; clear the host bits.
         let len = len.min(128);
-        let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
-        Self { addr: Ipv6Addr::from(raw & mask), len }
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - len)
+        };
+        Self {
+            addr: Ipv6Addr::from(raw & mask),
+            len,
+        }
     }
 
     fn prefix_len(&self) -> u8 {

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bgp::frame;
@@ -303,6 +304,8 @@ struct ConnIo {
     write_task: JoinHandle<()>,
     reader: JoinHandle<()>,
     ctx: DecodeCtx,
+    /// Shared with the reader's [`BgpFrames`].
+    extended: Arc<AtomicBool>,
 }
 
 struct PeerDriver {
@@ -315,9 +318,14 @@ struct PeerDriver {
     connecting: HashMap<ConnId, JoinHandle<()>>,
     /// Writers of closed connections, still flushing (a NOTIFICATION).
     closing: Vec<JoinHandle<()>>,
-    conn_tx: mpsc::UnboundedSender<ConnEvent>,
-    conn_rx: mpsc::UnboundedReceiver<ConnEvent>,
+    conn_tx: mpsc::Sender<ConnEvent>,
+    conn_rx: mpsc::Receiver<ConnEvent>,
 }
+
+/// Connection events queued for the peer task. A reader that gets this far
+/// ahead waits, so a peer flooding us meets TCP backpressure instead of
+/// growing our memory.
+const CONN_EVENTS: usize = 64;
 
 fn now() -> std::time::Instant {
     Instant::now().into_std()
@@ -331,7 +339,7 @@ impl PeerDriver {
         status: watch::Sender<PeerStatus>,
     ) -> Self {
         let session = Session::new(config.session.clone(), SmallRng::from_os_rng());
-        let (conn_tx, conn_rx) = mpsc::unbounded_channel();
+        let (conn_tx, conn_rx) = mpsc::channel(CONN_EVENTS);
         Self {
             name,
             config,
@@ -442,7 +450,11 @@ impl PeerDriver {
         let (read, write) = stream.into_split();
         let (writer, rx) = mpsc::unbounded_channel();
         let write_task = tokio::spawn(write_loop(write, rx));
-        let reader = tokio::spawn(read_loop(id, read, self.conn_tx.clone()));
+        let extended = Arc::new(AtomicBool::new(false));
+        let frames = BgpFrames {
+            extended: Arc::clone(&extended),
+        };
+        let reader = tokio::spawn(read_loop(id, read, frames, self.conn_tx.clone()));
         self.conns.insert(
             id,
             ConnIo {
@@ -450,6 +462,7 @@ impl PeerDriver {
                 write_task,
                 reader,
                 ctx: DecodeCtx::default(),
+                extended,
             },
         );
     }
@@ -467,7 +480,7 @@ impl PeerDriver {
                             Ok(s) => ConnEvent::Connected(id, s),
                             Err(e) => ConnEvent::ConnectFailed(id, e),
                         };
-                        let _ = tx.send(ev);
+                        let _ = tx.send(ev).await;
                     });
                     self.connecting.insert(id, task);
                 }
@@ -492,6 +505,10 @@ impl PeerDriver {
                 Output::Negotiated { conn, decode } => {
                     if let Some(io) = self.conns.get_mut(&conn) {
                         io.ctx = decode;
+                        // Before our KEEPALIVE goes out, so before the peer
+                        // may send an extended message.
+                        io.extended
+                            .store(decode.extended_message, Ordering::Release);
                     }
                 }
                 Output::StateChanged { from, to } => {
@@ -555,13 +572,13 @@ async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<B
     let _ = write.shutdown().await;
 }
 
-async fn read_loop(id: ConnId, read: OwnedReadHalf, tx: mpsc::UnboundedSender<ConnEvent>) {
-    let mut frames = FramedRead::new(read, BgpFrames);
+async fn read_loop(id: ConnId, read: OwnedReadHalf, codec: BgpFrames, tx: mpsc::Sender<ConnEvent>) {
+    let mut frames = FramedRead::new(read, codec);
     while let Some(item) = frames.next().await {
         let ev = match item {
             Ok(bytes) => ConnEvent::Frame(id, bytes),
             Err(FrameError::Header(e)) => {
-                let _ = tx.send(ConnEvent::FrameError(id, e));
+                let _ = tx.send(ConnEvent::FrameError(id, e)).await;
                 return;
             }
             Err(FrameError::Io(e)) => {
@@ -569,20 +586,23 @@ async fn read_loop(id: ConnId, read: OwnedReadHalf, tx: mpsc::UnboundedSender<Co
                 break;
             }
         };
-        if tx.send(ev).is_err() {
+        if tx.send(ev).await.is_err() {
             return;
         }
     }
-    let _ = tx.send(ConnEvent::Closed(id));
+    let _ = tx.send(ConnEvent::Closed(id)).await;
 }
 
 /// Cuts a TCP stream into whole BGP messages with `bgp::frame`.
 ///
-/// Frames are cut with the largest length any session may negotiate
-/// (65535); the peer task parses each with the negotiated context, which
-/// rejects a length the session did not negotiate. A bad length is
-/// rejected before anything is reserved.
-struct BgpFrames;
+/// Lengths above 4096 are allowed only once the session negotiated RFC 8654
+/// extended messages, so a bad length is rejected as soon as its header is
+/// in, before anything is reserved. The peer task parses each frame with
+/// the negotiated context.
+struct BgpFrames {
+    /// Set by the peer task when extended messages are negotiated.
+    extended: Arc<AtomicBool>,
+}
 
 #[derive(Debug)]
 enum FrameError {
@@ -598,7 +618,7 @@ impl From<io::Error> for FrameError {
 
 const FRAMING: DecodeCtx = DecodeCtx {
     as4: true,
-    extended_message: true,
+    extended_message: false,
     add_path: bgp::wire::AddPathSet::EMPTY,
 };
 
@@ -607,7 +627,11 @@ impl Decoder for BgpFrames {
     type Error = FrameError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
-        match frame::decode(src, &FRAMING) {
+        let ctx = DecodeCtx {
+            extended_message: self.extended.load(Ordering::Acquire),
+            ..FRAMING
+        };
+        match frame::decode(src, &ctx) {
             Ok(Some(len)) => Ok(Some(src.split_to(len).freeze())),
             Ok(None) => {
                 src.reserve(frame::needed(src));
