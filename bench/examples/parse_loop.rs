@@ -8,21 +8,30 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use bgpkit_parser::models::AsnLength;
-use zettabgp::prelude::{BgpCapability, BgpMessage, BgpSessionParams, BgpTransportMode, BgpUpdateMessage};
+use zettabgp::prelude::{
+    BgpCapability, BgpMessage, BgpSessionParams, BgpTransportMode, BgpUpdateMessage,
+};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let imp = args.next().unwrap_or_else(|| "ferrolb".into());
     let name = args.next().unwrap_or_else(|| "attribute_heavy".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let f = ferrolb_bench::all().into_iter().find(|f| f.name == name).unwrap();
+    let f = ferrolb_bench::all()
+        .into_iter()
+        .find(|f| f.name == name)
+        .unwrap();
     let ctx = bgp::DecodeCtx::default();
     let mut zp = BgpSessionParams::new(
         64512,
         90,
         BgpTransportMode::IPv4,
         Ipv4Addr::new(192, 0, 2, 1),
-        vec![BgpCapability::SafiIPv4u, BgpCapability::SafiIPv6u, BgpCapability::CapASN32(64512)],
+        vec![
+            BgpCapability::SafiIPv4u,
+            BgpCapability::SafiIPv6u,
+            BgpCapability::CapASN32(64512),
+        ],
     );
     zp.fuzzy_pathid = false;
     let mut ok = 0usize;
@@ -31,8 +40,12 @@ fn main() {
         ok += match imp.as_str() {
             "ferrolb" => usize::from(bgp::Message::parse(bytes, &ctx).is_ok()),
             "bgpkit-parser" => usize::from(
-                bgpkit_parser::parser::bgp::messages::parse_bgp_message(&mut bytes.clone(), false, &AsnLength::Bits32)
-                    .is_ok(),
+                bgpkit_parser::parser::bgp::messages::parse_bgp_message(
+                    &mut bytes.clone(),
+                    false,
+                    &AsnLength::Bits32,
+                )
+                .is_ok(),
             ),
             "zettabgp" => {
                 let (_, len) = zp.decode_message_head(bytes).unwrap();
