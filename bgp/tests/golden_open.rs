@@ -436,3 +436,27 @@ fn long_parameters_switch_to_the_extended_format() {
     };
     assert_eq!(parsed, Message::Open(expected));
 }
+
+/// An empty Capabilities parameter (found by the bgp_message fuzz target)
+/// is kept in the layout, so the OPEN re-emits to the same bytes.
+#[test]
+fn empty_capabilities_parameter_round_trips() {
+    use bgp::wire::{DecodeCtx, Message};
+    let msg: [u8; 35] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // marker
+        0x00, 0x23, // length 35
+        0x01, // OPEN
+        0x04, // version 4
+        0xfd, 0xe8, // my AS 65000
+        0x00, 0xb4, // hold time 180
+        0xc0, 0x00, 0x02, 0x01, // BGP identifier 192.0.2.1
+        0x06, // optional parameters length 6
+        0x02, 0x00, // Capabilities parameter, empty
+        0x02, 0x02, 0x02, 0x00, // Capabilities parameter: route refresh
+    ];
+    let ctx = DecodeCtx::default();
+    let parsed = Message::parse(&msg, &ctx).unwrap();
+    let Message::Open(open) = &parsed else { panic!("not an OPEN") };
+    assert_eq!(open.layout, ParamLayout::Groups(vec![0, 1]));
+    assert_eq!(&parsed.to_bytes(&ctx).unwrap()[..], &msg[..]);
+}

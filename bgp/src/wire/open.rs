@@ -70,6 +70,8 @@ pub enum ParamLayout {
     /// capability (used whatever the layout when the parameters exceed 255
     /// octets).
     Extended,
+    /// RFC 9072 extended format with another split, as in `Groups`.
+    ExtendedGroups(Vec<usize>),
 }
 
 /// A hold time: 0 (no keepalives) or 3..=65535 seconds (RFC 4271 §4.2).
@@ -548,7 +550,14 @@ impl Open {
             groups.push(capabilities.len() - before);
         }
         let layout = if extended {
-            ParamLayout::Extended
+            match groups[..] {
+                [] => ParamLayout::Extended,
+                [n] if n > 0 => ParamLayout::Extended,
+                _ => ParamLayout::ExtendedGroups(groups),
+            }
+        } else if groups.contains(&0) {
+            // An empty Capabilities parameter is kept so that it round-trips.
+            ParamLayout::Groups(groups)
         } else if groups.len() <= 1 {
             ParamLayout::Single
         } else if groups.iter().all(|&n| n == 1) {
@@ -573,17 +582,12 @@ impl Open {
     fn groups(&self) -> Vec<&[Capability]> {
         let caps = &self.capabilities[..];
         match &self.layout {
-            _ if caps.is_empty() => Vec::new(),
-            ParamLayout::Single | ParamLayout::Extended => vec![caps],
-            ParamLayout::PerCapability => caps.chunks(1).collect(),
-            ParamLayout::Groups(sizes) => {
+            ParamLayout::Groups(sizes) | ParamLayout::ExtendedGroups(sizes) => {
                 let mut out = Vec::with_capacity(sizes.len() + 1);
                 let mut rest = caps;
                 for &n in sizes {
                     let (head, tail) = rest.split_at(n.min(rest.len()));
-                    if !head.is_empty() {
-                        out.push(head);
-                    }
+                    out.push(head);
                     rest = tail;
                 }
                 if !rest.is_empty() {
@@ -591,6 +595,9 @@ impl Open {
                 }
                 out
             }
+            _ if caps.is_empty() => Vec::new(),
+            ParamLayout::Single | ParamLayout::Extended => vec![caps],
+            ParamLayout::PerCapability => caps.chunks(1).collect(),
         }
     }
 
@@ -611,8 +618,10 @@ impl Open {
         let caps_len =
             |g: &[Capability]| g.iter().map(|c| 2 + c.value_len().min(255)).sum::<usize>();
         let regular: usize = groups.iter().map(|g| 2 + caps_len(g)).sum();
-        let extended = self.layout == ParamLayout::Extended
-            || regular > 255
+        let extended = matches!(
+            self.layout,
+            ParamLayout::Extended | ParamLayout::ExtendedGroups(_)
+        ) || regular > 255
             || groups.iter().any(|g| caps_len(g) > 255);
         if extended {
             // RFC 9072 §2: Non-Ext OP Len 255, Non-Ext OP Type 255, then a
