@@ -443,7 +443,8 @@ fn long_parameters_switch_to_the_extended_format() {
 fn empty_capabilities_parameter_round_trips() {
     use bgp::wire::{DecodeCtx, Message};
     let msg: [u8; 35] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // marker
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, // marker
         0x00, 0x23, // length 35
         0x01, // OPEN
         0x04, // version 4
@@ -456,7 +457,9 @@ fn empty_capabilities_parameter_round_trips() {
     ];
     let ctx = DecodeCtx::default();
     let parsed = Message::parse(&msg, &ctx).unwrap();
-    let Message::Open(open) = &parsed else { panic!("not an OPEN") };
+    let Message::Open(open) = &parsed else {
+        panic!("not an OPEN")
+    };
     assert_eq!(open.layout, ParamLayout::Groups(vec![0, 1]));
     assert_eq!(&parsed.to_bytes(&ctx).unwrap()[..], &msg[..]);
 }

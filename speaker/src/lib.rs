@@ -6,5 +6,6 @@
 //! making protocol decisions; `net` is the OS glue (sockets, socket
 //! options), the only place with `unsafe`.
 
+pub mod announce;
 pub mod driver;
 pub mod net;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bgp::frame;
@@ -301,6 +301,8 @@ enum ConnEvent {
 
 struct ConnIo {
     writer: mpsc::UnboundedSender<Bytes>,
+    /// Octets queued for the writer and not yet written.
+    unsent: Arc<AtomicUsize>,
     write_task: JoinHandle<()>,
     reader: JoinHandle<()>,
     ctx: DecodeCtx,
@@ -449,7 +451,8 @@ impl PeerDriver {
     fn spawn_io(&mut self, id: ConnId, stream: TcpStream) {
         let (read, write) = stream.into_split();
         let (writer, rx) = mpsc::unbounded_channel();
-        let write_task = tokio::spawn(write_loop(write, rx));
+        let unsent = Arc::new(AtomicUsize::new(0));
+        let write_task = tokio::spawn(write_loop(write, rx, Arc::clone(&unsent)));
         let extended = Arc::new(AtomicBool::new(false));
         let frames = BgpFrames {
             extended: Arc::clone(&extended),
@@ -459,6 +462,7 @@ impl PeerDriver {
             id,
             ConnIo {
                 writer,
+                unsent,
                 write_task,
                 reader,
                 ctx: DecodeCtx::default(),
@@ -469,6 +473,21 @@ impl PeerDriver {
 
     /// Drains the session's outputs after every input.
     fn drain(&mut self) {
+        let mut stalled = Vec::new();
+        loop {
+            for conn in stalled.drain(..) {
+                warn!(%conn, limit = MAX_UNSENT, "peer does not read what we send: closing");
+                self.session.handle_closed(now(), conn);
+            }
+            self.drain_outputs(&mut stalled);
+            if stalled.is_empty() {
+                break;
+            }
+        }
+        self.publish_status();
+    }
+
+    fn drain_outputs(&mut self, stalled: &mut Vec<ConnId>) {
         while let Some(out) = self.session.poll_output() {
             match out {
                 Output::Connect(id) => {
@@ -486,7 +505,14 @@ impl PeerDriver {
                 }
                 Output::Send { conn, bytes } => {
                     if let Some(io) = self.conns.get(&conn) {
+                        let queued =
+                            io.unsent.fetch_add(bytes.len(), Ordering::Relaxed) + bytes.len();
                         let _ = io.writer.send(bytes);
+                        // A peer that does not read (RFC 9687's case) must not
+                        // make us queue without limit: give the connection up.
+                        if queued > MAX_UNSENT {
+                            stalled.push(conn);
+                        }
                     }
                 }
                 Output::Disconnect(conn) => {
@@ -534,6 +560,9 @@ impl PeerDriver {
                 }
             }
         }
+    }
+
+    fn publish_status(&mut self) {
         let status = PeerStatus {
             state: Some(self.session.state()),
             stats: *self.session.stats(),
@@ -563,11 +592,16 @@ impl PeerDriver {
     }
 }
 
-async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    unsent: Arc<AtomicUsize>,
+) {
     while let Some(bytes) = rx.recv().await {
         if write.write_all(&bytes).await.is_err() {
             return;
         }
+        unsent.fetch_sub(bytes.len(), Ordering::Relaxed);
     }
     let _ = write.shutdown().await;
 }
@@ -592,6 +626,12 @@ async fn read_loop(id: ConnId, read: OwnedReadHalf, codec: BgpFrames, tx: mpsc::
     }
     let _ = tx.send(ConnEvent::Closed(id)).await;
 }
+
+/// Most octets queued for a connection before the peer is considered not
+/// to read (RFC 9687 closes such sessions with its send hold timer; a
+/// byte bound also caps our memory). A full table of 100k routes is about
+/// 0.6 MB of UPDATEs, so this leaves room for dozens of re-sends.
+const MAX_UNSENT: usize = 32 << 20;
 
 /// Cuts a TCP stream into whole BGP messages with `bgp::frame`.
 ///

@@ -2,3 +2,5 @@
 //! its inputs and drains its outputs after every input (STYLE.md §3).
 
 pub mod bgp;
+pub mod l2;
+pub mod memberlist;

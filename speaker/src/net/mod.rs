@@ -1,4 +1,6 @@
 //! OS glue: sockets and socket options. The only module where `unsafe`
 //! is allowed, each block with a `// SAFETY:` comment.
 
+pub mod netlink;
+pub mod packet_socket;
 pub mod tcp;

@@ -1,0 +1,158 @@
+//! Builders for the decision tables: a small cluster in a few lines.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use api::meta::LabelSelector;
+use api::v1beta1::{
+    BFDProfile, BFDProfileSpec, BGPAdvertisement, BGPAdvertisementSpec, Community, CommunityAlias,
+    CommunitySpec, IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec,
+};
+use api::v1beta2::{BGPPeer, BGPPeerSpec};
+
+use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy};
+
+pub(super) const NS: &str = "metallb-system";
+
+pub(super) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect()
+}
+
+pub(super) fn sel(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: labels(pairs),
+        ..LabelSelector::default()
+    }
+}
+
+pub(super) fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// A view of `this` with nodes `names` (no labels) and nothing else.
+pub(super) fn view(this: &str, names: &[&str]) -> ClusterView {
+    let mut v = ClusterView {
+        node: this.into(),
+        ..ClusterView::default()
+    };
+    for name in names {
+        v.nodes.insert((*name).into(), node(name, &[]));
+    }
+    v
+}
+
+pub(super) fn node(name: &str, pairs: &[(&str, &str)]) -> Node {
+    Node {
+        name: name.into(),
+        labels: labels(pairs),
+        ..Node::default()
+    }
+}
+
+/// Puts a metallb.io object in the MetalLB namespace, with labels.
+macro_rules! meta {
+    ($obj:expr, $pairs:expr $(,)?) => {{
+        let mut obj = $obj;
+        let pairs: &[(&str, &str)] = $pairs;
+        obj.metadata.namespace = Some(NS.into());
+        if !pairs.is_empty() {
+            obj.metadata.labels = Some(labels(pairs));
+        }
+        obj
+    }};
+}
+
+pub(super) fn pool(name: &str, addresses: &[&str], pairs: &[(&str, &str)]) -> IPAddressPool {
+    meta!(
+        IPAddressPool::new(
+            name,
+            IPAddressPoolSpec {
+                addresses: addresses.iter().map(|a| (*a).into()).collect(),
+                ..IPAddressPoolSpec::default()
+            },
+        ),
+        pairs,
+    )
+}
+
+pub(super) fn bgp_ad(name: &str, spec: BGPAdvertisementSpec) -> BGPAdvertisement {
+    meta!(BGPAdvertisement::new(name, spec), &[])
+}
+
+pub(super) fn l2_ad(name: &str, spec: L2AdvertisementSpec) -> L2Advertisement {
+    meta!(L2Advertisement::new(name, spec), &[])
+}
+
+pub(super) fn peer(name: &str, my_asn: u32, peer_asn: u32, address: &str) -> BGPPeer {
+    meta!(
+        BGPPeer::new(
+            name,
+            BGPPeerSpec {
+                my_asn,
+                peer_asn: Some(peer_asn),
+                peer_address: address.into(),
+                ..BGPPeerSpec::default()
+            },
+        ),
+        &[],
+    )
+}
+
+pub(super) fn community(name: &str, aliases: &[(&str, &str)]) -> Community {
+    meta!(
+        Community::new(
+            name,
+            CommunitySpec {
+                communities: aliases
+                    .iter()
+                    .map(|&(n, v)| CommunityAlias {
+                        name: n.into(),
+                        value: v.into(),
+                    })
+                    .collect(),
+            },
+        ),
+        &[],
+    )
+}
+
+pub(super) fn bfd(name: &str) -> BFDProfile {
+    meta!(
+        BFDProfile::new(
+            name,
+            BFDProfileSpec {
+                detect_multiplier: Some(3),
+                ..BFDProfileSpec::default()
+            },
+        ),
+        &[],
+    )
+}
+
+/// A ready endpoint on `node`.
+pub(super) fn ready(node: &str) -> Endpoint {
+    Endpoint {
+        node: Some(node.into()),
+        has_address: true,
+        ready: Some(true),
+        serving: Some(true),
+        terminating: Some(false),
+    }
+}
+
+/// A LoadBalancer service `default/name` with `ips` and a ready endpoint
+/// on each of `endpoint_nodes`.
+pub(super) fn svc(name: &str, ips: &[&str], endpoint_nodes: &[&str]) -> Service {
+    Service {
+        key: key(name),
+        load_balancer: true,
+        external_traffic_policy: TrafficPolicy::Cluster,
+        ingress: ips.iter().map(|s| ip(s)).collect(),
+        endpoints: endpoint_nodes.iter().map(|n| ready(n)).collect(),
+        ..Service::default()
+    }
+}
+
+pub(super) fn key(name: &str) -> ObjectKey {
+    ObjectKey::new("default", name)
+}

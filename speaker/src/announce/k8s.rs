@@ -1,0 +1,459 @@
+//! Kubernetes objects (k8s-openapi) to the plain [`ClusterView`] data.
+//! Pure conversions: the Kubernetes source watches the objects and calls
+//! these; the file source builds the view from YAML instead.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use api::validate::{Config, Problem};
+use k8s_openapi::api::core::v1 as corev1;
+use k8s_openapi::api::discovery::v1 as discoveryv1;
+
+use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy};
+
+impl ClusterView {
+    /// Builds the view of `this_node` from watched objects.
+    ///
+    /// Services that cannot be read ([`service`]) are left out and
+    /// reported, which withdraws them. `members` and the speaker's flags
+    /// (`load_balancer_class`, `ignore_exclude_lb`) are the caller's to
+    /// set.
+    pub fn from_k8s(
+        this_node: &str,
+        config: Config,
+        nodes: &[corev1::Node],
+        services: &[corev1::Service],
+        slices: &[discoveryv1::EndpointSlice],
+        secrets: &[corev1::Secret],
+    ) -> (Self, Vec<Problem>) {
+        let mut problems = Vec::new();
+        let view = Self {
+            node: this_node.to_owned(),
+            nodes: nodes
+                .iter()
+                .map(node)
+                .map(|n| (n.name.clone(), n))
+                .collect(),
+            config,
+            secrets: secrets.iter().filter_map(secret_password).collect(),
+            services: services
+                .iter()
+                .filter_map(|s| service(s, slices).map_err(|p| problems.push(p)).ok())
+                .collect(),
+            members: None,
+            load_balancer_class: None,
+            ignore_exclude_lb: false,
+        };
+        (view, problems)
+    }
+}
+
+/// A Node: name, labels, condition statuses, and addresses (InternalIP
+/// first, then ExternalIP; host names are skipped).
+pub fn node(n: &corev1::Node) -> Node {
+    let status = n.status.as_ref();
+    let conditions = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| (c.type_.clone(), c.status.clone()))
+        .collect();
+    let mut addresses: Vec<(u8, IpAddr)> = status
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            let rank = match a.type_.as_str() {
+                "InternalIP" => 0,
+                "ExternalIP" => 1,
+                _ => return None,
+            };
+            a.address.parse().ok().map(|ip| (rank, canonical(ip)))
+        })
+        .collect();
+    // Stable: the API's order within a type is kept.
+    addresses.sort_by_key(|&(rank, _)| rank);
+    Node {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        conditions,
+        addresses: addresses.into_iter().map(|(_, ip)| ip).collect(),
+    }
+}
+
+/// A Service, with the endpoints of those `slices` that belong to it (by
+/// namespace and the `kubernetes.io/service-name` label).
+///
+/// An ingress entry with a hostname and no IP is skipped; one whose IP does
+/// not parse makes the whole service unreadable, as MetalLB then withdraws
+/// it (`invalidIP`).
+pub fn service(
+    s: &corev1::Service,
+    slices: &[discoveryv1::EndpointSlice],
+) -> Result<Service, Problem> {
+    let key = ObjectKey::new(
+        s.metadata.namespace.clone().unwrap_or_default(),
+        s.metadata.name.clone().unwrap_or_default(),
+    );
+    let spec = s.spec.as_ref();
+    let ingress_list = s
+        .status
+        .as_ref()
+        .and_then(|st| st.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    let mut ingress = Vec::new();
+    for (i, entry) in ingress_list.into_iter().flatten().enumerate() {
+        let Some(text) = entry.ip.as_deref() else {
+            continue;
+        };
+        match text.parse::<IpAddr>() {
+            Ok(ip) => ingress.push(canonical(ip)),
+            Err(_) => {
+                return Err(Problem {
+                    kind: "Service",
+                    name: key.to_string(),
+                    field: format!("status.loadBalancer.ingress[{i}].ip"),
+                    message: format!("{text:?} is not an IP address: not announced"),
+                });
+            }
+        }
+    }
+    let endpoints = slices
+        .iter()
+        .filter(|slice| {
+            slice.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+                && slice
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    == Some(&key.name)
+        })
+        .flat_map(|slice| slice.endpoints.iter().flatten())
+        .map(endpoint)
+        .collect();
+    Ok(Service {
+        key,
+        labels: s.metadata.labels.clone().unwrap_or_default(),
+        annotations: s.metadata.annotations.clone().unwrap_or_default(),
+        load_balancer: spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer"),
+        load_balancer_class: spec.and_then(|sp| sp.load_balancer_class.clone()),
+        external_traffic_policy: match spec.and_then(|sp| sp.external_traffic_policy.as_deref()) {
+            Some("Local") => TrafficPolicy::Local,
+            _ => TrafficPolicy::Cluster,
+        },
+        ingress,
+        endpoints,
+    })
+}
+
+/// One EndpointSlice endpoint.
+pub fn endpoint(e: &discoveryv1::Endpoint) -> Endpoint {
+    let conditions = e.conditions.as_ref();
+    Endpoint {
+        node: e.node_name.clone(),
+        has_address: !e.addresses.is_empty(),
+        ready: conditions.and_then(|c| c.ready),
+        serving: conditions.and_then(|c| c.serving),
+        terminating: conditions.and_then(|c| c.terminating),
+    }
+}
+
+/// The `password` of a Secret (as a BGPPeer `passwordSecret` names it),
+/// from `data` or, for objects not yet through the apiserver, `stringData`.
+pub fn secret_password(s: &corev1::Secret) -> Option<(ObjectKey, Vec<u8>)> {
+    let key = ObjectKey::new(
+        s.metadata.namespace.clone().unwrap_or_default(),
+        s.metadata.name.clone()?,
+    );
+    let value = s
+        .data
+        .as_ref()
+        .and_then(|d| d.get(PASSWORD_KEY))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            s.string_data
+                .as_ref()
+                .and_then(|d| d.get(PASSWORD_KEY))
+                .map(|t| t.as_bytes().to_vec())
+        })?;
+    Some((key, value))
+}
+
+/// The names of the nodes in a memberlist member list, for
+/// [`ClusterView::members`].
+pub fn members<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    names.into_iter().map(str::to_owned).collect()
+}
+
+/// Go's `net.IP` prints an IPv4-mapped IPv6 address as IPv4, and MetalLB's
+/// election hashes that text; keep the IPv4 form so ours hashes the same.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+const PASSWORD_KEY: &str = "password";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeCondition, NodeStatus,
+        ServiceSpec, ServiceStatus,
+    };
+    use k8s_openapi::api::discovery::v1::EndpointConditions;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn meta(ns: Option<&str>, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            namespace: ns.map(Into::into),
+            name: Some(name.into()),
+            labels: (!labels.is_empty())
+                .then(|| labels.iter().map(|&(k, v)| (k.into(), v.into())).collect()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn k8s_service(ips: &[&str]) -> corev1::Service {
+        corev1::Service {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([(
+                    "metallb.io/ip-allocated-from-pool".into(),
+                    "pool".into(),
+                )])),
+                ..meta(Some("web"), "front", &[("app", "front")])
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                external_traffic_policy: Some("Local".into()),
+                load_balancer_class: Some("ferrolb".into()),
+                ..ServiceSpec::default()
+            }),
+            status: Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(
+                        ips.iter()
+                            .map(|ip| LoadBalancerIngress {
+                                ip: Some((*ip).into()),
+                                ..LoadBalancerIngress::default()
+                            })
+                            .chain([LoadBalancerIngress {
+                                hostname: Some("lb.example".into()),
+                                ..LoadBalancerIngress::default()
+                            }])
+                            .collect(),
+                    ),
+                }),
+                ..ServiceStatus::default()
+            }),
+        }
+    }
+
+    fn slice(
+        ns: &str,
+        service: &str,
+        eps: Vec<discoveryv1::Endpoint>,
+    ) -> discoveryv1::EndpointSlice {
+        discoveryv1::EndpointSlice {
+            metadata: meta(
+                Some(ns),
+                &format!("{service}-abcde"),
+                &[(SERVICE_NAME_LABEL, service)],
+            ),
+            address_type: "IPv4".into(),
+            endpoints: Some(eps),
+            ports: None,
+        }
+    }
+
+    fn ep(
+        node: &str,
+        ready: Option<bool>,
+        serving: Option<bool>,
+        terminating: Option<bool>,
+    ) -> discoveryv1::Endpoint {
+        discoveryv1::Endpoint {
+            addresses: vec!["10.244.0.5".into()],
+            node_name: Some(node.into()),
+            conditions: Some(EndpointConditions {
+                ready,
+                serving,
+                terminating,
+            }),
+            ..discoveryv1::Endpoint::default()
+        }
+    }
+
+    #[test]
+    fn service_with_its_slices_only() {
+        let slices = [
+            slice(
+                "web",
+                "front",
+                vec![ep("n1", Some(true), Some(true), Some(false))],
+            ),
+            slice(
+                "web",
+                "front",
+                vec![ep("n2", Some(false), Some(true), Some(true))],
+            ),
+            // Another service, and the same name in another namespace.
+            slice("web", "back", vec![ep("n3", None, None, None)]),
+            slice("other", "front", vec![ep("n4", None, None, None)]),
+        ];
+        let svc = service(
+            &k8s_service(&["192.0.2.10", "::ffff:192.0.2.11", "2001:db8::10"]),
+            &slices,
+        )
+        .unwrap();
+        assert_eq!(svc.key, ObjectKey::new("web", "front"));
+        assert!(svc.load_balancer);
+        assert_eq!(svc.load_balancer_class.as_deref(), Some("ferrolb"));
+        assert_eq!(svc.external_traffic_policy, TrafficPolicy::Local);
+        assert_eq!(svc.labels["app"], "front");
+        assert_eq!(svc.annotations["metallb.io/ip-allocated-from-pool"], "pool");
+        // The hostname entry is skipped; the mapped address becomes IPv4.
+        let ips: Vec<IpAddr> = ["192.0.2.10", "192.0.2.11", "2001:db8::10"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(svc.ingress, ips);
+        assert_eq!(
+            svc.endpoints,
+            vec![
+                Endpoint {
+                    node: Some("n1".into()),
+                    has_address: true,
+                    ready: Some(true),
+                    serving: Some(true),
+                    terminating: Some(false),
+                },
+                Endpoint {
+                    node: Some("n2".into()),
+                    has_address: true,
+                    ready: Some(false),
+                    serving: Some(true),
+                    terminating: Some(true),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn service_defaults_and_bad_ip() {
+        let mut k = k8s_service(&[]);
+        k.spec = Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            ..ServiceSpec::default()
+        });
+        let svc = service(&k, &[]).unwrap();
+        assert!(!svc.load_balancer);
+        assert_eq!(svc.external_traffic_policy, TrafficPolicy::Cluster);
+        assert!(svc.ingress.is_empty() && svc.endpoints.is_empty());
+
+        let p = service(&k8s_service(&["192.0.2.1", "not-an-ip"]), &[]).unwrap_err();
+        assert_eq!(p.kind, "Service");
+        assert_eq!(p.name, "web/front");
+        assert_eq!(p.field, "status.loadBalancer.ingress[1].ip");
+    }
+
+    #[test]
+    fn node_conditions_and_addresses() {
+        let n = corev1::Node {
+            metadata: meta(None, "n1", &[("zone", "a")]),
+            spec: None,
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "Hostname".into(),
+                        address: "n1.example".into(),
+                    },
+                    NodeAddress {
+                        type_: "ExternalIP".into(),
+                        address: "203.0.113.1".into(),
+                    },
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "fd00::1".into(),
+                    },
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "10.0.0.1".into(),
+                    },
+                ]),
+                conditions: Some(vec![NodeCondition {
+                    type_: "NetworkUnavailable".into(),
+                    status: "True".into(),
+                    ..NodeCondition::default()
+                }]),
+                ..NodeStatus::default()
+            }),
+        };
+        let got = node(&n);
+        assert_eq!(got.name, "n1");
+        assert_eq!(got.labels["zone"], "a");
+        assert!(got.network_unavailable());
+        let want: Vec<IpAddr> = ["fd00::1", "10.0.0.1", "203.0.113.1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(got.addresses, want);
+    }
+
+    #[test]
+    fn secrets_and_whole_view() {
+        let secret = corev1::Secret {
+            metadata: meta(Some("metallb-system"), "bgp-auth", &[]),
+            data: Some(BTreeMap::from([(
+                "password".into(),
+                ByteString(b"s3cret".to_vec()),
+            )])),
+            ..corev1::Secret::default()
+        };
+        let from_string = corev1::Secret {
+            metadata: meta(Some("metallb-system"), "other", &[]),
+            string_data: Some(BTreeMap::from([("password".into(), "plain".into())])),
+            ..corev1::Secret::default()
+        };
+        let no_password = corev1::Secret {
+            metadata: meta(Some("metallb-system"), "none", &[]),
+            ..corev1::Secret::default()
+        };
+        assert_eq!(
+            secret_password(&secret),
+            Some((
+                ObjectKey::new("metallb-system", "bgp-auth"),
+                b"s3cret".to_vec()
+            ))
+        );
+        assert_eq!(secret_password(&from_string).unwrap().1, b"plain");
+        assert_eq!(secret_password(&no_password), None);
+
+        let n = corev1::Node {
+            metadata: meta(None, "n1", &[]),
+            ..corev1::Node::default()
+        };
+        let (view, problems) = ClusterView::from_k8s(
+            "n1",
+            Config::default(),
+            &[n],
+            &[k8s_service(&["192.0.2.1"]), k8s_service(&["bad"])],
+            &[],
+            &[secret, no_password],
+        );
+        assert_eq!(problems.len(), 1);
+        assert_eq!(view.node, "n1");
+        assert!(view.this_node().is_some());
+        assert_eq!(view.services.len(), 1);
+        assert_eq!(view.secrets.len(), 1);
+        assert_eq!(view.members, None);
+        assert_eq!(members(["a", "b"]).len(), 2);
+    }
+}

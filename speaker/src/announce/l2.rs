@@ -1,0 +1,214 @@
+//! Layer 2 decisions: which node answers ARP/NDP for each service IP, and
+//! whether that is this node. Pure: no I/O, no clock.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use api::v1beta1::L2Advertisement;
+use api::validate::Problem;
+use sha2::{Digest, Sha256};
+
+use super::view::{ClusterView, Exclusion, ObjectKey, TrafficPolicy};
+use super::{Assigned, assigned, selected, selects_pool, service_problem};
+
+/// What this node does in layer 2 mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct L2Plan {
+    /// The IPs this node answers for, with the interfaces to answer on.
+    pub announce: BTreeMap<IpAddr, L2Announcement>,
+    /// The election of every layer 2 service, won here or elsewhere
+    /// (ServiceL2Status, logs).
+    pub elections: BTreeMap<ObjectKey, Election>,
+    /// Set when this node announces nothing, whatever the elections say.
+    pub excluded: Option<Exclusion>,
+    /// What was inconsistent, and skipped.
+    pub problems: Vec<Problem>,
+}
+
+/// One IP this node answers for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct L2Announcement {
+    /// Where to answer.
+    pub interfaces: Interfaces,
+    /// The services that have this IP (more than one when shared).
+    pub services: BTreeSet<ObjectKey>,
+}
+
+/// The interfaces to answer on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Interfaces {
+    /// Every interface (an advertisement without `interfaces`).
+    All,
+    /// Only these.
+    Only(BTreeSet<String>),
+}
+
+impl Interfaces {
+    fn union(&mut self, other: &Self) {
+        match (&mut *self, other) {
+            (Self::All, _) => {}
+            (Self::Only(_), Self::All) => *self = Self::All,
+            (Self::Only(mine), Self::Only(theirs)) => mine.extend(theirs.iter().cloned()),
+        }
+    }
+}
+
+/// The outcome of one service's election.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Election {
+    /// The service's IPs; all of them go to the winner.
+    pub ips: Vec<IpAddr>,
+    /// The eligible nodes, best first: the first one wins.
+    pub candidates: Vec<String>,
+}
+
+impl Election {
+    /// The node that announces the service, if any is eligible.
+    pub fn winner(&self) -> Option<&str> {
+        self.candidates.first().map(String::as_str)
+    }
+}
+
+/// Elects the announcing node of every layer 2 service and returns what
+/// this node announces.
+///
+/// As MetalLB's `layer2Controller.ShouldAnnounce`: the L2Advertisements of
+/// a service are those selecting its pool and the service. A service with
+/// no serving endpoint anywhere has no candidates. Candidates are the live
+/// memberlist members (every node in the view when memberlist is off) that
+/// are in the view, are not excluded ([`ClusterView::exclusion`]), match
+/// the `nodeSelectors` of one of the service's advertisements, and, under
+/// `externalTrafficPolicy: Local`, have a serving endpoint. They are
+/// ordered by preference score (for each advertisement that selects the
+/// node, the weights of its matching `preferredNodeSelectors`, summed over
+/// advertisements), higher first, then by `sha256(node + "#" + ip)`
+/// ascending, `ip` being the service's first ingress IP: every speaker
+/// computes the same order, and a node's loss moves only its own services.
+/// The winner announces every IP of the service on the interfaces of the
+/// service's advertisements that select it (all when one lists none).
+///
+/// A shared IP (`metallb.io/allow-shared-ip`) with service selectors on
+/// its advertisements is reported and not announced, as MetalLB refuses
+/// it: the sharing services could elect different nodes.
+pub fn l2_plan(view: &ClusterView) -> L2Plan {
+    let mut plan = L2Plan {
+        excluded: view.exclusion(&view.node),
+        ..L2Plan::default()
+    };
+    let speakers: BTreeSet<&str> = match &view.members {
+        Some(members) => members.iter().map(String::as_str).collect(),
+        None => view.nodes.keys().map(String::as_str).collect(),
+    };
+    for Assigned { svc, pool } in assigned(view, &mut plan.problems) {
+        let ads: Vec<&L2Advertisement> = view
+            .config
+            .l2_advertisements
+            .iter()
+            .filter(|ad| {
+                let spec = &ad.spec;
+                selects_pool(
+                    &spec.ip_address_pools,
+                    &spec.ip_address_pool_selectors,
+                    pool,
+                ) && selected(&spec.service_selectors, &svc.labels)
+            })
+            .collect();
+        if ads.is_empty() {
+            continue;
+        }
+        if svc.shared_ip_key().is_some()
+            && ads.iter().any(|ad| !ad.spec.service_selectors.is_empty())
+        {
+            plan.problems.push(service_problem(
+                svc,
+                "metadata.annotations[metallb.io/allow-shared-ip]",
+                "a shared IP cannot be announced by L2Advertisements with serviceSelectors",
+            ));
+            continue;
+        }
+        let mut candidates: Vec<(i64, [u8; 32], &str)> = Vec::new();
+        if svc.has_serving_endpoint() {
+            let with_endpoints = svc.nodes_with_serving_endpoints();
+            // The first IP seeds the order, so that both IPs of a
+            // dual-stack service go to one node, as in MetalLB.
+            let seed = svc.ingress[0].to_string();
+            for &name in &speakers {
+                let Some(node) = view.nodes.get(name) else {
+                    continue;
+                };
+                if view.exclusion(name).is_some()
+                    || !ads
+                        .iter()
+                        .any(|ad| selected(&ad.spec.node_selectors, &node.labels))
+                    || (svc.external_traffic_policy == TrafficPolicy::Local
+                        && !with_endpoints.contains(name))
+                {
+                    continue;
+                }
+                let score = ads
+                    .iter()
+                    .filter(|ad| selected(&ad.spec.node_selectors, &node.labels))
+                    .flat_map(|ad| &ad.spec.preferred_node_selectors)
+                    .filter(|p| p.preference.matches(&node.labels))
+                    .map(|p| i64::from(p.weight))
+                    .sum();
+                let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
+                candidates.push((score, hash, name));
+            }
+        }
+        candidates.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
+        let election = Election {
+            ips: svc.ingress.clone(),
+            candidates: candidates.iter().map(|c| c.2.to_owned()).collect(),
+        };
+        let won = election.winner() == Some(view.node.as_str());
+        plan.elections.insert(svc.key.clone(), election);
+        if !won || plan.excluded.is_some() {
+            continue;
+        }
+        let Some(me) = view.this_node() else {
+            continue;
+        };
+        let mut interfaces: Option<Interfaces> = None;
+        for ad in ads
+            .iter()
+            .filter(|ad| selected(&ad.spec.node_selectors, &me.labels))
+        {
+            let these = if ad.spec.interfaces.is_empty() {
+                Interfaces::All
+            } else {
+                Interfaces::Only(ad.spec.interfaces.iter().cloned().collect())
+            };
+            match &mut interfaces {
+                Some(i) => i.union(&these),
+                None => interfaces = Some(these),
+            }
+        }
+        // The winner matched some advertisement's node selectors.
+        let Some(interfaces) = interfaces else {
+            continue;
+        };
+        for &ip in &svc.ingress {
+            match plan.announce.get_mut(&ip) {
+                Some(a) => {
+                    a.interfaces.union(&interfaces);
+                    a.services.insert(svc.key.clone());
+                }
+                None => {
+                    plan.announce.insert(
+                        ip,
+                        L2Announcement {
+                            interfaces: interfaces.clone(),
+                            services: BTreeSet::from([svc.key.clone()]),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,397 @@
+//! Decision tables for [`l2_plan`], after MetalLB's layer 2 e2e scenarios.
+
+use std::collections::BTreeSet;
+
+use api::v1beta1::{L2AdvertisementSpec, PreferredNodeSelector};
+
+use super::super::fixture::*;
+use super::super::view::{ClusterView, Exclusion, TrafficPolicy};
+use super::*;
+
+const NODES: [&str; 4] = ["n1", "n2", "n3", "n4"];
+/// `sha256(node + "#" + ip)` ascending for 192.0.2.10, computed apart
+/// (Python's hashlib), as MetalLB orders it.
+const ORDER_10: [&str; 4] = ["n2", "n3", "n4", "n1"];
+/// The same for 192.0.2.11.
+const ORDER_11: [&str; 4] = ["n1", "n4", "n3", "n2"];
+
+/// n1..n4, all live members, one pool, one advertisement of everything,
+/// one service with an endpoint on n3; seen from `this`.
+fn base(this: &str) -> ClusterView {
+    let mut v = view(this, &NODES);
+    v.members = Some(NODES.iter().map(|n| (*n).to_owned()).collect());
+    v.config.pools = vec![pool("pool", &["192.0.2.0/24", "2001:db8::/64"], &[])];
+    v.config.l2_advertisements = vec![l2_ad("all", L2AdvertisementSpec::default())];
+    v.services = vec![svc("web", &["192.0.2.10"], &["n3"])];
+    v
+}
+
+fn ad(v: &mut ClusterView) -> &mut L2AdvertisementSpec {
+    &mut v.config.l2_advertisements[0].spec
+}
+
+fn candidates<'a>(plan: &'a L2Plan, service: &str) -> Vec<&'a str> {
+    plan.elections[&key(service)]
+        .candidates
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
+/// Which nodes announce `ip` when each runs the plan on the same view.
+fn announcers(v: &ClusterView, ip_text: &str) -> Vec<&'static str> {
+    NODES
+        .iter()
+        .filter(|n| {
+            let mut mine = v.clone();
+            mine.node = (**n).into();
+            l2_plan(&mine).announce.contains_key(&ip(ip_text))
+        })
+        .copied()
+        .collect()
+}
+
+#[test]
+fn hash_order_is_metallbs() {
+    let v = base("n1");
+    let plan = l2_plan(&v);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    assert_eq!(candidates(&plan, "web"), ORDER_10);
+    assert_eq!(plan.elections[&key("web")].winner(), Some("n2"));
+    assert!(plan.announce.is_empty());
+    let mut v = base("n1");
+    v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
+    assert_eq!(candidates(&l2_plan(&v), "web"), ORDER_11);
+}
+
+#[test]
+fn exactly_one_node_announces() {
+    let v = base("n1");
+    assert_eq!(announcers(&v, "192.0.2.10"), ["n2"]);
+    let won = {
+        let mut mine = v.clone();
+        mine.node = "n2".into();
+        l2_plan(&mine)
+    };
+    let a = &won.announce[&ip("192.0.2.10")];
+    assert_eq!(a.interfaces, Interfaces::All);
+    assert_eq!(a.services, BTreeSet::from([key("web")]));
+}
+
+#[test]
+fn stable_given_the_same_inputs() {
+    let v = base("n2");
+    let first = l2_plan(&v);
+    for _ in 0..3 {
+        assert_eq!(l2_plan(&v), first);
+    }
+    // Input order does not matter.
+    let mut shuffled = v.clone();
+    shuffled
+        .services
+        .insert(0, svc("other", &["192.0.2.11"], &["n1"]));
+    shuffled.services.reverse();
+    let plan = l2_plan(&shuffled);
+    assert_eq!(plan.elections[&key("web")], first.elections[&key("web")]);
+    assert_eq!(
+        plan.announce[&ip("192.0.2.10")],
+        first.announce[&ip("192.0.2.10")]
+    );
+}
+
+#[test]
+fn dead_member_hands_over_to_the_next() {
+    let mut v = base("n3");
+    v.members.as_mut().unwrap().remove("n2");
+    let plan = l2_plan(&v);
+    assert_eq!(candidates(&plan, "web"), ["n3", "n4", "n1"]);
+    assert!(plan.announce.contains_key(&ip("192.0.2.10")));
+    assert_eq!(announcers(&v, "192.0.2.10"), ["n3"]);
+    // Only the dead node's services move: .11 stays on n1.
+    let mut v = base("n1");
+    v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
+    v.members.as_mut().unwrap().remove("n2");
+    assert_eq!(candidates(&l2_plan(&v), "web")[0], "n1");
+}
+
+#[test]
+fn membership_sources() {
+    // Memberlist off: every node in the view.
+    let mut v = base("n1");
+    v.members = None;
+    assert_eq!(candidates(&l2_plan(&v), "web"), ORDER_10);
+    // A member that is not a known node is no candidate.
+    let mut v = base("n1");
+    v.members.as_mut().unwrap().insert("ghost".into());
+    v.members.as_mut().unwrap().remove("n3");
+    assert_eq!(candidates(&l2_plan(&v), "web"), ["n2", "n4", "n1"]);
+}
+
+#[test]
+fn traffic_policy_local_needs_an_endpoint() {
+    // (policy, endpoint nodes, candidates)
+    let table: [(TrafficPolicy, &[&str], &[&str]); 5] = [
+        (TrafficPolicy::Cluster, &["n1"], &ORDER_10),
+        (TrafficPolicy::Local, &["n1", "n4"], &["n4", "n1"]),
+        (TrafficPolicy::Local, &["n1"], &["n1"]),
+        (TrafficPolicy::Local, &[], &[]),
+        (TrafficPolicy::Cluster, &[], &[]),
+    ];
+    for (policy, nodes, want) in table {
+        let mut v = base("n1");
+        let mut s = svc("web", &["192.0.2.10"], nodes);
+        s.external_traffic_policy = policy;
+        v.services = vec![s];
+        let plan = l2_plan(&v);
+        assert_eq!(candidates(&plan, "web"), want, "{policy:?} {nodes:?}");
+        assert_eq!(
+            plan.announce.contains_key(&ip("192.0.2.10")),
+            want.first() == Some(&"n1")
+        );
+    }
+}
+
+#[test]
+fn terminating_endpoints() {
+    // Local: a node whose only endpoint is draining but serving stays a
+    // candidate; one that stopped serving does not.
+    let mut v = base("n1");
+    let mut s = svc("web", &["192.0.2.10"], &["n3", "n4"]);
+    s.external_traffic_policy = TrafficPolicy::Local;
+    s.endpoints[0].ready = Some(false);
+    s.endpoints[0].terminating = Some(true);
+    s.endpoints[1].ready = Some(false);
+    s.endpoints[1].serving = Some(false);
+    s.endpoints[1].terminating = Some(true);
+    v.services = vec![s];
+    assert_eq!(candidates(&l2_plan(&v), "web"), ["n3"]);
+}
+
+#[test]
+fn preferred_weights_override_the_hash() {
+    let pref = |weight, pairs: &[(&str, &str)]| PreferredNodeSelector {
+        weight,
+        preference: sel(pairs),
+    };
+    let mut v = base("n1");
+    v.nodes.get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    v.nodes.get_mut("n4").unwrap().labels = labels(&[("tier", "edge"), ("fast", "yes")]);
+    ad(&mut v).preferred_node_selectors = vec![pref(10, &[("tier", "edge")])];
+    // n1 and n4 tie on 10 and keep their hash order; then the rest.
+    assert_eq!(candidates(&l2_plan(&v), "web"), ["n4", "n1", "n2", "n3"]);
+    // Weights of matching selectors sum, within and across advertisements.
+    ad(&mut v)
+        .preferred_node_selectors
+        .push(pref(1, &[("fast", "yes")]));
+    assert_eq!(candidates(&l2_plan(&v), "web")[0], "n4");
+    let mut extra = l2_ad(
+        "extra",
+        L2AdvertisementSpec {
+            preferred_node_selectors: vec![pref(5, &[("tier", "edge")])],
+            ..L2AdvertisementSpec::default()
+        },
+    );
+    extra.spec.node_selectors = vec![sel(&[("tier", "edge")])];
+    v.config.l2_advertisements.push(extra);
+    let mut v1 = v.clone();
+    v1.nodes
+        .get_mut("n1")
+        .unwrap()
+        .labels
+        .insert("fast".into(), "no".into());
+    ad(&mut v1).preferred_node_selectors[1] = pref(7, &[("tier", "edge")]);
+    // n1: 10 + 7 + 5 = 22; n4: 10 + 7 + 5 = 22: tie again, hash order.
+    assert_eq!(candidates(&l2_plan(&v1), "web"), ["n4", "n1", "n2", "n3"]);
+    // An advertisement's preferences count only for the nodes it selects.
+    let mut v2 = base("n1");
+    v2.nodes.get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    let mut only_n3 = l2_ad(
+        "only-n3",
+        L2AdvertisementSpec {
+            preferred_node_selectors: vec![pref(50, &[("tier", "edge")])],
+            ..L2AdvertisementSpec::default()
+        },
+    );
+    only_n3.spec.node_selectors = vec![sel(&[("kubernetes.io/hostname", "n3")])];
+    v2.config.l2_advertisements.push(only_n3);
+    v2.nodes
+        .get_mut("n3")
+        .unwrap()
+        .labels
+        .insert("kubernetes.io/hostname".into(), "n3".into());
+    assert_eq!(candidates(&l2_plan(&v2), "web"), ORDER_10);
+}
+
+#[test]
+fn node_selectors() {
+    let mut v = base("n3");
+    for n in ["n3", "n4"] {
+        v.nodes.get_mut(n).unwrap().labels = labels(&[("l2", "yes")]);
+    }
+    ad(&mut v).node_selectors = vec![sel(&[("l2", "yes")])];
+    let plan = l2_plan(&v);
+    assert_eq!(candidates(&plan, "web"), ["n3", "n4"]);
+    assert!(plan.announce.contains_key(&ip("192.0.2.10")));
+    // A second advertisement for n1 widens the candidates.
+    let mut v2 = v.clone();
+    v2.nodes.get_mut("n1").unwrap().labels = labels(&[("l2", "also")]);
+    let mut wider = l2_ad("wider", L2AdvertisementSpec::default());
+    wider.spec.node_selectors = vec![sel(&[("l2", "also")])];
+    v2.config.l2_advertisements.push(wider);
+    assert_eq!(candidates(&l2_plan(&v2), "web"), ["n3", "n4", "n1"]);
+}
+
+#[test]
+fn excluded_nodes() {
+    // (node, condition, label, candidates)
+    let table: [(&str, bool, bool, &[&str]); 3] = [
+        ("n2", true, false, &["n3", "n4", "n1"]),
+        ("n2", false, true, &["n3", "n4", "n1"]),
+        ("n3", true, true, &["n2", "n4", "n1"]),
+    ];
+    for (name, condition, label, want) in table {
+        let mut v = base("n1");
+        let n = v.nodes.get_mut(name).unwrap();
+        if condition {
+            n.conditions
+                .insert("NetworkUnavailable".into(), "True".into());
+        }
+        if label {
+            n.labels.insert(
+                "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+                "true".into(),
+            );
+        }
+        assert_eq!(candidates(&l2_plan(&v), "web"), want, "{name}");
+    }
+    // The label can be ignored; the condition cannot.
+    let mut v = base("n2");
+    v.ignore_exclude_lb = true;
+    v.nodes.get_mut("n2").unwrap().labels.insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        String::new(),
+    );
+    let plan = l2_plan(&v);
+    assert_eq!(plan.excluded, None);
+    assert!(plan.announce.contains_key(&ip("192.0.2.10")));
+    v.nodes
+        .get_mut("n2")
+        .unwrap()
+        .conditions
+        .insert("NetworkUnavailable".into(), "True".into());
+    let plan = l2_plan(&v);
+    assert_eq!(plan.excluded, Some(Exclusion::NetworkUnavailable));
+    assert!(plan.announce.is_empty());
+}
+
+#[test]
+fn interfaces() {
+    // (interfaces of the three advertisements; whether the third selects n2)
+    let mut v = base("n2");
+    v.nodes.get_mut("n2").unwrap().labels = labels(&[("nic", "many")]);
+    ad(&mut v).interfaces = vec!["eth0".into()];
+    v.config.l2_advertisements.push(l2_ad(
+        "more",
+        L2AdvertisementSpec {
+            interfaces: vec!["eth1".into(), "eth0".into()],
+            ..L2AdvertisementSpec::default()
+        },
+    ));
+    let mut elsewhere = l2_ad(
+        "elsewhere",
+        L2AdvertisementSpec {
+            interfaces: vec!["bond0".into()],
+            ..L2AdvertisementSpec::default()
+        },
+    );
+    elsewhere.spec.node_selectors = vec![sel(&[("nic", "other")])];
+    v.config.l2_advertisements.push(elsewhere);
+    let plan = l2_plan(&v);
+    assert_eq!(
+        plan.announce[&ip("192.0.2.10")].interfaces,
+        Interfaces::Only(BTreeSet::from(["eth0".into(), "eth1".into()]))
+    );
+    // One advertisement without interfaces: all of them.
+    v.config
+        .l2_advertisements
+        .push(l2_ad("any", L2AdvertisementSpec::default()));
+    assert_eq!(
+        l2_plan(&v).announce[&ip("192.0.2.10")].interfaces,
+        Interfaces::All
+    );
+}
+
+#[test]
+fn service_and_pool_selectors() {
+    let mut v = base("n2");
+    v.config.pools = vec![
+        pool("red", &["192.0.2.0/25"], &[("color", "red")]),
+        pool("blue", &["192.0.2.128/25"], &[("color", "blue")]),
+    ];
+    ad(&mut v).ip_address_pool_selectors = vec![sel(&[("color", "red")])];
+    ad(&mut v).service_selectors = vec![sel(&[("l2", "yes")])];
+    let mut picked = svc("picked", &["192.0.2.10"], &["n1"]);
+    picked.labels = labels(&[("l2", "yes")]);
+    let mut blue = svc("blue", &["192.0.2.200"], &["n1"]);
+    blue.labels = labels(&[("l2", "yes")]);
+    v.services = vec![picked, svc("unlabelled", &["192.0.2.11"], &["n1"]), blue];
+    let plan = l2_plan(&v);
+    assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("picked")]);
+    // By name too.
+    ad(&mut v).ip_address_pool_selectors.clear();
+    ad(&mut v).ip_address_pools = vec!["blue".into()];
+    let plan = l2_plan(&v);
+    assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("blue")]);
+}
+
+#[test]
+fn shared_ip() {
+    let shared = |name: &str| {
+        let mut s = svc(name, &["192.0.2.10"], &["n1"]);
+        s.annotations
+            .insert("metallb.io/allow-shared-ip".into(), "key".into());
+        s
+    };
+    // Sharing services elect the same node, which announces the IP once.
+    let mut v = base("n2");
+    v.services = vec![shared("a"), shared("b")];
+    let plan = l2_plan(&v);
+    assert_eq!(
+        plan.announce[&ip("192.0.2.10")].services,
+        BTreeSet::from([key("a"), key("b")])
+    );
+    // With service selectors it is refused, as MetalLB does.
+    ad(&mut v).service_selectors = vec![sel(&[])];
+    let plan = l2_plan(&v);
+    assert!(plan.announce.is_empty());
+    assert_eq!(plan.problems.len(), 2);
+    assert_eq!(
+        plan.problems[0].field,
+        "metadata.annotations[metallb.io/allow-shared-ip]"
+    );
+}
+
+#[test]
+fn dual_stack_goes_to_one_node() {
+    let mut v = base("n2");
+    // The first IP seeds the order: n2 for .10, though n4 leads for the
+    // IPv6 address alone.
+    v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
+    let plan = l2_plan(&v);
+    assert_eq!(
+        plan.announce.keys().copied().collect::<Vec<_>>(),
+        [ip("192.0.2.10"), ip("2001:db8::10")]
+    );
+    assert_eq!(
+        plan.elections[&key("web")].ips,
+        [ip("192.0.2.10"), ip("2001:db8::10")]
+    );
+}
+
+#[test]
+fn no_advertisement_no_election() {
+    let mut v = base("n2");
+    v.config.l2_advertisements.clear();
+    let plan = l2_plan(&v);
+    assert!(plan.elections.is_empty() && plan.announce.is_empty());
+}

@@ -1,0 +1,220 @@
+//! The node-local view of the cluster that announcement decisions read:
+//! plain data, built by [`super::k8s`] from Kubernetes objects or by the
+//! file source from YAML. No I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+
+use api::validate::Config;
+
+/// Everything this node knows when it decides what to announce.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterView {
+    /// The name of this node (the speaker's `NODE_NAME`).
+    pub node: String,
+    /// The cluster's nodes, by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// The metallb.io objects (pools, peers, advertisements, BFD profiles,
+    /// communities), as the file source reads them too.
+    pub config: Config,
+    /// Values of the Secrets that BGPPeers name in `passwordSecret` (the
+    /// `password` key), by namespace and name.
+    pub secrets: BTreeMap<ObjectKey, Vec<u8>>,
+    /// The services, with their endpoints.
+    pub services: Vec<Service>,
+    /// The live memberlist members, by node name; `None` when memberlist is
+    /// disabled, in which case every node is assumed to run a speaker (as
+    /// MetalLB does).
+    pub members: Option<BTreeSet<String>>,
+    /// The `loadBalancerClass` this speaker serves; `None` serves services
+    /// that have no class (MetalLB's `--lb-class`).
+    pub load_balancer_class: Option<String>,
+    /// Announce from nodes labelled
+    /// `node.kubernetes.io/exclude-from-external-load-balancers` anyway
+    /// (MetalLB's `--ignore-exclude-lb`).
+    pub ignore_exclude_lb: bool,
+}
+
+impl ClusterView {
+    /// This node, if the view has it.
+    pub fn this_node(&self) -> Option<&Node> {
+        self.nodes.get(&self.node)
+    }
+
+    /// Why `node` must announce nothing, if it must not: a NetworkUnavailable
+    /// condition, or the exclusion label (unless ignored). A node missing from
+    /// the view has neither, as in MetalLB.
+    pub fn exclusion(&self, node: &str) -> Option<Exclusion> {
+        let node = self.nodes.get(node)?;
+        if node.network_unavailable() {
+            Some(Exclusion::NetworkUnavailable)
+        } else if !self.ignore_exclude_lb && node.labels.contains_key(EXCLUDE_LABEL) {
+            Some(Exclusion::ExcludeLabel)
+        } else {
+            None
+        }
+    }
+}
+
+/// A namespaced object's identity.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `namespace/name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a node announces nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exclusion {
+    /// The node's `NetworkUnavailable` condition is `True`.
+    NetworkUnavailable,
+    /// The node has the label
+    /// `node.kubernetes.io/exclude-from-external-load-balancers`.
+    ExcludeLabel,
+}
+
+/// A cluster node, as far as announcements care.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Labels, for node selectors.
+    pub labels: BTreeMap<String, String>,
+    /// Condition statuses by type, such as `NetworkUnavailable -> "True"`.
+    pub conditions: BTreeMap<String, String>,
+    /// Addresses from `status.addresses`, InternalIP ones first; the first
+    /// IPv4 one is the default BGP router ID.
+    pub addresses: Vec<IpAddr>,
+}
+
+impl Node {
+    /// Whether the `NetworkUnavailable` condition is `True`.
+    pub fn network_unavailable(&self) -> bool {
+        self.conditions
+            .get(NETWORK_UNAVAILABLE)
+            .is_some_and(|s| s == "True")
+    }
+}
+
+/// A Service, with what decisions read of it and its EndpointSlices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Service {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// Labels, for service selectors.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (`metallb.io/ip-allocated-from-pool`,
+    /// `metallb.io/allow-shared-ip`).
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.type` is `LoadBalancer`.
+    pub load_balancer: bool,
+    /// `spec.loadBalancerClass`.
+    pub load_balancer_class: Option<String>,
+    /// `spec.externalTrafficPolicy`.
+    pub external_traffic_policy: TrafficPolicy,
+    /// The IPs of `status.loadBalancer.ingress`, in order (the first one
+    /// seeds the layer 2 election).
+    pub ingress: Vec<IpAddr>,
+    /// The endpoints of the service's EndpointSlices.
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl Service {
+    /// Whether some endpoint, on any node, can serve.
+    pub fn has_serving_endpoint(&self) -> bool {
+        self.endpoints.iter().any(Endpoint::can_serve)
+    }
+
+    /// Whether an endpoint on `node` can serve.
+    pub fn has_serving_endpoint_on(&self, node: &str) -> bool {
+        self.endpoints
+            .iter()
+            .any(|e| e.can_serve() && e.node.as_deref() == Some(node))
+    }
+
+    /// The nodes that have an endpoint that can serve.
+    pub fn nodes_with_serving_endpoints(&self) -> BTreeSet<&str> {
+        self.endpoints
+            .iter()
+            .filter(|e| e.can_serve())
+            .filter_map(|e| e.node.as_deref())
+            .collect()
+    }
+
+    /// The `metallb.io/allow-shared-ip` key, if the service shares its IP.
+    pub fn shared_ip_key(&self) -> Option<&str> {
+        SHARED_IP_ANNOTATIONS
+            .iter()
+            .find_map(|a| self.annotations.get(*a))
+            .map(String::as_str)
+    }
+}
+
+/// `spec.externalTrafficPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TrafficPolicy {
+    /// Any node may take the traffic (the default).
+    #[default]
+    Cluster,
+    /// Only nodes with a local endpoint may take it.
+    Local,
+}
+
+/// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The node it runs on.
+    pub node: Option<String>,
+    /// Whether it has any address (the API requires one).
+    pub has_address: bool,
+    /// `conditions.ready`; unset means ready, as the API documents.
+    pub ready: Option<bool>,
+    /// `conditions.serving`.
+    pub serving: Option<bool>,
+    /// `conditions.terminating`.
+    pub terminating: Option<bool>,
+}
+
+impl Endpoint {
+    /// Whether traffic may be sent to this endpoint: MetalLB's
+    /// `EndpointCanServe`, ready (or unset) or serving.
+    ///
+    /// A terminating endpoint that still serves counts, as in MetalLB and as
+    /// kube-proxy falls back to such endpoints: a node whose pods are
+    /// draining keeps announcing until they stop serving, so established
+    /// connections are not cut at the first SIGTERM.
+    pub fn can_serve(&self) -> bool {
+        self.has_address && (self.ready != Some(false) || self.serving == Some(true))
+    }
+}
+
+/// The label that keeps a node from announcing.
+pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// The annotation the controller sets to the pool an IP came from.
+pub const POOL_ANNOTATION: &str = "metallb.io/ip-allocated-from-pool";
+/// The node condition that keeps a node from announcing.
+const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+/// The sharing annotation, current and deprecated spelling.
+const SHARED_IP_ANNOTATIONS: [&str; 2] = [
+    "metallb.io/allow-shared-ip",
+    "metallb.universe.tf/allow-shared-ip",
+];

@@ -1,0 +1,830 @@
+//! The layer 2 driver: one tokio task owns an `arp::Responder` and an
+//! `ndp::Responder` and moves frames, interface changes and time between
+//! them and the OS. No protocol decisions are made here; the driver only
+//! decides *where* an address is announced (interface selection, below).
+//!
+//! [`L2Announcer`] is the API the speaker uses: announce and withdraw
+//! service IPs, optionally on named interfaces only, read the counters, and
+//! receive [`L2Event`]s when the interfaces an IP is announced on change.
+//!
+//! # Interface selection
+//!
+//! Interfaces and addresses come from rtnetlink ([`crate::net::netlink`]),
+//! with change notifications, so an interface that appears or comes up is
+//! used at once (MetalLB rescans every 10 s). For each IP, in order:
+//!
+//! 1. the `interfaces` names given with it (an L2Advertisement's list), when
+//!    given;
+//! 2. else the interfaces with a subnet that contains the IP;
+//! 3. else every usable interface.
+//!
+//! Usable means up, not loopback, broadcast-capable Ethernet with a unicast
+//! MAC. A bond or bridge member (an interface with a master) is never
+//! answered on; its master is, in its place.
+//!
+//! Each selected interface gets a filtered `AF_PACKET` socket
+//! ([`crate::net::packet_socket`]), opened when the first IP is announced
+//! there and closed with the last; each announced IPv6 address joins its
+//! solicited-node group on that socket.
+
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::poll_fn;
+use std::io;
+use std::net::IpAddr;
+use std::task::{Context, Poll, Waker};
+
+use arp::{Burst, EthernetAddress};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, info, trace, warn};
+
+use crate::net::netlink::{self, Addr, Link, RouteSocket};
+use crate::net::packet_socket::{PacketSocket, RECV_BUF, Recv};
+
+/// How the responders are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct L2Config {
+    /// Gratuitous ARP / unsolicited NA bursts after an address is announced
+    /// on an interface (MetalLB's: 5 rounds, 1.1 s apart).
+    pub burst: Burst,
+}
+
+/// A change the speaker may want to log or report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum L2Event {
+    /// The interfaces `ip` is announced on changed (empty: nowhere, e.g.
+    /// withdrawn or no usable interface).
+    Selected {
+        /// The announced IP.
+        ip: IpAddr,
+        /// Interface names, sorted.
+        interfaces: Vec<String>,
+    },
+    /// An interface could not be used (its socket failed).
+    InterfaceError {
+        /// Interface name.
+        interface: String,
+        /// What failed.
+        error: String,
+    },
+}
+
+/// Counters of the responders and the driver, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct L2Stats {
+    /// The ARP responder's counters.
+    pub arp: arp::Stats,
+    /// The NDP responder's counters.
+    pub ndp: ndp::Stats,
+    /// Frames longer than the receive buffer, dropped unread.
+    pub oversize: u64,
+    /// Replies and announcements the kernel refused to send.
+    pub send_errors: u64,
+    /// Failed reads.
+    pub recv_errors: u64,
+    /// Frames the kernel dropped because a socket's buffer was full.
+    pub kernel_drops: u64,
+    /// Interfaces with an open socket.
+    pub interfaces: usize,
+}
+
+impl L2Stats {
+    /// MetalLB's `metallb_layer2_requests_received`: ARP requests and
+    /// Neighbor Solicitations for an announced address.
+    pub fn requests_received(&self) -> u64 {
+        self.arp.requests_received + self.ndp.requests_received
+    }
+
+    /// MetalLB's `metallb_layer2_responses_sent`.
+    pub fn responses_sent(&self) -> u64 {
+        self.arp.responses_sent + self.ndp.responses_sent
+    }
+
+    /// MetalLB's `metallb_layer2_gratuitous_sent`.
+    pub fn gratuitous_sent(&self) -> u64 {
+        self.arp.announcements_sent + self.ndp.announcements_sent
+    }
+}
+
+enum Command {
+    Announce(IpAddr, Option<BTreeSet<String>>),
+    Withdraw(IpAddr),
+    Stats(oneshot::Sender<L2Stats>),
+    Stop(oneshot::Sender<()>),
+}
+
+/// Runs the ARP and NDP responders of a node.
+pub struct L2Announcer {
+    commands: mpsc::UnboundedSender<Command>,
+    task: JoinHandle<()>,
+}
+
+impl L2Announcer {
+    /// Starts the driver task (inside a tokio runtime), and returns it with
+    /// the stream of its events. Fails if the netlink socket cannot be
+    /// opened.
+    pub fn start(config: L2Config) -> io::Result<(Self, mpsc::UnboundedReceiver<L2Event>)> {
+        let (events, rx) = mpsc::unbounded_channel();
+        let (commands, cmd_rx) = mpsc::unbounded_channel();
+        let mut netlink = RouteSocket::open()?;
+        netlink.request_links()?;
+        let driver = Driver {
+            arp: arp::Responder::new(arp::Config {
+                burst: config.burst,
+            }),
+            ndp: ndp::Responder::new(ndp::Config {
+                burst: config.burst,
+            }),
+            netlink,
+            dump: Dump::Links,
+            resync: false,
+            synced: false,
+            links: BTreeMap::new(),
+            addrs: BTreeSet::new(),
+            wanted: BTreeMap::new(),
+            active: BTreeMap::new(),
+            sockets: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            stats: L2Stats::default(),
+            events,
+            buf: vec![0; RECV_BUF].into_boxed_slice(),
+            netlink_buf: Vec::new(),
+        };
+        let task = tokio::spawn(driver.run(cmd_rx));
+        Ok((Self { commands, task }, rx))
+    }
+
+    /// Answers for `ip` from now on, on the interfaces named in
+    /// `interfaces` when given, else as the module docs say. Announcing an
+    /// IP again replaces its interface list; unchanged interfaces keep
+    /// their state (no new burst).
+    pub fn announce(&self, ip: IpAddr, interfaces: Option<BTreeSet<String>>) {
+        let _ = self.commands.send(Command::Announce(ip, interfaces));
+    }
+
+    /// Stops answering for `ip` everywhere.
+    pub fn withdraw(&self, ip: IpAddr) {
+        let _ = self.commands.send(Command::Withdraw(ip));
+    }
+
+    /// The current counters; `None` if the driver has stopped.
+    pub async fn stats(&self) -> Option<L2Stats> {
+        let (tx, rx) = oneshot::channel();
+        self.commands.send(Command::Stats(tx)).ok()?;
+        rx.await.ok()
+    }
+
+    /// Stops answering and closes every socket.
+    pub async fn shutdown(self) {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Stop(tx)).is_ok() {
+            let _ = rx.await;
+        }
+        let _ = self.task.await;
+    }
+}
+
+/// The interfaces `ip` should be announced on (see the module docs).
+pub fn select_interfaces(
+    ip: IpAddr,
+    names: Option<&BTreeSet<String>>,
+    links: &BTreeMap<u32, Link>,
+    addrs: &BTreeSet<Addr>,
+) -> BTreeSet<u32> {
+    // A member answers through its master, if the master is usable.
+    let answer_on = |index: u32| -> Option<u32> {
+        let link = links.get(&index)?;
+        let target = match link.master {
+            Some(master) => links.get(&master)?,
+            None => link,
+        };
+        usable(target).then_some(target.index)
+    };
+    if let Some(names) = names {
+        return links
+            .values()
+            .filter(|l| names.contains(&l.name))
+            .filter_map(|l| answer_on(l.index))
+            .collect();
+    }
+    let on_subnet: BTreeSet<u32> = addrs
+        .iter()
+        .filter(|a| a.contains(ip))
+        .filter_map(|a| answer_on(a.index))
+        .collect();
+    if !on_subnet.is_empty() {
+        return on_subnet;
+    }
+    links
+        .values()
+        .filter(|l| l.master.is_none() && usable(l))
+        .map(|l| l.index)
+        .collect()
+}
+
+/// Up, not loopback, broadcast Ethernet with a unicast MAC.
+fn usable(link: &Link) -> bool {
+    link.is_up()
+        && !link.is_loopback()
+        && link.is_broadcast()
+        && link.is_ethernet()
+        && link
+            .mac
+            .is_some_and(|m| EthernetAddress(m).is_unicast() && m != [0; 6])
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dump {
+    Links,
+    Addrs,
+    Idle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AnyTimer {
+    Arp(arp::Timer),
+    Ndp(ndp::Timer),
+}
+
+struct Iface {
+    socket: PacketSocket,
+    mac: [u8; 6],
+    name: String,
+    /// Solicited-node groups joined, with how many addresses need each.
+    groups: HashMap<[u8; 6], u32>,
+}
+
+struct Driver {
+    arp: arp::Responder,
+    ndp: ndp::Responder,
+    netlink: RouteSocket,
+    dump: Dump,
+    /// Notifications were lost during a dump: dump again after it.
+    resync: bool,
+    /// The first dumps (links, then addresses) are complete. Nothing is
+    /// announced before: a partial view would pick the wrong interfaces.
+    synced: bool,
+    links: BTreeMap<u32, Link>,
+    addrs: BTreeSet<Addr>,
+    /// What the speaker asked for.
+    wanted: BTreeMap<IpAddr, Option<BTreeSet<String>>>,
+    /// What the cores announce: IP -> interfaces.
+    active: BTreeMap<IpAddr, BTreeSet<u32>>,
+    sockets: BTreeMap<u32, Iface>,
+    /// Burst timers, by deadline (the sequence number breaks ties).
+    timers: BTreeMap<(Instant, u64), AnyTimer>,
+    timer_seq: u64,
+    stats: L2Stats,
+    events: mpsc::UnboundedSender<L2Event>,
+    buf: Box<[u8]>,
+    netlink_buf: Vec<netlink::Event>,
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl Driver {
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut sleep_deadline = None;
+        let sleep = tokio::time::sleep(std::time::Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        loop {
+            // Reset the sleep only when the deadline changes.
+            let deadline = self.timers.keys().next().map(|(at, _)| *at);
+            if deadline != sleep_deadline {
+                sleep_deadline = deadline;
+                sleep
+                    .as_mut()
+                    .reset(deadline.unwrap_or_else(|| Instant::now() + FAR));
+            }
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Announce(ip, names)) => {
+                        info!(%ip, interfaces = ?names, "announce");
+                        self.wanted.insert(ip, names);
+                        self.reconcile();
+                    }
+                    Some(Command::Withdraw(ip)) => {
+                        info!(%ip, "withdraw");
+                        self.wanted.remove(&ip);
+                        self.reconcile();
+                    }
+                    Some(Command::Stats(tx)) => {
+                        let _ = tx.send(self.collect_stats());
+                    }
+                    Some(Command::Stop(done)) => {
+                        self.stop();
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => {
+                        self.stop();
+                        return;
+                    }
+                },
+                res = poll_fn(|cx| self.netlink.poll_recv(cx, &mut self.netlink_buf)) => {
+                    match res {
+                        Ok(()) => self.on_netlink(),
+                        Err(e) => {
+                            warn!(error = %e, "netlink read failed");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+                (ifindex, res) = poll_fn(|cx| poll_frames(&self.sockets, &mut self.buf, cx)) => {
+                    self.on_frame(ifindex, res);
+                    self.drain_socket(ifindex);
+                }
+                () = &mut sleep, if sleep_deadline.is_some() => self.on_timers(),
+            }
+        }
+    }
+
+    fn on_frame(&mut self, ifindex: u32, res: io::Result<Recv>) {
+        let recv = match res {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.recv_errors += 1;
+                debug!(ifindex, error = %e, "packet socket read failed");
+                return;
+            }
+        };
+        if let Some(len) = recv.truncated {
+            self.stats.oversize += 1;
+            trace!(ifindex, len, "oversize frame dropped");
+            return;
+        }
+        let frame = &self.buf[..recv.len];
+        let now = now();
+        // The filter passes only ARP and IPv6; anything else goes to the
+        // ARP core, which counts it as not ARP.
+        let reply = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+            self.ndp
+                .handle_frame(now, ifindex, frame)
+                .map(|t| t.frame.to_vec())
+        } else {
+            self.arp
+                .handle_frame(now, ifindex, frame)
+                .map(|t| t.frame.to_vec())
+        };
+        if let Some(reply) = reply {
+            self.send(ifindex, &reply);
+        }
+    }
+
+    /// Handles what else is queued on `ifindex`, up to [`BATCH`] frames,
+    /// without a trip through `select!` for each: under load this halves
+    /// the cost per frame. The noop waker is harmless: the next `select!`
+    /// polls the socket again with the task's own waker before sleeping.
+    fn drain_socket(&mut self, ifindex: u32) {
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..BATCH {
+            let Some(s) = self.sockets.get(&ifindex) else {
+                return;
+            };
+            let res = match s.socket.poll_recv(&mut cx, &mut self.buf) {
+                Poll::Ready(res) => res,
+                Poll::Pending => return,
+            };
+            self.on_frame(ifindex, res);
+        }
+    }
+
+    fn on_timers(&mut self) {
+        let now_tokio = Instant::now();
+        let now = now_tokio.into_std();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now_tokio {
+                break;
+            }
+            match entry.remove() {
+                AnyTimer::Arp(t) => self.arp.handle_timer(now, t),
+                AnyTimer::Ndp(t) => self.ndp.handle_timer(now, t),
+            }
+        }
+        self.drain();
+    }
+
+    fn on_netlink(&mut self) {
+        let mut changed = false;
+        for ev in std::mem::take(&mut self.netlink_buf) {
+            match ev {
+                netlink::Event::NewLink(link) => {
+                    changed |= self.links.get(&link.index) != Some(&link);
+                    self.links.insert(link.index, link);
+                }
+                netlink::Event::DelLink(index) => {
+                    changed |= self.links.remove(&index).is_some();
+                    self.addrs.retain(|a| a.index != index);
+                }
+                netlink::Event::NewAddr(a) => changed |= self.addrs.insert(a),
+                netlink::Event::DelAddr(a) => changed |= self.addrs.remove(&a),
+                netlink::Event::Done => self.next_dump(),
+                netlink::Event::Resync => {
+                    debug!("netlink overrun: dumping again");
+                    // Announcements stay as they are until the fresh view
+                    // is complete (reconcile waits for `synced`).
+                    self.synced = false;
+                    if self.dump == Dump::Idle {
+                        self.links.clear();
+                        self.addrs.clear();
+                        self.request(Dump::Links);
+                    } else {
+                        self.resync = true;
+                    }
+                }
+            }
+        }
+        if self.synced && changed {
+            self.reconcile();
+        }
+    }
+
+    fn next_dump(&mut self) {
+        match self.dump {
+            Dump::Links => self.request(Dump::Addrs),
+            Dump::Addrs | Dump::Idle if self.resync => {
+                self.resync = false;
+                self.links.clear();
+                self.addrs.clear();
+                self.request(Dump::Links);
+            }
+            Dump::Addrs | Dump::Idle => {
+                self.dump = Dump::Idle;
+                if !self.synced {
+                    self.synced = true;
+                    self.reconcile();
+                }
+            }
+        }
+    }
+
+    fn request(&mut self, dump: Dump) {
+        let res = match dump {
+            Dump::Links => self.netlink.request_links(),
+            Dump::Addrs => self.netlink.request_addrs(),
+            Dump::Idle => Ok(()),
+        };
+        match res {
+            Ok(()) => self.dump = dump,
+            Err(e) => {
+                warn!(error = %e, "netlink dump request failed");
+                self.dump = Dump::Idle;
+            }
+        }
+    }
+
+    /// Brings the cores, sockets and group memberships in line with
+    /// `wanted` and the current interfaces.
+    fn reconcile(&mut self) {
+        if !self.synced {
+            return;
+        }
+        let now = now();
+        let mut target: BTreeMap<IpAddr, BTreeSet<u32>> = BTreeMap::new();
+        for (ip, names) in &self.wanted {
+            let set = select_interfaces(*ip, names.as_ref(), &self.links, &self.addrs);
+            target.insert(*ip, set);
+        }
+        // Interfaces that vanished or changed MAC.
+        let stale: Vec<u32> = self
+            .sockets
+            .iter()
+            .filter(|(i, s)| self.links.get(i).and_then(|l| l.mac) != Some(s.mac))
+            .map(|(i, _)| *i)
+            .collect();
+        for index in stale {
+            match self.links.get(&index).and_then(|l| l.mac) {
+                Some(mac) if usable(&self.links[&index]) => {
+                    info!(ifindex = index, "interface mac changed");
+                    if let Some(s) = self.sockets.get_mut(&index) {
+                        s.mac = mac;
+                    }
+                    let _ = self.arp.set_interface(now, index, EthernetAddress(mac));
+                    let _ = self.ndp.set_interface(now, index, EthernetAddress(mac));
+                }
+                _ => {}
+            }
+        }
+        // Withdraw first, so a socket with nothing left closes.
+        let old = std::mem::take(&mut self.active);
+        for (ip, ifaces) in &old {
+            let keep = target.get(ip);
+            for &index in ifaces {
+                if keep.is_some_and(|k| k.contains(&index)) {
+                    continue;
+                }
+                self.withdraw_on(*ip, index);
+            }
+        }
+        for (ip, ifaces) in &target {
+            for &index in ifaces {
+                if old.get(ip).is_some_and(|o| o.contains(&index)) {
+                    self.active.entry(*ip).or_default().insert(index);
+                    continue;
+                }
+                if self.announce_on(now, *ip, index) {
+                    self.active.entry(*ip).or_default().insert(index);
+                }
+            }
+        }
+        // Close sockets nothing is announced on.
+        let used: BTreeSet<u32> = self.active.values().flatten().copied().collect();
+        let unused: Vec<u32> = self
+            .sockets
+            .keys()
+            .filter(|i| !used.contains(i))
+            .copied()
+            .collect();
+        for index in unused {
+            if let Some(s) = self.sockets.remove(&index) {
+                info!(iface = %s.name, "interface released");
+                self.absorb_kernel_stats(&s);
+            }
+            self.arp.remove_interface(index);
+            self.ndp.remove_interface(index);
+        }
+        // Report changed selections.
+        let ips: BTreeSet<IpAddr> = old.keys().chain(self.active.keys()).copied().collect();
+        for ip in ips {
+            let before = old.get(&ip);
+            let after = self.active.get(&ip);
+            if before == after {
+                continue;
+            }
+            let interfaces = after
+                .into_iter()
+                .flatten()
+                .filter_map(|i| self.links.get(i).map(|l| l.name.clone()))
+                .collect();
+            info!(%ip, ?interfaces, "announced on");
+            let _ = self.events.send(L2Event::Selected { ip, interfaces });
+        }
+        self.drain();
+    }
+
+    /// Announces `ip` on `index`, opening the socket if needed; returns
+    /// whether it is announced.
+    fn announce_on(&mut self, now: std::time::Instant, ip: IpAddr, index: u32) -> bool {
+        let Some(link) = self.links.get(&index) else {
+            return false;
+        };
+        let Some(mac) = link.mac else { return false };
+        if let Entry::Vacant(slot) = self.sockets.entry(index) {
+            match PacketSocket::open(index) {
+                Ok(socket) => {
+                    info!(iface = %link.name, ifindex = index, "interface in use");
+                    slot.insert(Iface {
+                        socket,
+                        mac,
+                        name: link.name.clone(),
+                        groups: HashMap::new(),
+                    });
+                    let _ = self.arp.set_interface(now, index, EthernetAddress(mac));
+                    let _ = self.ndp.set_interface(now, index, EthernetAddress(mac));
+                }
+                Err(e) => {
+                    warn!(iface = %link.name, error = %e, "packet socket failed");
+                    let _ = self.events.send(L2Event::InterfaceError {
+                        interface: link.name.clone(),
+                        error: e.to_string(),
+                    });
+                    return false;
+                }
+            }
+        }
+        let res = match ip {
+            IpAddr::V4(v4) => self.arp.announce(now, v4, index),
+            IpAddr::V6(v6) => {
+                let group = ndp::solicited_node_mac(v6).0;
+                if let Some(s) = self.sockets.get_mut(&index) {
+                    let n = s.groups.entry(group).or_insert(0);
+                    if *n == 0
+                        && let Err(e) = s.socket.join_multicast(group)
+                    {
+                        warn!(iface = %s.name, error = %e, "joining solicited-node group failed");
+                    }
+                    *n += 1;
+                }
+                self.ndp.announce(now, v6, index)
+            }
+        };
+        if let Err(e) = res {
+            warn!(%ip, ifindex = index, error = %e, "announce refused");
+            return false;
+        }
+        true
+    }
+
+    fn withdraw_on(&mut self, ip: IpAddr, index: u32) {
+        match ip {
+            IpAddr::V4(v4) => {
+                self.arp.withdraw(v4, index);
+            }
+            IpAddr::V6(v6) => {
+                self.ndp.withdraw(v6, index);
+                let group = ndp::solicited_node_mac(v6).0;
+                if let Some(s) = self.sockets.get_mut(&index)
+                    && let Some(n) = s.groups.get_mut(&group)
+                {
+                    *n -= 1;
+                    if *n == 0 {
+                        s.groups.remove(&group);
+                        let _ = s.socket.leave_multicast(group);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the cores' queued frames and arms their timers.
+    fn drain(&mut self) {
+        while let Some(out) = self.arp.poll_output() {
+            match out {
+                arp::Output::Transmit(t) => self.send(t.ifindex, &t.frame),
+                arp::Output::Arm { at, timer } => self.arm(at, AnyTimer::Arp(timer)),
+            }
+        }
+        while let Some(out) = self.ndp.poll_output() {
+            match out {
+                ndp::Output::Transmit(t) => self.send(t.ifindex, &t.frame),
+                ndp::Output::Arm { at, timer } => self.arm(at, AnyTimer::Ndp(timer)),
+            }
+        }
+    }
+
+    fn arm(&mut self, at: std::time::Instant, timer: AnyTimer) {
+        self.timer_seq += 1;
+        self.timers
+            .insert((Instant::from_std(at), self.timer_seq), timer);
+    }
+
+    fn send(&mut self, ifindex: u32, frame: &[u8]) {
+        let Some(s) = self.sockets.get(&ifindex) else {
+            return;
+        };
+        if let Err(e) = s.socket.send(frame) {
+            self.stats.send_errors += 1;
+            debug!(iface = %s.name, error = %e, "send failed");
+        }
+    }
+
+    fn absorb_kernel_stats(&mut self, s: &Iface) {
+        if let Ok(k) = s.socket.kernel_stats() {
+            self.stats.kernel_drops += k.drops;
+        }
+    }
+
+    fn collect_stats(&mut self) -> L2Stats {
+        let mut drops = 0;
+        for s in self.sockets.values() {
+            if let Ok(k) = s.socket.kernel_stats() {
+                drops += k.drops;
+            }
+        }
+        self.stats.kernel_drops += drops;
+        L2Stats {
+            arp: *self.arp.stats(),
+            ndp: *self.ndp.stats(),
+            interfaces: self.sockets.len(),
+            ..self.stats
+        }
+    }
+
+    fn stop(&mut self) {
+        self.synced = true;
+        self.wanted.clear();
+        self.reconcile();
+    }
+}
+
+/// Reads one frame from whichever socket has one.
+fn poll_frames(
+    sockets: &BTreeMap<u32, Iface>,
+    buf: &mut [u8],
+    cx: &mut Context<'_>,
+) -> Poll<(u32, io::Result<Recv>)> {
+    for (index, s) in sockets {
+        if let Poll::Ready(res) = s.socket.poll_recv(cx, buf) {
+            return Poll::Ready((*index, res));
+        }
+    }
+    Poll::Pending
+}
+
+/// Frames handled per wakeup before the other inputs get a turn.
+const BATCH: usize = 64;
+
+const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(index: u32, name: &str, master: Option<u32>) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            mac: Some([2, 0, 0, 0, 0, index as u8]),
+            flags: 0x1 | 0x2,
+            kind: 1,
+            master,
+        }
+    }
+
+    fn addr(index: u32, cidr: &str) -> Addr {
+        let (ip, len) = cidr.split_once('/').unwrap();
+        Addr {
+            index,
+            addr: ip.parse().unwrap(),
+            prefix_len: len.parse().unwrap(),
+        }
+    }
+
+    fn lab() -> (BTreeMap<u32, Link>, BTreeSet<Addr>) {
+        let mut lo = link(1, "lo", None);
+        lo.flags = 0x1 | 0x8;
+        lo.kind = 772;
+        lo.mac = Some([0; 6]);
+        let mut down = link(5, "eth3", None);
+        down.flags = 0x2;
+        let links = [
+            lo,
+            link(2, "eth0", None),
+            link(3, "eth1", Some(4)),
+            link(4, "br0", None),
+            down,
+            link(6, "eth4", Some(99)),
+        ]
+        .into_iter()
+        .map(|l| (l.index, l))
+        .collect();
+        let addrs = [
+            addr(1, "127.0.0.1/8"),
+            addr(2, "10.0.0.2/24"),
+            addr(2, "fd00::2/64"),
+            addr(4, "10.0.1.2/24"),
+        ]
+        .into_iter()
+        .collect();
+        (links, addrs)
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn set(v: &[u32]) -> BTreeSet<u32> {
+        v.iter().copied().collect()
+    }
+
+    #[test]
+    fn selects_subnet_then_all_usable() {
+        let (links, addrs) = lab();
+        assert_eq!(
+            select_interfaces(ip("10.0.0.10"), None, &links, &addrs),
+            set(&[2])
+        );
+        assert_eq!(
+            select_interfaces(ip("fd00::10"), None, &links, &addrs),
+            set(&[2])
+        );
+        assert_eq!(
+            select_interfaces(ip("10.0.1.10"), None, &links, &addrs),
+            set(&[4])
+        );
+        // No subnet: every usable interface; not lo, not down, not members.
+        assert_eq!(
+            select_interfaces(ip("192.0.2.1"), None, &links, &addrs),
+            set(&[2, 4])
+        );
+    }
+
+    #[test]
+    fn names_restrict_and_members_map_to_master() {
+        let (links, addrs) = lab();
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        assert_eq!(
+            select_interfaces(ip("10.0.0.10"), Some(&names(&["br0"])), &links, &addrs),
+            set(&[4])
+        );
+        assert_eq!(
+            select_interfaces(ip("10.0.0.10"), Some(&names(&["eth1"])), &links, &addrs),
+            set(&[4])
+        );
+        // Down, loopback, unknown master, missing: nothing.
+        assert_eq!(
+            select_interfaces(
+                ip("10.0.0.10"),
+                Some(&names(&["eth3", "lo", "eth4", "nope"])),
+                &links,
+                &addrs
+            ),
+            set(&[])
+        );
+    }
+}

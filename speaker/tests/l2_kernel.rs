@@ -1,0 +1,665 @@
+//! ferrolb's layer 2 responders with the Linux kernel as the client:
+//! `ferrolb-l2` runs in a "node" namespace, and a "client" namespace on the
+//! same link resolves the service IPs with its own ARP and NDP (ping, `ip
+//! neigh`), `arping` and `ndisc6`. Raw frames for the bad-input and flood
+//! tests are sent with a few lines of Python (AF_PACKET), so the test needs
+//! no unsafe code.
+//!
+//! The VIP is never configured on the node's `eth0`. Where the client pings
+//! it, the node has it on `lo` so the kernel answers the echo, with
+//! `arp_ignore=1` and `arp_announce=2`: the kernel then neither answers ARP
+//! for it on `eth0` nor uses it as the source of its own ARP requests. For
+//! IPv6 nothing is needed: Linux answers a solicitation only for addresses
+//! on the interface it arrived on. Each test first checks that nobody
+//! answers before `ferrolb-l2` does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::process::{ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use testnet::{Bridge, Netns, Proc, RunDir, veth_pair};
+
+const T: Duration = Duration::from_secs(10);
+const VIP4: &str = "10.0.0.100";
+const VIP6: &str = "fd00::100";
+
+/// `ferrolb-l2` inside a namespace, driven over stdin/stdout.
+struct L2 {
+    proc: Proc,
+    stdin: ChildStdin,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    dir: RunDir,
+}
+
+impl L2 {
+    fn start(ns: &Netns, args: &[&str]) -> Self {
+        Self::start_with_log(ns, args, "debug")
+    }
+
+    fn start_with_log(ns: &Netns, args: &[&str], level: &str) -> Self {
+        let dir = RunDir::new("ferrolb-l2");
+        let stderr = std::fs::File::create(dir.join("ferrolb-l2.log")).unwrap();
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_ferrolb-l2"));
+        cmd.args(args)
+            .args(["--log-level", level])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        let mut proc = ns.spawn_command(&mut cmd);
+        let stdin = proc.take_stdin().unwrap();
+        let stdout = proc.take_stdout().unwrap();
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => eprintln!("ferrolb-l2 stdout: {line}"),
+                }
+            }
+        });
+        Self {
+            proc,
+            stdin,
+            events,
+            seen: Vec::new(),
+            dir,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits for an event matching `pred` that was not seen before.
+    fn wait_event(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.seen.iter().position(&pred) {
+            return self.seen.remove(i);
+        }
+        let deadline = Instant::now() + T;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(v) => self.seen.push(v),
+                Err(_) => {
+                    self.dump_log();
+                    panic!("timed out waiting for {what}; events: {:#?}", self.seen)
+                }
+            }
+        }
+    }
+
+    /// Waits until `ip` is announced on exactly `interfaces`.
+    fn wait_selected(&mut self, ip: &str, interfaces: &[&str]) {
+        self.wait_event(&format!("{ip} on {interfaces:?}"), |v| {
+            v["event"] == "selected"
+                && v["ip"] == ip
+                && v["interfaces"] == serde_json::json!(interfaces)
+        });
+    }
+
+    fn stats(&mut self) -> Value {
+        self.send("stats");
+        self.wait_event("stats", |v| v["event"] == "stats")
+    }
+
+    /// Resident memory, from /proc.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid())).unwrap();
+        assert!(
+            status.contains("ferrolb-l2"),
+            "pid is not ferrolb-l2: {status}"
+        );
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    fn dump_log(&self) {
+        self.dir.dump_logs("ferrolb-l2");
+    }
+}
+
+impl Drop for L2 {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_log();
+        }
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`.
+fn eventually<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    testnet::wait_until(what, timeout, Duration::from_millis(50), f)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn mac_of(ns: &Netns, ifname: &str) -> String {
+    let v: Value = serde_json::from_str(&ns.ip(["-j", "link", "show", ifname])).unwrap();
+    v[0]["address"].as_str().unwrap().to_owned()
+}
+
+/// The client's neighbour entry for `ip`: (lladdr, states).
+fn neigh(ns: &Netns, ip: &str) -> Option<(String, Vec<String>)> {
+    let out = ns.ip(["-j", "neigh", "show", "to", ip, "dev", "eth0"]);
+    let v: Value = serde_json::from_str(&out).ok()?;
+    let e = v.as_array()?.first()?;
+    let states = e["state"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((e["lladdr"].as_str()?.to_owned(), states))
+}
+
+fn flush_neigh(ns: &Netns) {
+    ns.ip(["neigh", "flush", "dev", "eth0"]);
+    ns.ip(["-6", "neigh", "flush", "dev", "eth0"]);
+}
+
+/// `arping` for `ip` on `ifname`: the MACs that answered.
+fn arping(ns: &Netns, ifname: &str, ip: &str, count: u32) -> Vec<String> {
+    let out = ns.exec([
+        "arping",
+        "-c",
+        &count.to_string(),
+        "-W",
+        "0.2",
+        "-i",
+        ifname,
+        ip,
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("bytes from"))
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_lowercase))
+        .collect()
+}
+
+/// `ndisc6` for `ip` on eth0: the MAC that answered, if any.
+fn ndisc6(ns: &Netns, ip: &str) -> Option<String> {
+    let out = ns.exec(["ndisc6", "-1", "-q", "-r", "2", "-w", "300", ip, "eth0"]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_lowercase();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+fn ping(ns: &Netns, ip: &str) -> bool {
+    ns.exec(["ping", "-c", "1", "-W", "1", ip]).status.success()
+}
+
+/// A node namespace that answers ICMP echo for the VIPs (on `lo`) but
+/// leaves ARP and NDP for them to ferrolb-l2.
+fn add_vips_to_lo(node: &Netns) {
+    node.sysctl("net.ipv4.conf.all.arp_ignore", "1");
+    node.sysctl("net.ipv4.conf.all.arp_announce", "2");
+    node.add_addr("lo", &format!("{VIP4}/32"));
+    node.add_addr("lo", &format!("{VIP6}/128"));
+}
+
+/// Client and node on one veth link: client 10.0.0.1/24 fd00::1/64, node
+/// 10.0.0.2/24 fd00::2/64.
+fn pair() -> (Netns, Netns) {
+    testnet::require_root();
+    for bin in ["ip", "arping", "ndisc6", "ping", "python3"] {
+        testnet::require_binary(bin);
+    }
+    let client = Netns::new("client");
+    let node = Netns::new("node");
+    veth_pair(&client, "eth0", &node, "eth0");
+    client.add_addr("eth0", "10.0.0.1/24");
+    client.add_addr("eth0", "fd00::1/64");
+    node.add_addr("eth0", "10.0.0.2/24");
+    node.add_addr("eth0", "fd00::2/64");
+    (client, node)
+}
+
+#[test]
+fn kernel_resolves_vips_by_arp_and_ndp_and_nud_probes_are_answered() {
+    let (client, node) = pair();
+    add_vips_to_lo(&node);
+    let node_mac = mac_of(&node, "eth0");
+
+    // Nobody answers before ferrolb-l2 runs.
+    assert!(arping(&client, "eth0", VIP4, 1).is_empty());
+    assert_eq!(ndisc6(&client, VIP6), None);
+    flush_neigh(&client);
+
+    let mut l2 = L2::start(&node, &["--announce", VIP4, "--announce", VIP6]);
+    l2.wait_selected(VIP4, &["eth0"]);
+    l2.wait_selected(VIP6, &["eth0"]);
+
+    // The kernel resolves both by itself, to our MAC.
+    assert!(ping(&client, VIP4), "ping {VIP4}");
+    assert!(ping(&client, VIP6), "ping {VIP6}");
+    assert_eq!(neigh(&client, VIP4).unwrap().0, node_mac);
+    assert_eq!(neigh(&client, VIP6).unwrap().0, node_mac);
+    assert_eq!(
+        arping(&client, "eth0", VIP4, 2),
+        [node_mac.clone(), node_mac.clone()]
+    );
+    assert_eq!(ndisc6(&client, VIP6).as_deref(), Some(node_mac.as_str()));
+
+    // NUD: a STALE entry goes DELAY, then PROBE with unicast solicitations
+    // to our MAC; answering them brings it back to REACHABLE.
+    client.sysctl("net.ipv6.neigh.eth0.delay_first_probe_time", "1");
+    client.sysctl("net.ipv4.neigh.eth0.delay_first_probe_time", "1");
+    let before = l2.stats();
+    for vip in [VIP4, VIP6] {
+        client.ip([
+            "neigh", "change", vip, "dev", "eth0", "lladdr", &node_mac, "nud", "stale",
+        ]);
+        assert!(neigh(&client, vip).unwrap().1.contains(&"STALE".to_owned()));
+        assert!(ping(&client, vip));
+    }
+    for vip in [VIP4, VIP6] {
+        eventually(&format!("{vip} REACHABLE again"), T, || {
+            let (mac, states) = neigh(&client, vip)?;
+            (mac == node_mac && states.contains(&"REACHABLE".to_owned())).then_some(())
+        });
+    }
+    let after = l2.stats();
+    for family in ["arp", "ndp"] {
+        assert!(
+            after[family]["responses_sent"].as_u64() > before[family]["responses_sent"].as_u64(),
+            "{family}: no unicast probe answered: {before} -> {after}"
+        );
+    }
+
+    // Not announced: no answer.
+    assert!(arping(&client, "eth0", "10.0.0.77", 1).is_empty());
+    assert_eq!(ndisc6(&client, "fd00::77"), None);
+
+    // Withdrawn: no answer.
+    l2.send(&format!("withdraw {VIP4}"));
+    l2.send(&format!("withdraw {VIP6}"));
+    l2.wait_selected(VIP4, &[]);
+    l2.wait_selected(VIP6, &[]);
+    flush_neigh(&client);
+    assert!(arping(&client, "eth0", VIP4, 1).is_empty());
+    assert_eq!(ndisc6(&client, VIP6), None);
+    let s = l2.stats();
+    assert_eq!(s["send_errors"], 0, "{s}");
+    assert_eq!(s["kernel_drops"], 0, "{s}");
+}
+
+#[test]
+fn takeover_moves_the_clients_entry_without_waiting_for_expiry() {
+    testnet::require_root();
+    let bridge = Bridge::new("seg");
+    let client = Netns::new("client");
+    let node1 = Netns::new("node1");
+    let node2 = Netns::new("node2");
+    for (ns, v4, v6) in [
+        (&client, "10.0.0.1/24", "fd00::1/64"),
+        (&node1, "10.0.0.2/24", "fd00::2/64"),
+        (&node2, "10.0.0.3/24", "fd00::3/64"),
+    ] {
+        bridge.attach(ns, "eth0");
+        ns.add_addr("eth0", v4);
+        ns.add_addr("eth0", v6);
+    }
+    // The entries must stay REACHABLE for the whole test without a takeover
+    // (30 s by default): only the announcements can move them.
+    let mac1 = mac_of(&node1, "eth0");
+    let mac2 = mac_of(&node2, "eth0");
+    let mut l2a = L2::start(&node1, &["--announce", VIP4, "--announce", VIP6]);
+    l2a.wait_selected(VIP4, &["eth0"]);
+    l2a.wait_selected(VIP6, &["eth0"]);
+    for vip in [VIP4, VIP6] {
+        client.exec(["ping", "-c", "1", "-W", "0.3", vip]);
+        eventually(&format!("{vip} at node1"), T, || {
+            (neigh(&client, vip)?.0 == mac1).then_some(())
+        });
+    }
+
+    // Node 1 gives the VIPs up, node 2 takes them over.
+    l2a.send(&format!("withdraw {VIP4}"));
+    l2a.send(&format!("withdraw {VIP6}"));
+    l2a.wait_selected(VIP4, &[]);
+    l2a.wait_selected(VIP6, &[]);
+    let start = Instant::now();
+    let mut l2b = L2::start(&node2, &["--announce", VIP4, "--announce", VIP6]);
+    l2b.wait_selected(VIP4, &["eth0"]);
+    l2b.wait_selected(VIP6, &["eth0"]);
+    for vip in [VIP4, VIP6] {
+        // Within the burst (5 rounds, 1.1 s apart), with no traffic.
+        eventually(
+            &format!("{vip} moved to node2"),
+            Duration::from_secs(5),
+            || (neigh(&client, vip)?.0 == mac2).then_some(()),
+        );
+        eprintln!("{vip} moved after {:?}", start.elapsed());
+    }
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(ping(&client, "10.0.0.3"));
+}
+
+#[test]
+fn only_selected_interfaces_answer_and_new_interfaces_are_used_at_once() {
+    let (client, node) = pair();
+    // A second link on another subnet.
+    veth_pair(&client, "eth1", &node, "eth1");
+    client.add_addr("eth1", "10.0.9.1/24");
+    node.add_addr("eth1", "10.0.9.2/24");
+    let mac0 = mac_of(&node, "eth0");
+    let mac1 = mac_of(&node, "eth1");
+
+    let mut l2 = L2::start(&node, &["--announce", &format!("{VIP4}@eth0")]);
+    l2.wait_selected(VIP4, &["eth0"]);
+    assert_eq!(arping(&client, "eth0", VIP4, 1), vec![mac0]);
+    assert!(
+        arping(&client, "eth1", VIP4, 1).is_empty(),
+        "answered on eth1"
+    );
+
+    l2.send(&format!("announce {VIP4}@eth0,eth1"));
+    l2.wait_selected(VIP4, &["eth0", "eth1"]);
+    assert_eq!(arping(&client, "eth1", VIP4, 1), vec![mac1.clone()]);
+
+    // Without names: the interface whose subnet holds the IP.
+    l2.send("announce 10.0.9.50");
+    l2.wait_selected("10.0.9.50", &["eth1"]);
+    assert_eq!(arping(&client, "eth1", "10.0.9.50", 1), [mac1]);
+    assert!(arping(&client, "eth0", "10.0.9.50", 1).is_empty());
+
+    // No subnet holds it: every usable interface, including one that
+    // appears later.
+    l2.send("announce 192.0.2.1");
+    l2.wait_selected("192.0.2.1", &["eth0", "eth1"]);
+    veth_pair(&client, "eth2", &node, "eth2");
+    client.add_addr("eth2", "192.0.2.9/24");
+    l2.wait_selected("192.0.2.1", &["eth0", "eth1", "eth2"]);
+    let mac2 = mac_of(&node, "eth2");
+    assert_eq!(arping(&client, "eth2", "192.0.2.1", 1), [mac2]);
+    // Down: dropped at once.
+    node.ip(["link", "set", "eth2", "down"]);
+    l2.wait_selected("192.0.2.1", &["eth0", "eth1"]);
+}
+
+/// Sends raw frames (hex, one per argument) on an interface, or floods
+/// one frame at a rate: `flood IFACE HEX RATE SECONDS`.
+const SENDER: &str = r#"
+import socket, sys, time
+mode, iface = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+if mode == "send":
+    for h in sys.argv[3:]:
+        s.send(bytes.fromhex(h))
+        time.sleep(0.002)
+    print(len(sys.argv) - 3)
+else:
+    frame, rate, secs = bytes.fromhex(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    batch = rate // 100
+    sent, t0 = 0, time.monotonic()
+    tick = t0
+    while tick - t0 < secs:
+        for _ in range(batch):
+            try:
+                s.send(frame)
+                sent += 1
+            except BlockingIOError:
+                pass
+        tick += 0.01
+        d = tick - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+    print(sent, time.monotonic() - t0)
+"#;
+
+fn mac_bytes(mac: &str) -> [u8; 6] {
+    let mut out = [0; 6];
+    for (o, part) in out.iter_mut().zip(mac.split(':')) {
+        *o = u8::from_str_radix(part, 16).unwrap();
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn arp_request(src: [u8; 6], sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&sender.octets());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target.octets());
+    f
+}
+
+/// A Neighbor Solicitation for `target` to its solicited-node group, with a
+/// Source Link-layer Address option and a correct checksum.
+fn neighbor_solicit(src_mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
+    let t = target.octets();
+    let dst = Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(t[13]),
+        u16::from_be_bytes([t[14], t[15]]),
+    );
+    let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&t);
+    icmp.extend_from_slice(&[1, 1]);
+    icmp.extend_from_slice(&src_mac);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src.octets());
+    pseudo.extend_from_slice(&dst.octets());
+    pseudo.extend_from_slice(&(icmp.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(&icmp);
+    let mut sum: u32 = pseudo
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    icmp[2..4].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let d = dst.octets();
+    let mut f = vec![0x33, 0x33, d[12], d[13], d[14], d[15]];
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[58, hop_limit]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&d);
+    f.extend_from_slice(&icmp);
+    f
+}
+
+fn counter(s: &Value, path: &[&str]) -> u64 {
+    path.iter()
+        .fold(s, |v, k| &v[*k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("{path:?} in {s}"))
+}
+
+#[test]
+fn bad_frames_are_dropped_and_counted() {
+    let (client, node) = pair();
+    // Jumbo frames on the link, to send one longer than the read buffer.
+    client.ip(["link", "set", "eth0", "mtu", "9000"]);
+    node.ip(["link", "set", "eth0", "mtu", "9000"]);
+    let cmac = mac_bytes(&mac_of(&client, "eth0"));
+    let mut l2 = L2::start(&node, &["--announce", VIP4, "--announce", VIP6]);
+    l2.wait_selected(VIP4, &["eth0"]);
+    l2.wait_selected(VIP6, &["eth0"]);
+    let before = l2.stats();
+
+    let vip4: Ipv4Addr = VIP4.parse().unwrap();
+    let vip6: Ipv6Addr = VIP6.parse().unwrap();
+    let good_arp = arp_request(cmac, Ipv4Addr::new(10, 0, 0, 1), vip4);
+    let good_ns = neighbor_solicit(cmac, "fd00::1".parse().unwrap(), vip6, 255);
+    let truncated_arp = good_arp[..30].to_vec();
+    let mut wrong_hw = good_arp.clone();
+    wrong_hw[15] = 6; // IEEE 802
+    let mut wrong_proto = good_arp.clone();
+    wrong_proto[16..18].copy_from_slice(&[0x86, 0xdd]);
+    let mut oversize = good_arp.clone();
+    oversize.resize(4000, 0);
+    let mut bad_checksum = good_ns.clone();
+    bad_checksum[56] ^= 0xff;
+    let hop_limit_64 = neighbor_solicit(cmac, "fd00::1".parse().unwrap(), vip6, 64);
+    let truncated_ns = good_ns[..70].to_vec();
+    let frames = [
+        &truncated_arp,
+        &wrong_hw,
+        &wrong_proto,
+        &oversize,
+        &bad_checksum,
+        &hop_limit_64,
+        &truncated_ns,
+        &good_arp,
+        &good_ns,
+    ];
+    let mut argv = vec![
+        "python3".to_owned(),
+        "-c".into(),
+        SENDER.into(),
+        "send".into(),
+        "eth0".into(),
+    ];
+    argv.extend(frames.iter().map(|f| hex(f)));
+    assert_eq!(client.run(&argv).trim(), "9");
+
+    let after = eventually("the good frames answered", T, || {
+        let s = l2.stats();
+        (counter(&s, &["ndp", "responses_sent"]) > counter(&before, &["ndp", "responses_sent"]))
+            .then_some(s)
+    });
+    let delta = |path: &[&str]| counter(&after, path) - counter(&before, path);
+    assert_eq!(delta(&["arp", "dropped", "malformed"]), 1, "{after}");
+    assert_eq!(delta(&["arp", "dropped", "wrong_hardware"]), 1, "{after}");
+    assert_eq!(delta(&["arp", "dropped", "wrong_protocol"]), 1, "{after}");
+    assert_eq!(delta(&["oversize"]), 1, "{after}");
+    assert_eq!(delta(&["ndp", "dropped", "bad_checksum"]), 1, "{after}");
+    assert_eq!(delta(&["ndp", "dropped", "invalid"]), 1, "{after}");
+    assert_eq!(delta(&["ndp", "dropped", "malformed"]), 1, "{after}");
+    assert_eq!(delta(&["arp", "responses_sent"]), 1, "{after}");
+    assert_eq!(delta(&["ndp", "responses_sent"]), 1, "{after}");
+    // Still alive and answering.
+    assert!(l2.proc.is_running());
+    assert_eq!(arping(&client, "eth0", VIP4, 1).len(), 1);
+}
+
+#[test]
+fn arp_flood_does_not_delay_other_replies_or_grow_memory() {
+    let (client, node) = pair();
+    let cmac = mac_bytes(&mac_of(&client, "eth0"));
+    let other = "10.0.0.101";
+    let mut l2 = L2::start_with_log(&node, &["--announce", VIP4, "--announce", other], "info");
+    l2.wait_selected(VIP4, &["eth0"]);
+    l2.wait_selected(other, &["eth0"]);
+    // Warm up (allocations of the first replies), then measure.
+    arping(&client, "eth0", other, 3);
+    let rss_before = l2.rss_kib();
+    let baseline = arping_times(&client, other, 20);
+
+    let flood = arp_request(cmac, Ipv4Addr::new(10, 0, 0, 1), VIP4.parse().unwrap());
+    let argv: Vec<String> = vec![
+        "python3".into(),
+        "-c".into(),
+        SENDER.into(),
+        "flood".into(),
+        "eth0".into(),
+        hex(&flood),
+        "100000".into(),
+        "3".into(),
+    ];
+    let flooder = {
+        let client = client.clone();
+        std::thread::spawn(move || client.run(&argv))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let during = arping_times(&client, other, 20);
+    let sent = flooder.join().unwrap();
+    let rss_after = l2.rss_kib();
+    let s = l2.stats();
+    eprintln!(
+        "flood: sent {sent}; arping to {other} before {baseline:?} during {during:?} (us); \
+         rss {rss_before} -> {rss_after} KiB; stats {s}"
+    );
+    let sent: u64 = sent.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(
+        sent >= 200_000,
+        "the flood was too slow to mean anything: {sent}"
+    );
+    // The flood fills the socket's receive queue (the debug build answers
+    // some 40-70k/s here, fewer than the 100k/s offered), and the kernel
+    // drops what does not fit, whoever sent it: a few of the other
+    // requests are lost (a client retries after a second). Answered ones
+    // must not wait behind the flood for long.
+    assert!(during.len() >= 14, "{during:?}");
+    // Three busy processes (flooder, responder, arping) share the test
+    // machine's cores with whatever else runs there, so single samples can
+    // wait for a CPU: the median is what must stay within 2 ms of the quiet
+    // one; the worst sample is printed above.
+    let p50 = percentile(&during, 0.5);
+    let base_p50 = percentile(&baseline, 0.5);
+    assert!(
+        p50 < base_p50 + 2000.0,
+        "replies delayed by the flood: p50 {p50} us (before {base_p50} us): {during:?}"
+    );
+    assert!(
+        rss_after <= rss_before + 1024,
+        "memory grew: {rss_before} -> {rss_after} KiB"
+    );
+    // Most of the flood was answered; what the kernel dropped is counted.
+    let answered = counter(&s, &["arp", "responses_sent"]);
+    assert!(answered + counter(&s, &["kernel_drops"]) >= sent / 2, "{s}");
+}
+
+fn percentile(samples: &[f64], q: f64) -> f64 {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v.get(i).copied().unwrap_or(f64::NAN)
+}
+
+/// Reply times of `count` arpings, in microseconds.
+fn arping_times(ns: &Netns, ip: &str, count: u32) -> Vec<f64> {
+    let out = ns.exec([
+        "arping",
+        "-c",
+        &count.to_string(),
+        "-W",
+        "0.05",
+        "-i",
+        "eth0",
+        ip,
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let t = l.split("time=").nth(1)?;
+            let mut it = t.split_whitespace();
+            let v: f64 = it.next()?.parse().ok()?;
+            Some(match it.next()? {
+                "usec" => v,
+                "msec" => v * 1000.0,
+                "sec" => v * 1e6,
+                _ => return None,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,396 @@
+//! `ferrolb-memberlist` processes, one per network namespace on one bridge
+//! (10.0.0.1..N/24, port 7946): formation, kill -9 detection time, a 200 ms
+//! SIGSTOP, 5% random loss (nftables in every namespace), wrong keys and
+//! plaintext, graceful leave. Events are read as JSON from each process's
+//! stdout; detection times use the events' own timestamps.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use testnet::{Bridge, Netns, Proc, RunDir, Signal};
+
+const KEY_A: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const KEY_B: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+
+/// One running member and the events it printed.
+struct Node {
+    name: String,
+    proc: Proc,
+    stdin: ChildStdin,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    log: std::path::PathBuf,
+}
+
+impl Node {
+    fn start(ns: &Netns, dir: &RunDir, name: &str, ip: &str, extra: &[&str]) -> Self {
+        let log = dir.join(&format!("{name}.log"));
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_ferrolb-memberlist"));
+        cmd.args(["--name", name, "--bind", &format!("{ip}:7946")])
+            .args(extra)
+            .args(["--log-level", "debug"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        let mut proc = ns.spawn_command(&mut cmd);
+        let stdin = proc.take_stdin().unwrap();
+        let stdout = proc.take_stdout().unwrap();
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut node = Self {
+            name: name.to_owned(),
+            proc,
+            stdin,
+            events,
+            seen: Vec::new(),
+            log,
+        };
+        node.wait("started", Duration::from_secs(5), |v| {
+            v["event"] == "started"
+        });
+        node
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Moves every event printed so far into `seen`.
+    fn poll(&mut self) {
+        while let Ok(v) = self.events.try_recv() {
+            self.seen.push(v);
+        }
+    }
+
+    fn find(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        self.poll();
+        self.seen.iter().find(|v| pred(v)).cloned()
+    }
+
+    fn wait(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        if let Some(v) = self.find(&pred) {
+            return v;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "{}: timed out after {timeout:?} waiting for {what}; events: {:#?}\n{}",
+                    self.name,
+                    self.seen,
+                    self.log_tail()
+                ),
+            }
+        }
+    }
+
+    /// The names of the members this one lists as alive (itself included).
+    fn alive(&mut self) -> BTreeSet<String> {
+        self.seen.retain(|v| v["event"] != "members");
+        self.send("members");
+        let v = self.wait("members", Duration::from_secs(5), |v| {
+            v["event"] == "members"
+        });
+        v["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["state"] == "alive")
+            .map(|m| m["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn stats(&mut self) -> Value {
+        self.seen.retain(|v| v["event"] != "stats");
+        self.send("stats");
+        self.wait("stats", Duration::from_secs(5), |v| v["event"] == "stats")
+    }
+
+    /// Events of `kind` about `member`.
+    fn about(&mut self, kind: &str, member: &str) -> Vec<Value> {
+        self.poll();
+        self.seen
+            .iter()
+            .filter(|v| v["event"] == kind && v["member"] == member)
+            .cloned()
+            .collect()
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        format!(
+            "--- {} log (last 40 lines) ---\n{}",
+            self.name,
+            lines[lines.len().saturating_sub(40)..].join("\n")
+        )
+    }
+}
+
+/// N namespaces on one bridge, a member in each; node i is 10.0.0.i.
+struct Cluster {
+    _bridge: Bridge,
+    netns: Vec<Netns>,
+    nodes: Vec<Node>,
+    dir: RunDir,
+}
+
+impl Cluster {
+    /// N members with key A, each joining node 1, all alive everywhere.
+    fn new(n: usize) -> Self {
+        testnet::require_root();
+        testnet::require_binary("nft");
+        let bridge = Bridge::new("mlbr");
+        let dir = RunDir::new("memberlist");
+        std::fs::write(dir.join("key-a"), format!("{KEY_A}\n")).unwrap();
+        std::fs::write(dir.join("key-b"), format!("{KEY_B}\n")).unwrap();
+        let mut cluster = Self {
+            _bridge: bridge,
+            netns: Vec::new(),
+            nodes: Vec::new(),
+            dir,
+        };
+        for i in 1..=n {
+            cluster.add(i, &["--key-file", "key-a"]);
+        }
+        cluster.wait_formed(n, Duration::from_secs(5));
+        cluster
+    }
+
+    /// Adds namespace `i` and starts member `m{i}` in it; `key-a`/`key-b`
+    /// in `extra` name files of the run directory.
+    fn add(&mut self, i: usize, extra: &[&str]) -> usize {
+        let ns = Netns::new(&format!("ml{i}"));
+        self._bridge.attach(&ns, "eth0");
+        ns.add_addr("eth0", &format!("10.0.0.{i}/24"));
+        let extra: Vec<String> = extra
+            .iter()
+            .map(|a| match *a {
+                "key-a" | "key-b" => self.dir.join(a).display().to_string(),
+                a => a.to_owned(),
+            })
+            .collect();
+        let mut args: Vec<&str> = extra.iter().map(String::as_str).collect();
+        if i != 1 {
+            args.extend(["--join", "10.0.0.1:7946"]);
+        }
+        let node = Node::start(
+            &ns,
+            &self.dir,
+            &format!("m{i}"),
+            &format!("10.0.0.{i}"),
+            &args,
+        );
+        self.netns.push(ns);
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    fn names(&self, n: usize) -> BTreeSet<String> {
+        (1..=n).map(|i| format!("m{i}")).collect()
+    }
+
+    /// Until each of the first `n` members lists exactly m1..mn alive.
+    fn wait_formed(&mut self, n: usize, timeout: Duration) {
+        let want = self.names(n);
+        let deadline = Instant::now() + timeout;
+        for node in &mut self.nodes[..n] {
+            loop {
+                let alive = node.alive();
+                if alive == want {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{} sees {alive:?}, not {want:?}\n{}",
+                    node.name,
+                    node.log_tail()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Events of `kind` about `member` seen by any other node.
+    fn reports(&mut self, kind: &str, member: &str) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for node in &mut self.nodes {
+            if node.name != member {
+                for v in node.about(kind, member) {
+                    out.push((node.name.clone(), v));
+                }
+            }
+        }
+        out
+    }
+
+    /// Waits until every node but `member` (and those in `except`)
+    /// reported `kind` about it; returns the latest timestamp.
+    fn wait_all(&mut self, kind: &str, member: &str, timeout: Duration) -> u64 {
+        let mut last = 0;
+        for node in &mut self.nodes {
+            if node.name == member || !node.proc.is_running() {
+                continue;
+            }
+            let v = node.wait(&format!("{kind} {member}"), timeout, |v| {
+                v["event"] == kind && v["member"] == member
+            });
+            last = last.max(v["ts_ms"].as_u64().unwrap());
+        }
+        last
+    }
+}
+
+fn unix_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn five_members_form_and_detect_kill_within_1s() {
+    let mut c = Cluster::new(5);
+    let killed_at = unix_ms();
+    c.nodes[4].proc.signal(Signal::SIGKILL);
+    let last = c.wait_all("dead", "m5", Duration::from_secs(5));
+    let took = last.saturating_sub(killed_at);
+    eprintln!("kill -9 of m5 -> dead at all 4 others in {took} ms");
+    assert!(took <= 1000, "detection took {took} ms");
+    // Nobody else died.
+    for i in 1..=4 {
+        assert!(c.reports("dead", &format!("m{i}")).is_empty());
+    }
+}
+
+#[test]
+fn sigstop_200ms_is_not_a_death() {
+    let mut c = Cluster::new(5);
+    for _ in 0..3 {
+        c.nodes[2].proc.signal(Signal::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(200));
+        c.nodes[2].proc.signal(Signal::SIGCONT);
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    let deaths = c.reports("dead", "m3");
+    assert!(
+        deaths.is_empty(),
+        "m3 declared dead after a 200 ms stop: {deaths:?}"
+    );
+    c.wait_formed(5, Duration::from_secs(2));
+    let suspects = c.reports("suspect", "m3").len();
+    eprintln!("3 stops of 200 ms: {suspects} suspicions of m3, no death");
+}
+
+#[test]
+fn five_percent_loss_gives_no_false_deaths() {
+    let mut c = Cluster::new(5);
+    for ns in &c.netns {
+        ns.run(["nft", "add", "table", "inet", "loss"]);
+        ns.run([
+            "nft",
+            "add chain inet loss input { type filter hook input priority 0; policy accept; }",
+        ]);
+        ns.run([
+            "nft",
+            "add rule inet loss input meta l4proto udp numgen random mod 100 < 5 counter drop",
+        ]);
+    }
+    std::thread::sleep(Duration::from_secs(25));
+    let dropped: u64 = c
+        .netns
+        .iter()
+        .map(|ns| {
+            let out = ns.run(["nft", "list", "chain", "inet", "loss", "input"]);
+            out.split_whitespace()
+                .skip_while(|w| *w != "packets")
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(dropped > 100, "nftables dropped only {dropped} datagrams");
+    let mut suspicions = 0;
+    for i in 1..=5 {
+        let m = format!("m{i}");
+        let deaths = c.reports("dead", &m);
+        assert!(
+            deaths.is_empty(),
+            "false death of {m} under 5% loss: {deaths:?}"
+        );
+        suspicions += c.reports("suspect", &m).len();
+    }
+    c.wait_formed(5, Duration::from_secs(2));
+    eprintln!("25 s at 5% loss: {dropped} datagrams dropped, {suspicions} suspicions, 0 deaths");
+}
+
+#[test]
+fn wrong_key_and_plaintext_cannot_join() {
+    let mut c = Cluster::new(3);
+    let wrong = c.add(4, &["--key-file", "key-b"]);
+    let plain = c.add(5, &["--plaintext"]);
+    // Several join retries (every second) and probe rounds.
+    std::thread::sleep(Duration::from_secs(3));
+    let members = c.names(3);
+    for node in &mut c.nodes[..3] {
+        assert_eq!(node.alive(), members, "{}", node.name);
+    }
+    for i in [wrong, plain] {
+        let node = &mut c.nodes[i];
+        let me: BTreeSet<String> = [node.name.clone()].into();
+        assert_eq!(node.alive(), me, "{} joined", node.name);
+    }
+    assert!(c.reports("alive", "m4").is_empty() && c.reports("alive", "m5").is_empty());
+    let s = c.nodes[0].stats();
+    assert!(
+        s["auth_failures"].as_u64().unwrap() + s["unknown_key"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    assert!(s["mode_mismatch"].as_u64().unwrap() > 0, "{s}");
+    // And the plaintext node drops the encrypted replies it gets.
+    let s = c.nodes[plain].stats();
+    assert_eq!(s["members_up"], 0, "{s}");
+}
+
+#[test]
+fn graceful_leave_is_left_not_dead() {
+    let mut c = Cluster::new(5);
+    let sent = unix_ms();
+    c.nodes[1].send("leave");
+    let last = c.wait_all("left", "m2", Duration::from_secs(2));
+    c.nodes[1].wait("stopped", Duration::from_secs(2), |v| {
+        v["event"] == "stopped"
+    });
+    let took = last.saturating_sub(sent);
+    eprintln!("leave of m2 seen as left by all 4 others in {took} ms");
+    assert!(took <= 300, "leave took {took} ms");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(c.reports("dead", "m2").is_empty());
+    assert!(c.reports("suspect", "m2").is_empty());
+}
