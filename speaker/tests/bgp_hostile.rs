@@ -192,13 +192,10 @@ fn hostile_peers_get_exact_notifications_and_frr_is_undisturbed() {
 
 /// A peer that asks for ROUTE-REFRESH over and over and never reads. Each
 /// request queues a full re-send of the Adj-RIB-Out behind a socket that
-/// does not drain, so ferrolb's memory grows with the requests: 200k
-/// requests (5.4 MB sent) with one route took VmRSS from 8 to 34 MB, and a
-/// bigger table multiplies that. It needs a bound on the send side (RFC
-/// 9687 Send Hold Timer, or not reading from a peer whose output is backed
-/// up), a design change rather than a fix, so this test waits for it.
+/// does not drain; without a bound, 200k requests with one route took
+/// VmRSS from 8 to 34 MB. The driver gives such a peer up once 4 MiB are
+/// queued (in the spirit of RFC 9687's send hold timer): memory stays flat.
 #[test]
-#[ignore = "known issue: the output queue to a peer that never reads is unbounded"]
 fn route_refresh_flood_from_a_peer_that_never_reads() {
     testnet::require_root();
     let node = Netns::new("node");
@@ -237,10 +234,18 @@ fn route_refresh_flood_from_a_peer_that_never_reads() {
     p.stream
         .set_write_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    p.send(&one.repeat(REQUESTS as usize));
-    eventually("every ROUTE-REFRESH to be handled", T, || {
+    // ferrolb may give the connection up half way: then the write fails.
+    let _ = p.stream.write_all(&one.repeat(REQUESTS as usize));
+    // Either ferrolb handled them all, or (the bound) it gave the
+    // connection up; both within the time limit.
+    eventually("the flood to be handled or the peer given up", T, || {
         let s = peer_stats(&mut ours, CALM_PEER);
-        (s["route_refreshes_received"].as_u64() >= Some(REQUESTS)).then_some(())
+        let handled = s["route_refreshes_received"].as_u64() >= Some(REQUESTS);
+        let given_up = ours
+            .seen
+            .iter()
+            .any(|v| v["event"] == "down" && v["peer"].as_str() == Some(CALM_PEER));
+        (handled || given_up).then_some(())
     });
     let rss_after = proc_status_kb(pid, "VmRSS");
     assert!(

@@ -477,6 +477,12 @@ impl PeerDriver {
         loop {
             for conn in stalled.drain(..) {
                 warn!(%conn, limit = MAX_UNSENT, "peer does not read what we send: closing");
+                // Nothing queued can be delivered: close the socket at once
+                // (no flush), then tell the session the transport is gone.
+                if let Some(io) = self.conns.remove(&conn) {
+                    io.reader.abort();
+                    io.write_task.abort();
+                }
                 self.session.handle_closed(now(), conn);
             }
             self.drain_outputs(&mut stalled);
@@ -505,8 +511,8 @@ impl PeerDriver {
                 }
                 Output::Send { conn, bytes } => {
                     if let Some(io) = self.conns.get(&conn) {
-                        let queued =
-                            io.unsent.fetch_add(bytes.len(), Ordering::Relaxed) + bytes.len();
+                        let cost = queued_cost(&bytes);
+                        let queued = io.unsent.fetch_add(cost, Ordering::Relaxed) + cost;
                         let _ = io.writer.send(bytes);
                         // A peer that does not read (RFC 9687's case) must not
                         // make us queue without limit: give the connection up.
@@ -601,7 +607,7 @@ async fn write_loop(
         if write.write_all(&bytes).await.is_err() {
             return;
         }
-        unsent.fetch_sub(bytes.len(), Ordering::Relaxed);
+        unsent.fetch_sub(queued_cost(&bytes), Ordering::Relaxed);
     }
     let _ = write.shutdown().await;
 }
@@ -630,8 +636,16 @@ async fn read_loop(id: ConnId, read: OwnedReadHalf, codec: BgpFrames, tx: mpsc::
 /// Most octets queued for a connection before the peer is considered not
 /// to read (RFC 9687 closes such sessions with its send hold timer; a
 /// byte bound also caps our memory). A full table of 100k routes is about
-/// 0.6 MB of UPDATEs, so this leaves room for dozens of re-sends.
-const MAX_UNSENT: usize = 32 << 20;
+/// 0.6 MB of UPDATEs, so this leaves room for several full re-sends on top
+/// of what the socket buffers hold.
+const MAX_UNSENT: usize = 4 << 20;
+
+/// Memory a queued chunk costs: its octets plus the channel node, the
+/// `Bytes` header and the allocation's own overhead (about 128 octets),
+/// which dominate when a peer provokes many small sends.
+fn queued_cost(bytes: &Bytes) -> usize {
+    bytes.len() + 128
+}
 
 /// Cuts a TCP stream into whole BGP messages with `bgp::frame`.
 ///
