@@ -2,6 +2,16 @@
 //! from MetalLB `IPAddressPool`s and keeps them stable.
 //!
 //! [`alloc`] is the pure allocator (pools and services in, decisions out);
-//! the Kubernetes glue only reads objects, calls it and writes status.
+//! [`convert`] reads Kubernetes objects into its types and [`state`] makes
+//! the controller's decisions, both pure too. [`plan`] runs them over files
+//! with no cluster. The Kubernetes glue only reads objects, calls them and
+//! writes status: [`reconcile`] (the kube-runtime controller), [`leader`]
+//! (Lease election), [`metrics`] (Prometheus text and health over HTTP).
 
 pub mod alloc;
+pub mod convert;
+pub mod leader;
+pub mod metrics;
+pub mod plan;
+pub mod reconcile;
+pub mod state;

@@ -1,0 +1,419 @@
+//! Kubernetes objects to the allocator's plain types, field by field as
+//! MetalLB reads them.
+//!
+//! Pure: no client, no clock. `controller plan` and the reconciler both use
+//! these, so a file and a cluster are read the same way.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use api::meta::LabelSelector;
+use api::v1beta1::IPAddressPool;
+use k8s_openapi::api::core::v1::Service as K8sService;
+use kube::ResourceExt;
+
+use crate::alloc::{
+    AddrRange, Family, FamilyPolicy, Operator, Pool, Port, Protocol, RangeError, Requirement,
+    Selector, Service, ServiceAllocation, ServiceKey,
+};
+
+/// `metallb.io/loadBalancerIPs`: requested addresses, comma-separated.
+pub const ANNOTATION_LOAD_BALANCER_IPS: &str = "metallb.io/loadBalancerIPs";
+/// `metallb.io/address-pool`: the pool to allocate from.
+pub const ANNOTATION_ADDRESS_POOL: &str = "metallb.io/address-pool";
+/// `metallb.io/allow-shared-ip`: the sharing key.
+pub const ANNOTATION_ALLOW_SHARED_IP: &str = "metallb.io/allow-shared-ip";
+/// `metallb.io/ip-allocated-from-pool`: written by the controller.
+pub const ANNOTATION_ALLOCATED_FROM_POOL: &str = "metallb.io/ip-allocated-from-pool";
+/// The deprecated prefix of every annotation above, still read.
+const DEPRECATED_PREFIX: &str = "metallb.universe.tf/";
+
+/// What the controller makes of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    /// A LoadBalancer service of our class, ready for the allocator.
+    LoadBalancer(Box<Service>),
+    /// Not `type: LoadBalancer`: holds no address.
+    NotLoadBalancer,
+    /// A LoadBalancer service of another `loadBalancerClass`: not ours.
+    OtherClass(Option<String>),
+    /// Ours, but its annotations or spec cannot be honoured
+    /// (MetalLB's `LoadBalancerFailed`); the message says why.
+    Invalid(String),
+}
+
+/// Reads a Service. `lb_class` is the class we serve (`None`: services
+/// without a class, MetalLB's default); `namespace_labels` are the labels of
+/// its namespace.
+pub fn service(
+    svc: &K8sService,
+    lb_class: Option<&str>,
+    namespace_labels: &BTreeMap<String, String>,
+) -> Reading {
+    let Some(spec) = svc.spec.as_ref() else {
+        return Reading::NotLoadBalancer;
+    };
+    if spec.type_.as_deref() != Some("LoadBalancer") {
+        return Reading::NotLoadBalancer;
+    }
+    if spec.load_balancer_class.as_deref() != lb_class {
+        return Reading::OtherClass(spec.load_balancer_class.clone());
+    }
+    let annotations = svc.annotations();
+    let requested = match requested_ips(
+        annotation(annotations, "loadBalancerIPs"),
+        spec.load_balancer_ip.as_deref(),
+    ) {
+        Ok(r) => r,
+        Err(msg) => return Reading::Invalid(msg),
+    };
+    let mut families = Vec::new();
+    for f in spec.ip_families.iter().flatten() {
+        match f.as_str() {
+            "IPv4" => families.push(Family::V4),
+            "IPv6" => families.push(Family::V6),
+            other => return Reading::Invalid(format!("unknown ipFamily {other:?}")),
+        }
+    }
+    let policy = match spec.ip_family_policy.as_deref() {
+        None | Some("SingleStack") => FamilyPolicy::SingleStack,
+        Some("PreferDualStack") => FamilyPolicy::PreferDualStack,
+        Some("RequireDualStack") => FamilyPolicy::RequireDualStack,
+        Some(other) => return Reading::Invalid(format!("unknown ipFamilyPolicy {other:?}")),
+    };
+    let mut ports = Vec::new();
+    for p in spec.ports.iter().flatten() {
+        let protocol = match p.protocol.as_deref() {
+            None | Some("TCP") => Protocol::Tcp,
+            Some("UDP") => Protocol::Udp,
+            Some("SCTP") => Protocol::Sctp,
+            Some(other) => return Reading::Invalid(format!("unknown port protocol {other:?}")),
+        };
+        let Ok(port) = u16::try_from(p.port) else {
+            return Reading::Invalid(format!("port {} out of range", p.port));
+        };
+        ports.push(Port { port, protocol });
+    }
+    let current = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.as_deref()?.parse().ok())
+        .collect();
+    Reading::LoadBalancer(Box::new(Service {
+        key: key(svc),
+        labels: svc.labels().clone(),
+        namespace_labels: namespace_labels.clone(),
+        families,
+        policy,
+        requested,
+        pool: annotation(annotations, "address-pool").map(str::to_owned),
+        sharing_key: annotation(annotations, "allow-shared-ip").map(str::to_owned),
+        ports,
+        etp_local: spec.external_traffic_policy.as_deref() == Some("Local"),
+        selector: spec.selector.clone().unwrap_or_default(),
+        current,
+    }))
+}
+
+/// The namespace and name of a Service (namespace `default` if unset).
+pub fn key(svc: &K8sService) -> ServiceKey {
+    ServiceKey {
+        namespace: svc.namespace().unwrap_or_else(|| "default".to_owned()),
+        name: svc.name_any(),
+    }
+}
+
+/// The addresses in `status.loadBalancer.ingress`, as written.
+pub fn ingress_ips(svc: &K8sService) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone())
+        .collect()
+}
+
+/// A `metallb.io/<name>` annotation, else its deprecated
+/// `metallb.universe.tf/<name>` form (MetalLB's `valueForAnnotation`).
+fn annotation<'a>(annotations: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    annotations
+        .get(&format!("metallb.io/{name}"))
+        .or_else(|| annotations.get(&format!("{DEPRECATED_PREFIX}{name}")))
+        .map(String::as_str)
+}
+
+/// MetalLB's `getDesiredLbIPs`: the annotation or `spec.loadBalancerIP`,
+/// not both.
+fn requested_ips(annotation: Option<&str>, spec_ip: Option<&str>) -> Result<Vec<IpAddr>, String> {
+    let spec_ip = spec_ip.filter(|s| !s.is_empty());
+    match (annotation.filter(|s| !s.is_empty()), spec_ip) {
+        (None, None) => Ok(Vec::new()),
+        (Some(_), Some(_)) => Err(format!(
+            "service can not have both {ANNOTATION_LOAD_BALANCER_IPS} and svc.Spec.LoadBalancerIP"
+        )),
+        (Some(list), None) => list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .map_err(|_| format!("invalid {ANNOTATION_LOAD_BALANCER_IPS}: {list:?}"))
+            })
+            .collect(),
+        (None, Some(ip)) => ip
+            .trim()
+            .parse()
+            .map(|ip| vec![ip])
+            .map_err(|_| format!("invalid spec.loadBalancerIP {ip:?}")),
+    }
+}
+
+/// Why an IPAddressPool cannot become a [`Pool`]. CRD validation and
+/// [`api::validate`] reject these first; this is the last line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    /// An address entry that does not parse.
+    #[error("spec.addresses[{index}]: {source}")]
+    Range {
+        /// Position in `spec.addresses`.
+        index: usize,
+        /// The parse error.
+        source: RangeError,
+    },
+    /// A selector operator other than In, NotIn, Exists, DoesNotExist.
+    #[error("spec.serviceAllocation: unknown selector operator {0:?}")]
+    Operator(String),
+}
+
+/// Reads an IPAddressPool as the allocator's [`Pool`].
+///
+/// An unset `serviceAllocation.priority` sorts after every set one.
+pub fn pool(p: &IPAddressPool) -> Result<Pool, PoolError> {
+    let ranges = p
+        .spec
+        .addresses
+        .iter()
+        .enumerate()
+        .map(|(index, a)| {
+            a.parse::<AddrRange>()
+                .map_err(|source| PoolError::Range { index, source })
+        })
+        .collect::<Result<_, _>>()?;
+    let allocation = match &p.spec.service_allocation {
+        None => None,
+        Some(a) => Some(ServiceAllocation {
+            priority: a
+                .priority
+                .map_or(i32::MAX, |v| i32::try_from(v).unwrap_or(i32::MAX)),
+            namespaces: a.namespaces.clone(),
+            namespace_selectors: selectors(&a.namespace_selectors)?,
+            service_selectors: selectors(&a.service_selectors)?,
+        }),
+    };
+    Ok(Pool {
+        name: p.name_any(),
+        ranges,
+        auto_assign: p.spec.auto_assign.unwrap_or(true),
+        avoid_buggy_ips: p.spec.avoid_buggy_ips.unwrap_or(false),
+        allocation,
+    })
+}
+
+fn selectors(list: &[LabelSelector]) -> Result<Vec<Selector>, PoolError> {
+    list.iter()
+        .map(|s| {
+            let expressions = s
+                .match_expressions
+                .iter()
+                .map(|r| {
+                    let op = match r.operator.as_str() {
+                        "In" => Operator::In,
+                        "NotIn" => Operator::NotIn,
+                        "Exists" => Operator::Exists,
+                        "DoesNotExist" => Operator::DoesNotExist,
+                        other => return Err(PoolError::Operator(other.to_owned())),
+                    };
+                    Ok(Requirement {
+                        key: r.key.clone(),
+                        op,
+                        values: r.values.clone(),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(Selector {
+                match_labels: s.match_labels.clone(),
+                expressions,
+            })
+        })
+        .collect()
+}
+
+/// Per-family address counts of a pool, as `IPAddressPool.status` carries
+/// them (MetalLB saturates huge IPv6 pools at `i64::MAX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capacity {
+    /// Usable IPv4 addresses.
+    pub v4: u128,
+    /// Usable IPv6 addresses.
+    pub v6: u128,
+}
+
+/// Usable addresses of a pool per family: every address of its ranges,
+/// less the `.0` and `.255` ones with `avoidBuggyIPs` (MetalLB's
+/// `poolCount`).
+pub fn capacity(p: &Pool) -> Capacity {
+    let mut c = Capacity::default();
+    for r in &p.ranges {
+        match r.family() {
+            Family::V4 => {
+                let mut n = r.len();
+                if p.avoid_buggy_ips {
+                    n -= buggy_in(r);
+                }
+                c.v4 = c.v4.saturating_add(n);
+            }
+            Family::V6 => c.v6 = c.v6.saturating_add(r.len()),
+        }
+    }
+    c
+}
+
+/// IPv4 addresses ending in `.0` or `.255` within an IPv4 range.
+fn buggy_in(r: &AddrRange) -> u128 {
+    let (IpAddr::V4(first), IpAddr::V4(last)) = (r.first(), r.last()) else {
+        return 0;
+    };
+    let (a, b) = (u64::from(u32::from(first)), u64::from(u32::from(last)));
+    // Count x in [a, b] with x % 256 == k, for k = 0 and 255.
+    let count = |k: u64| {
+        let upto = |n: u64| if n < k { 0 } else { (n - k) / 256 + 1 };
+        upto(b) - if a == 0 { 0 } else { upto(a - 1) }
+    };
+    u128::from(count(0) + count(255))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(yaml: &str) -> K8sService {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn reads_metallb_annotations_and_spec() {
+        let s = svc(r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations:
+    metallb.universe.tf/loadBalancerIPs: "10.0.0.5, 2001:db8::5"
+    metallb.io/address-pool: old-pool
+    metallb.universe.tf/address-pool: ignored
+    metallb.universe.tf/allow-shared-ip: key1
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: web}
+  ipFamilies: [IPv6, IPv4]
+  ipFamilyPolicy: RequireDualStack
+  ports:
+  - {port: 80}
+  - {port: 53, protocol: UDP}
+status:
+  loadBalancer:
+    ingress: [{ip: 10.0.0.5}, {hostname: x.example}]
+"#);
+        let Reading::LoadBalancer(s) = service(&s, None, &BTreeMap::new()) else {
+            panic!("not read as a LoadBalancer");
+        };
+        assert_eq!(s.key.to_string(), "shop/web");
+        assert_eq!(
+            s.requested,
+            [
+                "10.0.0.5".parse::<IpAddr>().unwrap(),
+                "2001:db8::5".parse().unwrap()
+            ]
+        );
+        assert_eq!(s.pool.as_deref(), Some("old-pool"));
+        assert_eq!(s.sharing_key.as_deref(), Some("key1"));
+        assert_eq!(s.families, [Family::V6, Family::V4]);
+        assert_eq!(s.policy, FamilyPolicy::RequireDualStack);
+        assert!(s.etp_local);
+        assert_eq!(
+            s.ports[1],
+            Port {
+                port: 53,
+                protocol: Protocol::Udp
+            }
+        );
+        assert_eq!(s.current, ["10.0.0.5".parse::<IpAddr>().unwrap()]);
+    }
+
+    #[test]
+    fn class_type_and_bad_requests() {
+        let base = "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: n}\n";
+        let cluster = svc(&format!("{base}spec: {{type: ClusterIP}}"));
+        assert_eq!(
+            service(&cluster, None, &BTreeMap::new()),
+            Reading::NotLoadBalancer
+        );
+        let classed = svc(&format!(
+            "{base}spec: {{type: LoadBalancer, loadBalancerClass: x}}"
+        ));
+        assert_eq!(
+            service(&classed, None, &BTreeMap::new()),
+            Reading::OtherClass(Some("x".into()))
+        );
+        assert!(matches!(
+            service(&classed, Some("x"), &BTreeMap::new()),
+            Reading::LoadBalancer(_)
+        ));
+        let both = svc(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  annotations: {metallb.io/loadBalancerIPs: 10.0.0.1}\nspec: {type: LoadBalancer, loadBalancerIP: 10.0.0.2}",
+        );
+        let Reading::Invalid(msg) = service(&both, None, &BTreeMap::new()) else {
+            panic!("both accepted");
+        };
+        assert!(msg.contains("can not have both"), "{msg}");
+        let bad = svc(&format!(
+            "{base}spec: {{type: LoadBalancer, loadBalancerIP: banana}}"
+        ));
+        assert_eq!(
+            service(&bad, None, &BTreeMap::new()),
+            Reading::Invalid("invalid spec.loadBalancerIP \"banana\"".into())
+        );
+    }
+
+    #[test]
+    fn capacity_skips_buggy_ips() {
+        let mut p = Pool::new(
+            "p",
+            &["10.0.0.0/23", "10.0.2.250-10.0.3.5", "2001:db8::/64"],
+        )
+        .unwrap();
+        assert_eq!(
+            capacity(&p),
+            Capacity {
+                v4: 512 + 12,
+                v6: 1 << 64
+            }
+        );
+        p.avoid_buggy_ips = true;
+        // .0 and .255 of two /24s, then 10.0.2.255 and 10.0.3.0.
+        assert_eq!(capacity(&p).v4, 512 + 12 - 4 - 2);
+        let zero = Pool {
+            avoid_buggy_ips: true,
+            ..Pool::new("z", &["0.0.0.0-0.0.1.0"]).unwrap()
+        };
+        assert_eq!(capacity(&zero).v4, 257 - 3);
+    }
+}

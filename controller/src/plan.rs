@@ -1,0 +1,327 @@
+//! `controller plan`: what the controller would assign, from YAML files,
+//! with no cluster.
+//!
+//! Pure: the caller reads the files; this parses the documents, validates
+//! the metallb.io objects with [`api::validate`], and runs a [`State`]
+//! over the Services the way the controller starts up (services that
+//! already have `status.loadBalancer.ingress` first, then the others, each
+//! group in namespace/name order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use api::validate::{self, Config};
+use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
+use kube::ResourceExt;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::convert;
+use crate::state::{Outcome, State};
+
+/// One input: a name for messages (a path, or `-`) and its text.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Where the text came from.
+    pub name: String,
+    /// Multi-document YAML.
+    pub text: String,
+}
+
+/// Where a document is: source name and position (from 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The source's name.
+    pub source: String,
+    /// The document's index in it (items of a `List` count as documents
+    /// of their own, after it).
+    pub index: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.source, self.index)
+    }
+}
+
+/// Why the inputs cannot be planned; each names the document and field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A source is not YAML.
+    #[error("{file}: not YAML: {message}")]
+    Yaml {
+        /// The source's name.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A document does not read as its kind.
+    #[error("{at}: {message}")]
+    Document {
+        /// The document.
+        at: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// Validation problems, each with its document when known.
+    #[error("{}", .0.iter().map(|(at, p)| match at {
+        Some(at) => format!("{at}: {p}"),
+        None => p.to_string(),
+    }).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<(Option<Location>, validate::Problem)>),
+}
+
+/// The plan: every Service and every pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Services by namespace/name.
+    pub services: Vec<ServicePlan>,
+    /// Pools by name, with MetalLB's status counters.
+    pub pools: Vec<PoolPlan>,
+}
+
+/// What one Service gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServicePlan {
+    /// `namespace/name`.
+    pub service: String,
+    /// `assigned`, `pending` or `ignored`.
+    pub status: &'static str,
+    /// The pool, when assigned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The addresses, when assigned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
+    /// The Event reason the controller would record (MetalLB's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// Why it is pending or ignored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One pool's counters after the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolPlan {
+    /// The pool.
+    pub name: String,
+    /// `status.assignedIPv4` and the others, as the controller writes them.
+    #[serde(flatten)]
+    pub status: api::v1beta1::IPAddressPoolStatus,
+}
+
+/// Plans `sources` for the services of `lb_class`.
+pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanError> {
+    let mut cfg = Config::default();
+    let mut where_is: HashMap<(&'static str, String), Location> = HashMap::new();
+    let mut services = Vec::new();
+    let mut namespaces = Vec::new();
+    let mut duplicates = Vec::new();
+    for src in sources {
+        // Plan inputs are the operator's own files, and a dump of a large
+        // cluster has far more than the parser's default 1024 documents.
+        let options = serde_saphyr::options! {
+            budget: serde_saphyr::budget! {
+                max_documents: usize::MAX,
+                max_nodes: usize::MAX,
+                max_events: usize::MAX,
+            },
+        };
+        let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(&src.text, options)
+            .map_err(|e| PlanError::Yaml {
+                file: src.name.clone(),
+                message: e.to_string(),
+            })?;
+        let mut index = 0;
+        let mut queue: Vec<Value> = docs.into_iter().rev().collect();
+        while let Some(doc) = queue.pop() {
+            let at = Location {
+                source: src.name.clone(),
+                index,
+            };
+            index += 1;
+            let str_of = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or_default();
+            let (api_version, kind) = (str_of("apiVersion").to_owned(), str_of("kind").to_owned());
+            let bad = |message: String| PlanError::Document {
+                at: at.clone(),
+                message,
+            };
+            match (api_version.as_str(), kind.as_str()) {
+                ("v1", "List") => {
+                    let items = doc.get("items").and_then(Value::as_array).cloned();
+                    queue.extend(items.unwrap_or_default().into_iter().rev());
+                }
+                ("v1", "Service") => {
+                    let s: K8sService =
+                        serde_json::from_value(doc).map_err(|e| bad(format!("Service: {e}")))?;
+                    services.push(s);
+                }
+                ("v1", "Namespace") => {
+                    let n: Namespace =
+                        serde_json::from_value(doc).map_err(|e| bad(format!("Namespace: {e}")))?;
+                    namespaces.push(n);
+                }
+                (v, _) if v.starts_with("metallb.io/") => {
+                    let one = Config::from_yaml(&doc.to_string()).map_err(|e| {
+                        // The document is alone in its text: drop the index.
+                        bad(match e {
+                            validate::ConfigError::Document { kind, message, .. } => {
+                                format!("{kind}: {message}")
+                            }
+                            other => other.to_string(),
+                        })
+                    })?;
+                    let name = doc
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    if let Some(k) = known_kind(&kind)
+                        && let Some(first) = where_is.insert((k, name.clone()), at.clone())
+                    {
+                        duplicates.push((
+                            Some(at.clone()),
+                            validate::Problem {
+                                kind: k,
+                                name,
+                                field: "metadata.name".into(),
+                                message: format!("defined twice, first at {first}"),
+                            },
+                        ));
+                    }
+                    merge(&mut cfg, one);
+                }
+                _ => {}
+            }
+        }
+    }
+    let problems = validate::config(&cfg);
+    if !problems.is_empty() || !duplicates.is_empty() {
+        duplicates.extend(
+            problems
+                .into_iter()
+                .map(|p| (where_is.get(&(p.kind, p.name.clone())).cloned(), p)),
+        );
+        return Err(PlanError::Invalid(duplicates));
+    }
+    let mut pools = Vec::new();
+    let mut bad_pools = Vec::new();
+    for p in &cfg.pools {
+        match convert::pool(p) {
+            Ok(pool) => pools.push(pool),
+            Err(e) => bad_pools.push((
+                where_is.get(&("IPAddressPool", p.name_any())).cloned(),
+                validate::Problem {
+                    kind: "IPAddressPool",
+                    name: p.name_any(),
+                    field: "spec".into(),
+                    message: e.to_string(),
+                },
+            )),
+        }
+    }
+    if !bad_pools.is_empty() {
+        return Err(PlanError::Invalid(bad_pools));
+    }
+
+    let mut state = State::new(lb_class.map(str::to_owned));
+    state.set_pools(pools);
+    for n in &namespaces {
+        state.set_namespace_labels(&n.name_any(), Some(n.labels().clone()));
+    }
+    let mut out = BTreeMap::new();
+    for svc in replay_order(&services) {
+        let key = convert::key(svc).to_string();
+        out.insert(key.clone(), (svc, state.sync(svc)));
+    }
+    let services = out
+        .into_iter()
+        .map(|(key, (_, outcome))| service_plan(key, outcome))
+        .collect();
+    let pools = state
+        .pool_counts()
+        .into_iter()
+        .map(|c| PoolPlan {
+            status: c.status(),
+            name: c.name,
+        })
+        .collect();
+    Ok(Plan { services, pools })
+}
+
+/// The order in which a starting controller offers services to the
+/// allocator: those with `status.loadBalancer.ingress` first, so they take
+/// their addresses back before any pending service can, then the others;
+/// each group by namespace/name.
+pub fn replay_order(services: &[K8sService]) -> Vec<&K8sService> {
+    let mut v: Vec<&K8sService> = services.iter().collect();
+    v.sort_by_cached_key(|s| (convert::ingress_ips(s).is_empty(), convert::key(s)));
+    v
+}
+
+fn service_plan(service: String, outcome: Outcome) -> ServicePlan {
+    let plan = ServicePlan {
+        service,
+        status: "pending",
+        pool: None,
+        ips: Vec::new(),
+        reason: None,
+        message: None,
+    };
+    match outcome {
+        Outcome::Assigned { assignment, .. } => ServicePlan {
+            status: "assigned",
+            pool: Some(assignment.pool),
+            ips: assignment.ips.iter().map(ToString::to_string).collect(),
+            reason: Some("IPAllocated"),
+            ..plan
+        },
+        Outcome::Failed(e) => ServicePlan {
+            reason: Some("AllocationFailed"),
+            message: Some(e.to_string()),
+            ..plan
+        },
+        Outcome::Invalid(msg) => ServicePlan {
+            reason: Some("LoadBalancerFailed"),
+            message: Some(msg),
+            ..plan
+        },
+        Outcome::NotLoadBalancer => ServicePlan {
+            status: "ignored",
+            message: Some("not type LoadBalancer".into()),
+            ..plan
+        },
+        Outcome::OtherClass(c) => ServicePlan {
+            status: "ignored",
+            message: Some(match c {
+                Some(c) => format!("loadBalancerClass {c:?} is not ours"),
+                None => "no loadBalancerClass, and we serve only ours".into(),
+            }),
+            ..plan
+        },
+    }
+}
+
+/// The `&'static str` kind names that [`validate::Problem`] uses.
+fn known_kind(kind: &str) -> Option<&'static str> {
+    [
+        "IPAddressPool",
+        "BGPPeer",
+        "BGPAdvertisement",
+        "L2Advertisement",
+        "BFDProfile",
+        "Community",
+    ]
+    .into_iter()
+    .find(|k| *k == kind)
+}
+
+fn merge(into: &mut Config, from: Config) {
+    into.pools.extend(from.pools);
+    into.peers.extend(from.peers);
+    into.bgp_advertisements.extend(from.bgp_advertisements);
+    into.l2_advertisements.extend(from.l2_advertisements);
+    into.bfd_profiles.extend(from.bfd_profiles);
+    into.communities.extend(from.communities);
+}

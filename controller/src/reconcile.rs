@@ -1,0 +1,524 @@
+//! The Kubernetes glue: a kube-runtime `Controller` over Services that
+//! asks [`State`] what each should hold and writes it, plus watchers of
+//! IPAddressPools and Namespaces, the pool status writer and Events.
+//!
+//! No allocation decision is made here. Startup follows the allocator's
+//! restart rule: pools and namespaces are listed, then every Service, and
+//! they are offered to the allocator in [`plan::replay_order`] (those with
+//! `status.loadBalancer.ingress` first) before the controller starts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
+use futures::channel::mpsc;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::watch as signal;
+use tracing::{debug, error, info, warn};
+
+use crate::alloc::ServiceKey;
+use crate::convert::{self, ANNOTATION_ALLOCATED_FROM_POOL};
+use crate::leader;
+use crate::metrics;
+use crate::plan;
+use crate::state::{Outcome, PoolCounts, State};
+
+/// The field manager and Event reporter name.
+pub const MANAGER: &str = "ferrolb-controller";
+
+/// Settings of [`run`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Namespace of the IPAddressPools (MetalLB's own namespace).
+    pub namespace: String,
+    /// The `loadBalancerClass` we serve (`None`: services without one).
+    pub lb_class: Option<String>,
+    /// Lease election.
+    pub lease: leader::Config,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` (none: not served).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Reconciles running at once.
+    pub concurrency: u16,
+    /// Longest wait before retrying a service that got no address.
+    pub max_backoff: Duration,
+    /// How often pool status counters are written when they changed.
+    pub pool_status_period: Duration,
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    /// The metrics address could not be bound.
+    #[error("metrics server: {0}")]
+    Metrics(#[from] std::io::Error),
+}
+
+/// Why one reconcile failed (the service is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// No address could be given.
+    #[error("allocation failed: {0}")]
+    Allocation(String),
+    /// A write failed.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// State shared by the leader's tasks and the metrics server.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+    lease: Arc<leader::Status>,
+    synced: AtomicBool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock is a bug; the state is still the
+        // allocator's last consistent one, so keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl metrics::Source for Shared {
+    fn pool_counts(&self) -> Vec<PoolCounts> {
+        if self.is_leader() {
+            self.state().pool_counts()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn is_leader(&self) -> bool {
+        self.lease.leader.load(Ordering::Relaxed)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.lease.lease_ok.load(Ordering::Relaxed)
+            && (!self.is_leader() || self.synced.load(Ordering::Relaxed))
+    }
+}
+
+/// Runs the controller until `shutdown` turns true: elects a leader, and
+/// while leading reconciles every Service against the pools.
+pub async fn run(
+    client: Client,
+    opts: Options,
+    shutdown: signal::Receiver<bool>,
+) -> Result<(), Error> {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::new(opts.lb_class.clone())),
+        lease: Arc::new(leader::Status::default()),
+        synced: AtomicBool::new(false),
+    });
+    if let Some(addr) = opts.metrics_addr {
+        metrics::spawn(addr, shared.clone()).await?;
+    }
+    let lease = opts.lease.clone();
+    leader::run(
+        client.clone(),
+        lease,
+        shared.lease.clone(),
+        shutdown,
+        || lead(client.clone(), opts.clone(), shared.clone()),
+    )
+    .await
+}
+
+struct Ctx {
+    client: Client,
+    shared: Arc<Shared>,
+    recorder: Recorder,
+    retry_pending: mpsc::UnboundedSender<ObjectRef<K8sService>>,
+    failures: Mutex<HashMap<ServiceKey, u32>>,
+    max_backoff: Duration,
+}
+
+/// Everything the leader does; returns only on a fatal error.
+async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), Error> {
+    shared.synced.store(false, Ordering::Relaxed);
+    *shared.state() = State::new(opts.lb_class.clone());
+    let pools_api: Api<IPAddressPool> = Api::namespaced(client.clone(), &opts.namespace);
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let svc_api: Api<K8sService> = Api::all(client.clone());
+
+    // Startup replay: pools, namespaces, then services with ingress first.
+    let pools = pools_api.list(&ListParams::default()).await?;
+    let namespaces = ns_api.list(&ListParams::default()).await?;
+    let services = svc_api.list(&ListParams::default()).await?;
+    {
+        let mut st = shared.state();
+        st.set_pools(convert_pools(&pools.items));
+        for ns in &namespaces.items {
+            st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
+        }
+        let mut assigned = 0usize;
+        for svc in plan::replay_order(&services.items) {
+            if matches!(st.sync(svc), Outcome::Assigned { .. }) {
+                assigned += 1;
+            }
+        }
+        info!(
+            pools = pools.items.len(),
+            services = services.items.len(),
+            assigned,
+            "startup replay done"
+        );
+    }
+    shared.synced.store(true, Ordering::Relaxed);
+
+    let (retry_tx, retry_rx) = mpsc::unbounded::<ObjectRef<K8sService>>();
+    let (all_tx, all_rx) = mpsc::unbounded::<()>();
+
+    // Services: our own reflector, so that deletions release addresses.
+    let (svc_reader, svc_writer) = reflector::store();
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        shared: shared.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: MANAGER.into(),
+                instance: Some(opts.lease.identity.clone()),
+            },
+        ),
+        retry_pending: retry_tx,
+        failures: Mutex::new(HashMap::new()),
+        max_backoff: opts.max_backoff,
+    });
+    let on_svc = {
+        let ctx = ctx.clone();
+        let reader = svc_reader.clone();
+        move |ev: &WatchEvent<K8sService>| match ev {
+            WatchEvent::Delete(svc) => {
+                let key = convert::key(svc);
+                if ctx.shared.state().forget(&key) {
+                    info!(service = %key, "service deleted, addresses released");
+                    retry_pending(&ctx);
+                }
+            }
+            WatchEvent::InitDone => gc(&ctx, &reader),
+            _ => {}
+        }
+    };
+    let svc_stream = watch::watcher(svc_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(svc_writer)
+        .inspect_ok(on_svc)
+        .applied_objects();
+
+    // Namespaces: labels into the state, then the namespace's services.
+    let ns_stream = {
+        let shared = shared.clone();
+        watch::watcher(ns_api, watcher::Config::default())
+            .default_backoff()
+            .inspect_ok(move |ev| match ev {
+                WatchEvent::Apply(ns) | WatchEvent::InitApply(ns) => shared
+                    .state()
+                    .set_namespace_labels(&ns.name_any(), Some(ns.labels().clone())),
+                WatchEvent::Delete(ns) => shared.state().set_namespace_labels(&ns.name_any(), None),
+                _ => {}
+            })
+            .applied_objects()
+    };
+    let ns_reader = svc_reader.clone();
+    let ns_mapper = move |ns: Namespace| {
+        let name = ns.name_any();
+        ns_reader
+            .state()
+            .into_iter()
+            .filter(|s| s.namespace().as_deref() == Some(name.as_str()))
+            .map(|s| ObjectRef::from_obj(&*s))
+            .collect::<Vec<_>>()
+    };
+
+    // Pools: on any change, the allocator's pools, then every service.
+    let pool_task = {
+        let shared = shared.clone();
+        let (pool_reader, pool_writer) = reflector::store();
+        let stream = watch::watcher(pools_api.clone(), watcher::Config::default())
+            .default_backoff()
+            .reflect(pool_writer);
+        async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(WatchEvent::Init | WatchEvent::InitApply(_)) => continue,
+                    Ok(_) => {}
+                    Err(e) => {
+                        warn!(error = %e, "ipaddresspool watch failed");
+                        continue;
+                    }
+                }
+                let pools: Vec<IPAddressPool> =
+                    pool_reader.state().iter().map(|p| (**p).clone()).collect();
+                let (changed, lost) = shared.state().set_pools(convert_pools(&pools));
+                if changed {
+                    info!(pools = pools.len(), lost = lost.len(), "pools changed");
+                    let _ = all_tx.unbounded_send(());
+                }
+            }
+        }
+    };
+
+    let status_task = pool_status_writer(pools_api, shared.clone(), opts.pool_status_period);
+
+    let controller = Controller::for_stream(svc_stream, svc_reader)
+        .with_config(ControllerConfig::default().concurrency(opts.concurrency))
+        .watches_stream(ns_stream, ns_mapper)
+        .reconcile_all_on(all_rx)
+        .reconcile_on(retry_rx)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((obj, _)) => debug!(service = %obj, "reconciled"),
+                Err(kube::runtime::controller::Error::ReconcilerFailed(e, obj)) => {
+                    debug!(service = %obj, error = %e, "reconcile failed")
+                }
+                Err(e) => warn!(error = %e, "controller"),
+            }
+        });
+    tokio::join!(controller, pool_task, status_task);
+    Ok(())
+}
+
+fn convert_pools(pools: &[IPAddressPool]) -> Vec<crate::alloc::Pool> {
+    pools
+        .iter()
+        .filter_map(|p| match convert::pool(p) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                error!(pool = %p.name_any(), error = %e, "ignoring invalid ipaddresspool");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Releases services that vanished while the watch was down.
+fn gc(ctx: &Ctx, reader: &Store<K8sService>) {
+    let present: std::collections::HashSet<ServiceKey> =
+        reader.state().iter().map(|s| convert::key(s)).collect();
+    let mut st = ctx.shared.state();
+    let gone: Vec<ServiceKey> = st
+        .holders()
+        .filter(|k| !present.contains(*k))
+        .cloned()
+        .collect();
+    for key in &gone {
+        st.forget(key);
+    }
+    drop(st);
+    if !gone.is_empty() {
+        info!(
+            released = gone.len(),
+            "released addresses of vanished services"
+        );
+        retry_pending(ctx);
+    }
+}
+
+/// Asks the controller to try every pending service again (an address
+/// was freed).
+fn retry_pending(ctx: &Ctx) {
+    let pending: Vec<ServiceKey> = ctx.shared.state().pending().cloned().collect();
+    for key in pending {
+        let r = ObjectRef::<K8sService>::new(&key.name).within(&key.namespace);
+        let _ = ctx.retry_pending.unbounded_send(r);
+    }
+}
+
+async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    let key = convert::key(&svc);
+    let (outcome, held_before) = {
+        let mut st = ctx.shared.state();
+        let held = st.assignment(&key).is_some();
+        (st.sync(&svc), held)
+    };
+    let api: Api<K8sService> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let pool_annotation = svc
+        .annotations()
+        .get(ANNOTATION_ALLOCATED_FROM_POOL)
+        .cloned();
+    let deprecated_annotation = svc
+        .annotations()
+        .contains_key("metallb.universe.tf/ip-allocated-from-pool");
+    let has_ingress = !convert::ingress_ips(&svc).is_empty();
+    match outcome {
+        Outcome::Assigned {
+            assignment,
+            changed,
+        } => {
+            if pool_annotation.as_deref() != Some(assignment.pool.as_str()) || deprecated_annotation
+            {
+                let patch = json!({"metadata": {"annotations": {
+                    ANNOTATION_ALLOCATED_FROM_POOL: assignment.pool,
+                    "metallb.universe.tf/ip-allocated-from-pool": null,
+                }}});
+                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            if changed {
+                let ingress: Vec<_> = assignment
+                    .ips
+                    .iter()
+                    .map(|ip| json!({"ip": ip.to_string()}))
+                    .collect();
+                let patch = json!({"status": {"loadBalancer": {"ingress": ingress}}});
+                api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                let ips: Vec<String> = assignment
+                    .ips
+                    .iter()
+                    .map(|ip| format!("{:?}", ip.to_string()))
+                    .collect();
+                info!(service = %key, pool = %assignment.pool, ips = ?assignment.ips, "ip allocated");
+                publish(
+                    &ctx,
+                    &svc,
+                    EventType::Normal,
+                    "IPAllocated",
+                    format!("Assigned IP [{}]", ips.join(" ")),
+                )
+                .await;
+            }
+            lock(&ctx.failures).remove(&key);
+            Ok(Action::await_change())
+        }
+        Outcome::Failed(e) => {
+            if has_ingress || pool_annotation.is_some() {
+                clear(&api, &key.name).await?;
+            }
+            if held_before {
+                retry_pending(&ctx);
+            }
+            warn!(service = %key, error = %e, "ip allocation failed");
+            publish(
+                &ctx,
+                &svc,
+                EventType::Warning,
+                "AllocationFailed",
+                format!("Failed to allocate IP for {:?}: {e}", key.to_string()),
+            )
+            .await;
+            Err(ReconcileError::Allocation(e.to_string()))
+        }
+        Outcome::Invalid(msg) => {
+            let (reason, note) = if held_before {
+                (
+                    "LoadBalancerFailed",
+                    format!("invalid requested loadbalancer IPs: {msg}"),
+                )
+            } else {
+                (
+                    "AllocationFailed",
+                    format!("Failed to allocate IP for {:?}: {msg}", key.to_string()),
+                )
+            };
+            warn!(service = %key, error = %msg, "invalid service");
+            publish(&ctx, &svc, EventType::Warning, reason, note).await;
+            Ok(Action::await_change())
+        }
+        Outcome::NotLoadBalancer => {
+            if has_ingress || pool_annotation.is_some() {
+                clear(&api, &key.name).await?;
+            }
+            if held_before {
+                info!(service = %key, "no longer a load balancer, addresses released");
+                retry_pending(&ctx);
+            }
+            Ok(Action::await_change())
+        }
+        Outcome::OtherClass(_) => {
+            if held_before {
+                retry_pending(&ctx);
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// MetalLB's rate-limited requeue: 1 s doubling per consecutive failure,
+/// up to `max_backoff`; reset on success.
+fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
+    let key = convert::key(&svc);
+    let mut failures = lock(&ctx.failures);
+    let n = failures.entry(key.clone()).or_insert(0);
+    let delay = Duration::from_secs(1u64 << (*n).min(20)).min(ctx.max_backoff);
+    *n += 1;
+    debug!(service = %key, error = %err, ?delay, "requeue");
+    Action::requeue(delay)
+}
+
+async fn clear(api: &Api<K8sService>, name: &str) -> Result<(), kube::Error> {
+    let patch = json!({"metadata": {"annotations": {
+        ANNOTATION_ALLOCATED_FROM_POOL: null,
+        "metallb.universe.tf/ip-allocated-from-pool": null,
+    }}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, note: String) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Allocate".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &svc.object_ref(&())).await {
+        debug!(error = %e, "event not recorded");
+    }
+}
+
+/// Writes `IPAddressPool.status` counters every `period` when they changed.
+async fn pool_status_writer(api: Api<IPAddressPool>, shared: Arc<Shared>, period: Duration) {
+    let mut written: BTreeMap<String, IPAddressPoolStatus> = BTreeMap::new();
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let counts = shared.state().pool_counts();
+        written.retain(|name, _| counts.iter().any(|c| &c.name == name));
+        for c in counts {
+            let status = c.status();
+            if written.get(&c.name) == Some(&status) {
+                continue;
+            }
+            let patch = json!({"status": status});
+            match api
+                .patch_status(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    written.insert(c.name, status);
+                }
+                Err(e) => debug!(pool = %c.name, error = %e, "pool status not written"),
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

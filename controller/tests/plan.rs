@@ -1,0 +1,176 @@
+//! `controller plan` on every MetalLB sample under `testdata/config/`, with
+//! the Services of `testdata/config/services/`, against golden outputs in
+//! `tests/plan/`. `UPDATE_GOLDEN=1` rewrites them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn plan(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_controller"));
+    cmd.arg("plan").args(args).current_dir(root());
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/plan")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(actual, expected, "{name} differs from its golden output");
+}
+
+fn samples() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("testdata/config"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 9, "samples missing: {v:?}");
+    v
+}
+
+#[test]
+fn every_sample_assigns_the_basic_services() {
+    for sample in samples() {
+        let out = plan(
+            &[
+                "-f",
+                &format!("testdata/config/{sample}"),
+                "-f",
+                "testdata/config/services/basic.yaml",
+            ],
+            None,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{sample}: {stderr}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        // Every sample with a pool open to the default namespace serves a
+        // plain service (service-allocation's pools are reserved for other
+        // namespaces or not auto-assigned; some samples have no pool).
+        let text = std::fs::read_to_string(root().join("testdata/config").join(&sample)).unwrap();
+        if text.contains("kind: IPAddressPool") && sample != "service-allocation.yaml" {
+            assert!(stdout.contains("status: assigned"), "{sample}:\n{stdout}");
+        }
+        check_golden(&sample.replace(".yaml", ".basic.yaml"), &stdout);
+    }
+}
+
+#[test]
+fn scenario_files() {
+    for (sample, services) in [
+        ("l2-basic", "sharing"),
+        ("service-allocation", "allocation"),
+        ("ipv6-dual-stack", "dual-stack"),
+    ] {
+        let out = plan(
+            &[
+                "-f",
+                &format!("testdata/config/{sample}.yaml"),
+                "-f",
+                &format!("testdata/config/services/{services}.yaml"),
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check_golden(
+            &format!("{sample}.{services}.yaml"),
+            &String::from_utf8(out.stdout).unwrap(),
+        );
+    }
+}
+
+#[test]
+fn json_output_and_stdin() {
+    let text = std::fs::read_to_string(root().join("testdata/config/services/basic.yaml")).unwrap();
+    let out = plan(
+        &[
+            "-f",
+            "testdata/config/l2-basic.yaml",
+            "-f",
+            "-",
+            "-o",
+            "json",
+        ],
+        Some(&text),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["services"][0]["service"], "default/api");
+    assert_eq!(v["services"][0]["ips"][0], "192.168.1.240");
+    assert_eq!(v["pools"][0]["assignedIPv4"], 3);
+}
+
+#[test]
+fn invalid_documents_fail_naming_document_and_field() {
+    let bad = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: ok}\nspec: {addresses: [10.0.0.0/24]}\n---\n\
+               apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: broken}\nspec: {addresses: [10.0.1.0/33]}\n";
+    let out = plan(&["-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-: document 1: IPAddressPool \"broken\": spec.addresses[0]"),
+        "{err}"
+    );
+    let wrong_type = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: x}\nspec: {addresses: 7}\n";
+    let out = plan(&["-f", "-"], Some(wrong_type));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-: document 0: IPAddressPool"), "{err}");
+    // Two samples whose pools overlap cannot be one cluster's configuration.
+    let out = plan(
+        &[
+            "-f",
+            "testdata/config/service-allocation.yaml",
+            "-f",
+            "testdata/config/l2-interfaces-node-selectors.yaml",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("overlaps"));
+    // One name twice is one object written twice.
+    let out = plan(
+        &[
+            "-f",
+            "testdata/config/l2-basic.yaml",
+            "-f",
+            "testdata/config/l2-basic.yaml",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("defined twice"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
