@@ -44,6 +44,23 @@ impl fmt::Display for Community {
     }
 }
 
+/// Well-known communities (RFC 1997, RFC 3765, RFC 7999, RFC 8326) by the
+/// names routers use. An extension over MetalLB, which needs a Community
+/// alias for them: `no-export` in a BGPAdvertisement just works.
+pub const WELL_KNOWN: [(&str, u32); 6] = [
+    ("graceful-shutdown", 0xFFFF_0000),
+    ("blackhole", 0xFFFF_029A),
+    ("no-export", 0xFFFF_FF01),
+    ("no-advertise", 0xFFFF_FF02),
+    ("no-export-subconfed", 0xFFFF_FF03),
+    ("no-peer", 0xFFFF_FF04),
+];
+
+/// The value of a well-known community name.
+pub fn well_known(name: &str) -> Option<u32> {
+    WELL_KNOWN.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+}
+
 /// Why a string is not a community.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CommunityError {

@@ -480,8 +480,9 @@ pub fn duplicate_peers(peers: &[BGPPeer]) -> Vec<Problem> {
     out
 }
 
-/// Community strings in advertisements that are neither communities nor
-/// aliases defined by a Community object, and aliases defined twice.
+/// Community strings in advertisements that are neither communities,
+/// well-known community names, nor aliases defined by a Community object,
+/// and aliases defined twice.
 pub fn community_aliases(advs: &[BGPAdvertisement], communities: &[Community]) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut defined: HashMap<&str, String> = HashMap::new();
@@ -508,7 +509,9 @@ pub fn community_aliases(advs: &[BGPAdvertisement], communities: &[Community]) -
     for adv in advs {
         for (i, text) in adv.spec.communities.iter().enumerate() {
             let is_alias_shaped = BgpCommunity::parse(text) == Err(CommunityError::Format);
-            if is_alias_shaped && !defined.contains_key(text.as_str()) {
+            let known =
+                defined.contains_key(text.as_str()) || crate::community::well_known(text).is_some();
+            if is_alias_shaped && !known {
                 out.push(Problem {
                     kind: "BGPAdvertisement",
                     name: adv.name_any(),
@@ -1186,6 +1189,21 @@ mod tests {
                 r#"Community "c2": spec.communities[1].value: "x" is not of the form <0-65535>:<0-65535> or large:<uint32>:<uint32>:<uint32>"#,
             ]
         );
+    }
+
+    #[test]
+    fn well_known_community_names_need_no_alias() {
+        let a = adv(
+            "adv",
+            json!({"communities": ["no-export", "blackhole", "not-a-name"]}),
+        );
+        assert_eq!(
+            texts(&community_aliases(std::slice::from_ref(&a), &[])),
+            [
+                r#"BGPAdvertisement "adv": spec.communities[2]: "not-a-name" is neither a community nor an alias defined by a Community"#
+            ]
+        );
+        assert_eq!(crate::community::well_known("no-export"), Some(0xFFFF_FF01));
     }
 
     #[test]

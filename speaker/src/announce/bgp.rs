@@ -286,7 +286,7 @@ fn resolve_community(view: &ClusterView, text: &str) -> Result<ApiCommunity, Str
         return ApiCommunity::parse(&alias.value)
             .map_err(|e| format!("alias {text:?} has value {:?}, which {e}", alias.value));
     }
-    if let Some(&(_, value)) = WELL_KNOWN.iter().find(|(name, _)| *name == text) {
+    if let Some(value) = api::community::well_known(text) {
         return Ok(ApiCommunity::Standard((value >> 16) as u16, value as u16));
     }
     match ApiCommunity::parse(text) {
@@ -702,15 +702,6 @@ fn keys(services: &BTreeSet<ObjectKey>) -> String {
     texts.join(", ")
 }
 
-/// RFC 1997 and later well-known communities, by the names routers use.
-const WELL_KNOWN: [(&str, u32); 6] = [
-    ("graceful-shutdown", 0xFFFF_0000),
-    ("blackhole", 0xFFFF_029A),
-    ("no-export", 0xFFFF_FF01),
-    ("no-advertise", 0xFFFF_FF02),
-    ("no-export-subconfed", 0xFFFF_FF03),
-    ("no-peer", 0xFFFF_FF04),
-];
 const DEFAULT_PORT: u16 = 179;
 /// TTL of multihop eBGP packets, as FRR's `ebgp-multihop` without a count.
 const MULTI_HOP_TTL: u32 = 255;
