@@ -86,6 +86,8 @@ protocol bgp node {{
   local {local} as {ras};
   neighbor {peer} as {las};
   passive on;
+  # BIRD refuses a peer for 60 s after a session error by default.
+  error wait time 1, 5;
   ipv4 {{ import all; export none; }};
   ipv6 {{ import all; export none; }};
 }}
@@ -334,4 +336,123 @@ fn gobgp_ebgp_ipv4_transport() {
 #[test]
 fn gobgp_ibgp_ipv6_transport() {
     run("gobgp", Mode::IbgpV6);
+}
+
+/// The router restarts: we notice, reconnect and re-advertise everything.
+fn restart(kind: &str) {
+    let lab = Lab::new();
+    let router = Router::start(kind, &lab, Mode::EbgpV4);
+    let mut ours = Ferrolb::start(
+        &lab.node,
+        &[
+            "--local-as",
+            "64512",
+            "--router-id",
+            "10.0.0.2",
+            "--peer",
+            "10.0.0.1",
+            "--peer-as",
+            "64500",
+            "--mode",
+            "active",
+            "--connect-retry",
+            "1",
+            "--next-hop-v6",
+            "fd00::2",
+            "--route",
+            &format!("{V4},community=64512:100"),
+            "--route",
+            V6,
+        ],
+    );
+    ours.wait_established(1, T);
+    eventually(&format!("{kind} to hold {V4}"), T, || router.route(V4));
+    drop(router);
+    ours.wait_event("the session to go down", T, |v| v["event"] == "down");
+    let router = Router::start(kind, &lab, Mode::EbgpV4);
+    ours.wait_established(2, T);
+    let v4 = eventually(&format!("the restarted {kind} to hold {V4}"), T, || {
+        router.route(V4)
+    });
+    assert!(
+        v4.contains(&router.expect_community(64512, 100)),
+        "{kind}:\n{v4}"
+    );
+    eventually(&format!("the restarted {kind} to hold {V6}"), T, || {
+        router.route(V6)
+    });
+}
+
+#[test]
+fn bird_restart() {
+    restart("bird");
+}
+
+#[test]
+fn gobgp_restart() {
+    restart("gobgp");
+}
+
+/// The router freezes past the hold time: we send Hold Timer Expired,
+/// then recover once it runs again.
+fn frozen(kind: &str) {
+    let lab = Lab::new();
+    let mut router = Router::start(kind, &lab, Mode::EbgpV4);
+    let mut ours = Ferrolb::start(
+        &lab.node,
+        &[
+            "--local-as",
+            "64512",
+            "--router-id",
+            "10.0.0.2",
+            "--peer",
+            "10.0.0.1",
+            "--peer-as",
+            "64500",
+            "--mode",
+            "active",
+            "--connect-retry",
+            "1",
+            "--hold-time",
+            "3",
+            "--route",
+            V4,
+        ],
+    );
+    ours.wait_established(1, T);
+    eventually(&format!("{kind} to hold {V4}"), T, || router.route(V4));
+    router.process().signal(testnet::Signal::SIGSTOP);
+    let down = ours.wait_event("hold timer expiry", Duration::from_secs(10), |v| {
+        v["event"] == "down"
+            && v["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("NOTIFICATION 4/0"))
+    });
+    assert!(
+        down["reason"].as_str().unwrap().starts_with("sent"),
+        "{down}"
+    );
+    router.process().signal(testnet::Signal::SIGCONT);
+    ours.wait_established(2, T);
+    eventually(&format!("{V4} back at {kind}"), T, || router.route(V4));
+}
+
+impl Router {
+    fn process(&mut self) -> &mut testnet::Proc {
+        match self {
+            Self::Frr(f) => f.daemon("bgpd").expect("bgpd"),
+            Self::Bird(b) => b.process(),
+            Self::Gobgp(g) => g.process(),
+        }
+    }
+}
+
+#[test]
+fn bird_frozen_past_hold_time() {
+    frozen("bird");
+}
+
+#[test]
+fn gobgp_frozen_past_hold_time() {
+    frozen("gobgp");
 }
