@@ -366,7 +366,13 @@ impl PeerDriver {
         let sleep = tokio::time::sleep(std::time::Duration::from_secs(3600));
         tokio::pin!(sleep);
         loop {
-            self.drain();
+            if self.drain() {
+                // Let the writers put what was queued on the wire before the
+                // next input: with the current-thread runtime, a KEEPALIVE
+                // would otherwise wait behind the next input's work (such
+                // as encoding a full table right after Established).
+                tokio::task::yield_now().await;
+            }
             // Reset the sleep only when the deadline changes.
             let deadline = self.session.poll_timeout();
             if deadline != sleep_deadline {
@@ -472,8 +478,10 @@ impl PeerDriver {
     }
 
     /// Drains the session's outputs after every input.
-    fn drain(&mut self) {
+    /// Drains the session's outputs; returns whether bytes were queued.
+    fn drain(&mut self) -> bool {
         let mut stalled = Vec::new();
+        let mut sent = false;
         loop {
             for conn in stalled.drain(..) {
                 warn!(%conn, limit = MAX_UNSENT, "peer does not read what we send: closing");
@@ -485,15 +493,17 @@ impl PeerDriver {
                 }
                 self.session.handle_closed(now(), conn);
             }
-            self.drain_outputs(&mut stalled);
+            sent |= self.drain_outputs(&mut stalled);
             if stalled.is_empty() {
                 break;
             }
         }
         self.publish_status();
+        sent
     }
 
-    fn drain_outputs(&mut self, stalled: &mut Vec<ConnId>) {
+    fn drain_outputs(&mut self, stalled: &mut Vec<ConnId>) -> bool {
+        let mut sent = false;
         while let Some(out) = self.session.poll_output() {
             match out {
                 Output::Connect(id) => {
@@ -510,6 +520,7 @@ impl PeerDriver {
                     self.connecting.insert(id, task);
                 }
                 Output::Send { conn, bytes } => {
+                    sent = true;
                     if let Some(io) = self.conns.get(&conn) {
                         let cost = queued_cost(&bytes);
                         let queued = io.unsent.fetch_add(cost, Ordering::Relaxed) + cost;
@@ -566,6 +577,7 @@ impl PeerDriver {
                 }
             }
         }
+        sent
     }
 
     fn publish_status(&mut self) {
