@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 use kube::ResourceExt;
 
 use crate::alloc::{
-    AddrRange, Family, FamilyPolicy, Operator, Pool, Port, Protocol, RangeError, Requirement,
-    Selector, Service, ServiceAllocation, ServiceKey,
+    AddrRange, Family, FamilyPolicy, Operator, Pool, Port, Protocol, Requirement, Selector,
+    Service, ServiceAllocation, ServiceKey,
 };
 
 /// `metallb.io/loadBalancerIPs`: requested addresses, comma-separated.
@@ -183,7 +183,7 @@ pub enum PoolError {
         /// Position in `spec.addresses`.
         index: usize,
         /// The parse error.
-        source: RangeError,
+        source: api::addr::AddressError,
     },
     /// A selector operator other than In, NotIn, Exists, DoesNotExist.
     #[error("spec.serviceAllocation: unknown selector operator {0:?}")]
@@ -200,7 +200,8 @@ pub fn pool(p: &IPAddressPool) -> Result<Pool, PoolError> {
         .iter()
         .enumerate()
         .map(|(index, a)| {
-            a.parse::<AddrRange>()
+            api::addr::AddressRange::parse(a)
+                .map(AddrRange::from)
                 .map_err(|source| PoolError::Range { index, source })
         })
         .collect::<Result<_, _>>()?;

@@ -34,7 +34,6 @@ mod select;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use self::ranges::{IntervalSet, from_u128, to_u128};
 pub use self::select::{Operator, Requirement, Selector};
@@ -87,29 +86,12 @@ pub struct Port {
     pub protocol: Protocol,
 }
 
-/// A contiguous block of addresses of one family, from a CIDR or an
-/// `a-b` range.
+/// A contiguous block of addresses of one family, from a pool entry
+/// (a CIDR or an `a-b` range, parsed by [`api::addr::AddressRange`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddrRange {
     first: IpAddr,
     last: IpAddr,
-}
-
-/// Why a pool address entry did not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RangeError {
-    /// Neither `ADDR/LEN` nor `ADDR-ADDR`.
-    #[error("{0:?} is not a CIDR (a.b.c.d/n) or a range (a.b.c.d-e.f.g.h)")]
-    Syntax(String),
-    /// A prefix length beyond the family's.
-    #[error("{0:?}: prefix length too long for the address family")]
-    PrefixLength(String),
-    /// A range whose ends are of different families.
-    #[error("{0:?}: range ends are of different address families")]
-    MixedFamilies(String),
-    /// A range whose first address is after its last.
-    #[error("{0:?}: range start is after its end")]
-    Reversed(String),
 }
 
 impl AddrRange {
@@ -145,56 +127,13 @@ impl AddrRange {
     }
 }
 
-impl FromStr for AddrRange {
-    type Err = RangeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim();
-        if let Some((addr, len)) = t.split_once('/') {
-            let ip: IpAddr = addr
-                .trim()
-                .parse()
-                .map_err(|_| RangeError::Syntax(s.into()))?;
-            let len: u32 = len
-                .trim()
-                .parse()
-                .map_err(|_| RangeError::Syntax(s.into()))?;
-            let bits = if ip.is_ipv4() { 32 } else { 128 };
-            if len > bits {
-                return Err(RangeError::PrefixLength(s.into()));
-            }
-            let host_bits = bits - len;
-            let n = to_u128(ip);
-            let mask = if host_bits >= 128 {
-                0
-            } else {
-                u128::MAX << host_bits
-            };
-            let first = n & mask;
-            let last = first
-                | !mask
-                    & if ip.is_ipv4() {
-                        u128::from(u32::MAX)
-                    } else {
-                        u128::MAX
-                    };
-            return Ok(Self {
-                first: from_u128(first, ip.is_ipv6()),
-                last: from_u128(last, ip.is_ipv6()),
-            });
+impl From<api::addr::AddressRange> for AddrRange {
+    fn from(r: api::addr::AddressRange) -> Self {
+        // `AddressRange` guarantees one family and `first <= last`.
+        Self {
+            first: r.first(),
+            last: r.last(),
         }
-        if let Some((a, b)) = t.split_once('-') {
-            let first: IpAddr = a.trim().parse().map_err(|_| RangeError::Syntax(s.into()))?;
-            let last: IpAddr = b.trim().parse().map_err(|_| RangeError::Syntax(s.into()))?;
-            if first.is_ipv4() != last.is_ipv4() {
-                return Err(RangeError::MixedFamilies(s.into()));
-            }
-            if to_u128(first) > to_u128(last) {
-                return Err(RangeError::Reversed(s.into()));
-            }
-            return Ok(Self { first, last });
-        }
-        Err(RangeError::Syntax(s.into()))
     }
 }
 
@@ -233,11 +172,15 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool with auto-assign on and no service allocation.
-    pub fn new(name: &str, ranges: &[&str]) -> Result<Self, RangeError> {
+    /// A pool with auto-assign on and no service allocation, from address
+    /// entries in MetalLB's syntax (parsed by [`api::addr::AddressRange`]).
+    pub fn new(name: &str, ranges: &[&str]) -> Result<Self, api::addr::AddressError> {
         Ok(Self {
             name: name.to_owned(),
-            ranges: ranges.iter().map(|r| r.parse()).collect::<Result<_, _>>()?,
+            ranges: ranges
+                .iter()
+                .map(|r| api::addr::AddressRange::parse(r).map(AddrRange::from))
+                .collect::<Result<_, _>>()?,
             auto_assign: true,
             avoid_buggy_ips: false,
             allocation: None,

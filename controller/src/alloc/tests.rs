@@ -28,34 +28,18 @@ fn pool(name: &str, ranges: &[&str]) -> Pool {
 }
 
 #[test]
-fn ranges_parse() {
-    let r: AddrRange = "10.0.0.0/30".parse().unwrap();
+fn ranges_from_pool_entries() {
+    let r = AddrRange::from(api::addr::AddressRange::parse("10.0.0.0/30").unwrap());
     assert_eq!(
         (r.first(), r.last(), r.len()),
         (ip("10.0.0.0"), ip("10.0.0.3"), 4)
     );
-    let r: AddrRange = "10.0.0.5-10.0.0.9".parse().unwrap();
-    assert_eq!(r.len(), 5);
-    let r: AddrRange = "2001:db8::/64".parse().unwrap();
-    assert_eq!(r.len(), 1 << 64);
-    let r: AddrRange = "::/0".parse().unwrap();
-    assert_eq!(r.len(), u128::MAX);
-    assert_eq!(
-        "10.0.0.1/33".parse::<AddrRange>(),
-        Err(RangeError::PrefixLength("10.0.0.1/33".into()))
-    );
-    assert!(matches!(
-        "10.0.0.9-10.0.0.1".parse::<AddrRange>(),
-        Err(RangeError::Reversed(_))
-    ));
-    assert!(matches!(
-        "10.0.0.1-2001:db8::1".parse::<AddrRange>(),
-        Err(RangeError::MixedFamilies(_))
-    ));
-    assert!(matches!(
-        "banana".parse::<AddrRange>(),
-        Err(RangeError::Syntax(_))
-    ));
+    let p = Pool::new("p", &["10.0.0.5-10.0.0.9", "2001:db8::/64", "::/0"]).unwrap();
+    assert_eq!(p.ranges[0].len(), 5);
+    assert_eq!(p.ranges[1].len(), 1 << 64);
+    assert_eq!(p.ranges[2].len(), u128::MAX);
+    assert!(Pool::new("p", &["10.0.0.1/33"]).is_err());
+    assert!(Pool::new("p", &["10.0.0.9-10.0.0.1"]).is_err());
 }
 
 #[test]
