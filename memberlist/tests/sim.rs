@@ -490,3 +490,52 @@ fn loss_report() {
         }
     }
 }
+
+/// `n` members started `gap` apart, each joining member 0 only (as the
+/// failover benchmark starts them), with incarnations as the
+/// `ferrolb-memberlist` binary sets them (seconds since the epoch). Every
+/// member must learn of every later joiner by gossip alone, well before
+/// the first push-pull round could help; returns the time from the last
+/// join until everyone sees everyone.
+fn staggered_join(seed: u64, n: usize, gap: Duration) -> Duration {
+    let config = |i: usize| {
+        let mut c = lan(i);
+        c.incarnation = 1_700_000_000 + u32::try_from(i).unwrap();
+        c
+    };
+    let mut sim = Sim::new(seed);
+    sim.add(config(0));
+    for i in 1..n {
+        sim.run_for(gap);
+        sim.add(config(i));
+        sim.join(i, &[0]);
+    }
+    let last_join = sim.now;
+    let deadline = sim.now + Duration::from_secs(3);
+    let formed = sim.run_until_cond(deadline, Sim::converged);
+    let unknown: usize = sim
+        .running()
+        .map(|i| {
+            sim.running()
+                .filter(|&j| j != i && sim.get(i).member(name(j).as_str()).is_none())
+                .count()
+        })
+        .sum();
+    assert!(
+        formed,
+        "seed {seed}: {n} members {gap:?} apart not formed 3 s after the last join, \
+         {unknown} (observer, member) pairs unknown"
+    );
+    let deaths = sim.downs_since(sim.t0);
+    assert!(deaths.is_empty(), "seed {seed}: deaths {deaths:?}");
+    sim.now - last_join
+}
+
+#[test]
+fn staggered_joins_through_one_seed() {
+    let _guard = test_log();
+    for (seed, n, gap_ms) in [(61, 100, 100), (62, 150, 20), (63, 100, 0)] {
+        let took = staggered_join(seed, n, Duration::from_millis(gap_ms));
+        println!("{n} members {gap_ms} ms apart: formed {took:?} after the last join");
+    }
+}

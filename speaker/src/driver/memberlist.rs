@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, info, info_span, trace};
+use tracing::{Instrument, debug, info, info_span, trace, warn};
 
 /// Everything needed to run one member.
 #[derive(Debug, Clone)]
@@ -410,8 +410,15 @@ impl Driver {
                     // Never wait on a full socket buffer: a datagram lost
                     // here is like one lost on the wire.
                     if let Err(e) = self.udp.try_send_to(&packet, to) {
-                        IoCounters::add(&self.io.udp_send_errors);
-                        trace!(%to, error = %e, "udp send failed");
+                        let count = self.io.udp_send_errors.fetch_add(1, Ordering::Relaxed) + 1;
+                        // Visible at the default level, but at most about
+                        // log2(count) times: a kernel refusing sends (a full
+                        // neighbour table, a firewall) must not go unseen.
+                        if count.is_power_of_two() {
+                            warn!(%to, error = %e, count, "udp send failed");
+                        } else {
+                            trace!(%to, error = %e, "udp send failed");
+                        }
                     }
                 }
                 Output::Stream { to, frame } => self.open_stream(to, frame),
