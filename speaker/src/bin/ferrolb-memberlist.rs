@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
-use memberlist::{Event, Key, Keyring, Member, Meta, Name, Security, State};
+use memberlist::{Event, Member, Meta, Name, Security, State};
 use serde_json::{Value, json};
 use speaker::driver::memberlist::{Config, MemberEvent, Memberlist, Stats};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -120,7 +120,9 @@ async fn run(args: Args) -> Result<(), String> {
         let path = args.key_file.as_ref().ok_or("--key-file or --plaintext")?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--key-file {}: {e}", path.display()))?;
-        Security::Encrypted(parse_keys(&text).map_err(|e| format!("--key-file: {e}"))?)
+        Security::Encrypted(
+            speaker::source::keyring::parse(&text).map_err(|e| format!("--key-file: {e}"))?,
+        )
     };
     let name = Name::new(&args.name).map_err(|e| format!("--name: {e}"))?;
     let advertise = args.advertise.unwrap_or(args.bind);
@@ -320,81 +322,4 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not ADDR or ADDR:PORT"))?;
     Ok(SocketAddr::new(ip, 7946))
-}
-
-/// The keyring of a key file: first key primary, the rest accepted.
-fn parse_keys(text: &str) -> Result<Keyring, String> {
-    let mut keys = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .enumerate()
-        .map(|(i, l)| parse_key(l).map_err(|e| format!("key {}: {e}", i + 1)));
-    let primary = keys.next().ok_or("no key")??;
-    let mut ring = Keyring::new(primary);
-    for key in keys {
-        ring.install(key?);
-    }
-    Ok(ring)
-}
-
-fn parse_key(s: &str) -> Result<Key, String> {
-    let bytes = if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        s.as_bytes()
-            .chunks(2)
-            .map(|p| Ok(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
-            .collect::<Result<Vec<u8>, String>>()?
-    } else {
-        base64(s)?
-    };
-    Key::from_slice(&bytes).map_err(|e| e.to_string())
-}
-
-fn hex_digit(c: u8) -> Result<u8, String> {
-    match c {
-        b'0'..=b'9' => Ok(c - b'0'),
-        b'a'..=b'f' => Ok(c - b'a' + 10),
-        b'A'..=b'F' => Ok(c - b'A' + 10),
-        _ => Err("bad hex digit".into()),
-    }
-}
-
-/// Standard base64 (RFC 4648 §4), padded or not.
-fn base64(s: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.trim_end_matches('=').bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return Err("neither 64 hex digits nor base64".into()),
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_hex_and_base64() {
-        let hex = "00".repeat(31) + "ff";
-        let b64 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAP8=";
-        assert_eq!(parse_key(&hex).unwrap(), parse_key(b64).unwrap());
-        let ring = parse_keys(&format!("# rotation\n{hex}\n\n{}\n", "11".repeat(32))).unwrap();
-        assert_eq!(ring.keys().count(), 2);
-        assert!(parse_key("abcd").is_err());
-        assert!(parse_keys("").is_err());
-    }
 }

@@ -4,3 +4,4 @@
 pub mod netlink;
 pub mod packet_socket;
 pub mod tcp;
+pub mod udp_bfd;

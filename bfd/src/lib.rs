@@ -1,0 +1,22 @@
+//! Sans-IO Bidirectional Forwarding Detection for ferrolb.
+//!
+//! - [`wire`]: the BFD Control packet (RFC 5880 §4.1): a zero-copy
+//!   [`wire::Packet`] view and the parsed [`wire::Repr`], with the
+//!   §6.8.6 reception checks that need no session state.
+//! - [`session`]: the asynchronous-mode state machine of one session
+//!   (RFC 5880 §6.8), and [`Bfd`], every session of a speaker with
+//!   demultiplexing, GTSM checks (RFC 5881 §5, RFC 5883 §2) and counters.
+//!
+//! No I/O, no clock, no tasks: the driver passes `now` and received
+//! datagrams (with their TTL), and drains [`Output`]s. Randomness (the
+//! §6.8.7 transmit jitter, discriminators) comes from the `R: RngCore` the
+//! core owns. Demand mode, the echo function and authentication are not
+//! implemented: packets with the A bit are dropped and counted.
+
+pub mod session;
+pub mod wire;
+
+pub use session::{
+    Bfd, Event, Output, PeerKey, Profile, SessionConfig, SessionInfo, Stats, Transmit,
+};
+pub use wire::{Diag, State};

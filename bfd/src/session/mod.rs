@@ -1,0 +1,709 @@
+//! BFD asynchronous mode (RFC 5880 §6.8) for every session of a speaker.
+//!
+//! [`Bfd`] owns the sessions, keyed by [`PeerKey`] (peer address, and
+//! single-hop RFC 5881 or multihop RFC 5883), demultiplexes received
+//! Control packets by Your Discriminator (or by source address while the
+//! peer does not know ours yet), applies GTSM, and runs each session's
+//! state machine and its two timers: the transmit timer (§6.8.7, jittered)
+//! and the detection timer (§6.8.4).
+//!
+//! No I/O, no clock: the driver feeds `now` and datagrams (with their
+//! received TTL / hop limit) and drains [`Output`]s. Demand mode is off,
+//! the echo function and authentication are not implemented.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::num::{NonZeroU8, NonZeroU32};
+use std::time::{Duration, Instant};
+
+use rand_core::RngCore;
+use tracing::{debug, trace};
+
+use crate::wire::{Diag, Error, PACKET_LEN, Repr, State};
+
+/// Timer values of a session: the fields of MetalLB's `BFDProfile` that
+/// apply to asynchronous mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Profile {
+    /// `receiveInterval`: the minimum interval between received packets
+    /// we can handle (our Required Min RX Interval).
+    pub receive_interval: Duration,
+    /// `transmitInterval`: the minimum interval we would like to send at
+    /// (our Desired Min TX Interval, once Up).
+    pub transmit_interval: Duration,
+    /// `detectMultiplier`: the peer declares us down after this many
+    /// missed packets.
+    pub detect_multiplier: NonZeroU8,
+    /// `passiveMode`: send nothing until the peer has sent a packet.
+    pub passive: bool,
+    /// `minimumTtl`: for multihop sessions, the lowest TTL accepted
+    /// (single-hop sessions always require 255).
+    pub minimum_ttl: u8,
+}
+
+impl Default for Profile {
+    /// MetalLB's defaults: 300 ms both ways, multiplier 3, active, 254.
+    fn default() -> Self {
+        Self {
+            receive_interval: Duration::from_millis(300),
+            transmit_interval: Duration::from_millis(300),
+            detect_multiplier: NonZeroU8::MIN.saturating_add(2),
+            passive: false,
+            minimum_ttl: 254,
+        }
+    }
+}
+
+/// Which session: the peer's address and the encapsulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerKey {
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// RFC 5883 multihop (UDP 4784, minimum TTL) rather than RFC 5881
+    /// single-hop (UDP 3784, TTL 255).
+    pub multihop: bool,
+}
+
+/// A session to add: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Peer and encapsulation.
+    pub key: PeerKey,
+    /// The source address to send from (the driver's business; kept here
+    /// so that it travels with [`Transmit`]).
+    pub local: Option<IpAddr>,
+    /// Timers.
+    pub profile: Profile,
+}
+
+/// Something for the driver to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Send a Control packet.
+    Transmit(Transmit),
+    /// A session changed state.
+    Event(Event),
+}
+
+/// A Control packet to send: to `key.peer`, UDP port 3784 (single-hop) or
+/// 4784 (multihop), TTL 255, from the session's own source port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The session.
+    pub key: PeerKey,
+    /// The configured source address.
+    pub local: Option<IpAddr>,
+    /// The packet.
+    pub packet: [u8; PACKET_LEN],
+}
+
+/// A state change of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// The session.
+    pub key: PeerKey,
+    /// When (the `now` of the input that caused it).
+    pub at: Instant,
+    /// Old state.
+    pub from: State,
+    /// New state.
+    pub to: State,
+    /// Our diagnostic: why we left Up (Down), or None.
+    pub diag: Diag,
+}
+
+/// Counters of a [`Bfd`]: everything received is either handled by a
+/// session or counted in exactly one drop counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets handed to a session.
+    pub received: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Dropped: failed the RFC 5880 §6.8.6 checks.
+    pub malformed: u64,
+    /// Dropped: the A bit is set (authentication is not implemented).
+    pub authenticated: u64,
+    /// Dropped: TTL not 255 (single-hop) or below the minimum (multihop).
+    pub bad_ttl: u64,
+    /// Dropped: no session for the discriminator or the source address.
+    pub unknown_session: u64,
+}
+
+/// A snapshot of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session.
+    pub key: PeerKey,
+    /// bfd.SessionState.
+    pub state: State,
+    /// bfd.RemoteSessionState.
+    pub remote_state: State,
+    /// bfd.LocalDiag.
+    pub diag: Diag,
+    /// bfd.LocalDiscr.
+    pub local_discriminator: u32,
+    /// bfd.RemoteDiscr (0 while unknown).
+    pub remote_discriminator: u32,
+    /// The interval we send at now, before jitter (zero: not sending).
+    pub tx_interval: Duration,
+    /// The detection time in use (zero until a packet arrived).
+    pub detection_time: Duration,
+    /// A Poll Sequence is in progress.
+    pub polling: bool,
+    /// Packets received by this session.
+    pub received: u64,
+    /// Packets sent by this session.
+    pub sent: u64,
+    /// Times the session went Up.
+    pub ups: u64,
+}
+
+/// Every BFD session of a speaker.
+#[derive(Debug)]
+pub struct Bfd<R> {
+    rng: R,
+    sessions: HashMap<PeerKey, Session>,
+    by_discriminator: HashMap<u32, PeerKey>,
+    out: VecDeque<Output>,
+    stats: Stats,
+}
+
+impl<R: RngCore> Bfd<R> {
+    /// No sessions; `rng` gives discriminators and transmit jitter.
+    pub fn new(rng: R) -> Self {
+        Self {
+            rng,
+            sessions: HashMap::new(),
+            by_discriminator: HashMap::new(),
+            out: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Adds a session in Down, or changes the profile of an existing one
+    /// (a Poll Sequence when it is Up, RFC 5880 §6.8.3). Returns our
+    /// discriminator for it.
+    pub fn add_session(&mut self, now: Instant, config: SessionConfig) -> NonZeroU32 {
+        if let Some(s) = self.sessions.get_mut(&config.key) {
+            s.local = config.local;
+            s.set_profile(now, config.profile, &mut self.rng);
+            return s.local_discr;
+        }
+        let discr = loop {
+            if let Some(d) = NonZeroU32::new(self.rng.next_u32())
+                && !self.by_discriminator.contains_key(&d.get())
+            {
+                break d;
+            }
+        };
+        let session = Session::new(now, config, discr);
+        debug!(peer = %config.key.peer, multihop = config.key.multihop, discr = discr.get(), "bfd session added");
+        self.by_discriminator.insert(discr.get(), config.key);
+        self.sessions.insert(config.key, session);
+        discr
+    }
+
+    /// Removes a session. A peer that knows us gets one AdminDown packet
+    /// (diag 7), so that it goes Down with diag 3 instead of waiting for
+    /// its detection time. Returns whether the session existed.
+    pub fn remove_session(&mut self, now: Instant, key: PeerKey) -> bool {
+        let Some(mut s) = self.sessions.remove(&key) else {
+            return false;
+        };
+        self.by_discriminator.remove(&s.local_discr.get());
+        if s.remote_discr != 0 {
+            s.state = State::AdminDown;
+            s.diag = Diag::AdministrativelyDown;
+            s.transmit(false, &mut self.out, &mut self.stats);
+        }
+        trace!(peer = %key.peer, ?now, "bfd session removed");
+        true
+    }
+
+    /// Holds a session in AdminDown (diag 7; the peer goes Down with
+    /// diag 3), or releases it to Down. Returns whether the session exists.
+    pub fn set_admin_down(&mut self, now: Instant, key: PeerKey, down: bool) -> bool {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return false;
+        };
+        match (down, s.state) {
+            (true, State::AdminDown) | (false, State::Down | State::Init | State::Up) => {}
+            (true, _) => {
+                s.change_state(
+                    now,
+                    State::AdminDown,
+                    Diag::AdministrativelyDown,
+                    &mut self.out,
+                );
+                s.detect_at = None;
+                // Tell the peer at once; keep sending AdminDown at the slow
+                // rate (RFC 5880 §6.8.16).
+                s.transmit(false, &mut self.out, &mut self.stats);
+            }
+            (false, _) => {
+                s.change_state(now, State::Down, Diag::None, &mut self.out);
+                s.schedule_tx_now(now);
+            }
+        }
+        true
+    }
+
+    /// Handles one received datagram: call for every datagram on UDP 3784
+    /// (`multihop` false) or 4784 (`multihop` true), with its source
+    /// address and received TTL / hop limit. Then drain
+    /// [`poll_output`](Self::poll_output).
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        data: &[u8],
+        from: IpAddr,
+        ttl: u8,
+        multihop: bool,
+    ) {
+        // RFC 5881 §5: single-hop packets must arrive with TTL 255 (GTSM);
+        // checked first, as it is the cheapest filter for off-link senders.
+        if !multihop && ttl != 255 {
+            trace!(%from, ttl, "bfd drop: ttl");
+            self.stats.bad_ttl += 1;
+            return;
+        }
+        let repr = match Repr::parse_bytes(data) {
+            Ok(r) => r,
+            Err(Error::Authenticated) => {
+                trace!(%from, "bfd drop: authentication not supported");
+                self.stats.authenticated += 1;
+                return;
+            }
+            Err(e) => {
+                trace!(%from, error = %e, "bfd drop: malformed");
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        // RFC 5880 §6.8.6: select the session by Your Discriminator, or by
+        // the source address while the peer does not know ours.
+        let key = if repr.your_discriminator != 0 {
+            self.by_discriminator.get(&repr.your_discriminator).copied()
+        } else {
+            Some(PeerKey {
+                peer: from,
+                multihop,
+            })
+        };
+        // A discriminator must also come from the session's peer and
+        // encapsulation (RFC 5881 §4, RFC 5883 §3: the source address MAY
+        // be checked; we do, so a spoofed discriminator cannot reach it).
+        let Some(s) = key
+            .filter(|k| k.peer == from && k.multihop == multihop)
+            .and_then(|k| self.sessions.get_mut(&k))
+        else {
+            trace!(%from, your = repr.your_discriminator, "bfd drop: no session");
+            self.stats.unknown_session += 1;
+            return;
+        };
+        // RFC 5883 §2: multihop GTSM with a configured minimum.
+        if multihop && ttl < s.profile.minimum_ttl {
+            trace!(%from, ttl, "bfd drop: ttl below minimum");
+            self.stats.bad_ttl += 1;
+            return;
+        }
+        self.stats.received += 1;
+        s.handle_packet(now, &repr, &mut self.rng, &mut self.out, &mut self.stats);
+    }
+
+    /// Fires expired timers: call when [`poll_timeout`](Self::poll_timeout)
+    /// has passed (spurious calls are harmless). Then drain
+    /// [`poll_output`](Self::poll_output).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for s in self.sessions.values_mut() {
+            s.handle_timeout(now, &mut self.rng, &mut self.out, &mut self.stats);
+        }
+    }
+
+    /// The next thing to do. Call after every `handle_*`, `add_session`,
+    /// `remove_session` and `set_admin_down` until it returns `None`.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next. Call
+    /// after draining [`poll_output`](Self::poll_output).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.sessions
+            .values()
+            .filter_map(Session::next_deadline)
+            .min()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// A snapshot of one session.
+    pub fn session(&self, key: PeerKey) -> Option<SessionInfo> {
+        self.sessions.get(&key).map(Session::info)
+    }
+
+    /// Snapshots of every session.
+    pub fn sessions(&self) -> impl Iterator<Item = SessionInfo> + '_ {
+        self.sessions.values().map(Session::info)
+    }
+}
+
+/// One session's RFC 5880 §6.8.1 state variables and timers.
+#[derive(Debug)]
+struct Session {
+    key: PeerKey,
+    local: Option<IpAddr>,
+    profile: Profile,
+    /// bfd.SessionState.
+    state: State,
+    /// bfd.RemoteSessionState.
+    remote_state: State,
+    /// bfd.LocalDiscr.
+    local_discr: NonZeroU32,
+    /// bfd.RemoteDiscr.
+    remote_discr: u32,
+    /// bfd.LocalDiag.
+    diag: Diag,
+    /// bfd.DesiredMinTxInterval: what we advertise.
+    desired_tx: Duration,
+    /// bfd.RequiredMinRxInterval: what we advertise.
+    required_rx: Duration,
+    /// The Desired Min TX in effect for our transmit interval: an increase
+    /// waits for the Final of a Poll Sequence (§6.8.3).
+    tx_in_use: Duration,
+    /// The Required Min RX in effect for the detection time: a decrease
+    /// waits for the Final.
+    rx_in_use: Duration,
+    /// bfd.RemoteMinRxInterval.
+    remote_min_rx: Duration,
+    /// The peer's last Desired Min TX Interval.
+    remote_desired_tx: Duration,
+    /// The peer's last Detect Mult (0 before any packet).
+    remote_detect_mult: u8,
+    /// A Poll Sequence is in progress: periodic packets carry P.
+    polling: bool,
+    /// Passive mode: the peer has sent us a packet since we last lost it.
+    heard: bool,
+    next_tx: Option<Instant>,
+    detect_at: Option<Instant>,
+    received: u64,
+    sent: u64,
+    ups: u64,
+}
+
+impl Session {
+    fn new(now: Instant, config: SessionConfig, local_discr: NonZeroU32) -> Self {
+        let p = config.profile;
+        let desired_tx = slow(p.transmit_interval);
+        let mut s = Self {
+            key: config.key,
+            local: config.local,
+            profile: p,
+            state: State::Down,
+            remote_state: State::Down,
+            local_discr,
+            remote_discr: 0,
+            diag: Diag::None,
+            desired_tx,
+            required_rx: p.receive_interval,
+            tx_in_use: desired_tx,
+            rx_in_use: p.receive_interval,
+            // §6.8.1: initialised to 1 (microsecond), so that we send.
+            remote_min_rx: Duration::from_micros(1),
+            remote_desired_tx: Duration::ZERO,
+            remote_detect_mult: 0,
+            polling: false,
+            heard: false,
+            next_tx: None,
+            detect_at: None,
+            received: 0,
+            sent: 0,
+            ups: 0,
+        };
+        s.schedule_tx_now(now);
+        s
+    }
+
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            key: self.key,
+            state: self.state,
+            remote_state: self.remote_state,
+            diag: self.diag,
+            local_discriminator: self.local_discr.get(),
+            remote_discriminator: self.remote_discr,
+            tx_interval: if self.may_transmit() {
+                self.tx_interval()
+            } else {
+                Duration::ZERO
+            },
+            detection_time: self.detection_time(),
+            polling: self.polling,
+            received: self.received,
+            sent: self.sent,
+            ups: self.ups,
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.next_tx, self.detect_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// §6.8.7: the larger of our Desired Min TX (in use) and the peer's
+    /// Required Min RX.
+    fn tx_interval(&self) -> Duration {
+        self.tx_in_use.max(self.remote_min_rx)
+    }
+
+    /// §6.8.4, asynchronous mode: the peer's Detect Mult times the larger
+    /// of our Required Min RX (in use) and its last Desired Min TX.
+    fn detection_time(&self) -> Duration {
+        self.rx_in_use.max(self.remote_desired_tx) * u32::from(self.remote_detect_mult)
+    }
+
+    /// Whether periodic packets may go out: a passive session waits for
+    /// the peer (§6.1), and a peer asking for Required Min RX 0 gets none
+    /// (§6.8.3).
+    fn may_transmit(&self) -> bool {
+        (!self.profile.passive || self.heard) && !self.remote_min_rx.is_zero()
+    }
+
+    fn schedule_tx_now(&mut self, now: Instant) {
+        self.next_tx = self.may_transmit().then_some(now);
+    }
+
+    /// The next periodic transmission: 75-100 % of the interval, or 75-90 %
+    /// with a Detect Mult of 1 (§6.8.7).
+    fn jittered(&self, now: Instant, rng: &mut impl RngCore) -> Instant {
+        let span = if self.profile.detect_multiplier.get() == 1 {
+            1500
+        } else {
+            2500
+        };
+        let permyriad = 7500 + u64::from(rng.next_u32()) % (span + 1);
+        let us = u64::try_from(self.tx_interval().as_micros()).unwrap_or(u64::MAX);
+        now + Duration::from_micros(us / 10_000 * permyriad + us % 10_000 * permyriad / 10_000)
+    }
+
+    fn set_profile(&mut self, now: Instant, profile: Profile, rng: &mut impl RngCore) {
+        let old_interval = self.tx_interval();
+        self.profile = profile;
+        let (tx, rx) = (profile.transmit_interval, profile.receive_interval);
+        if self.state == State::Up {
+            self.update_timers_up(tx, rx);
+        } else {
+            // No Poll Sequence outside Up: the change applies at once.
+            self.desired_tx = slow(tx);
+            self.required_rx = rx;
+            self.tx_in_use = self.desired_tx;
+            self.rx_in_use = rx;
+        }
+        if !self.may_transmit() {
+            self.next_tx = None;
+        } else if self.tx_interval() < old_interval || self.next_tx.is_none() {
+            self.next_tx = Some(self.jittered(now, rng));
+        }
+    }
+
+    /// §6.8.3 while Up: advertise the new values in a Poll Sequence; a
+    /// faster transmit rate and a longer detection time apply at once, the
+    /// others when the Final arrives.
+    fn update_timers_up(&mut self, tx: Duration, rx: Duration) {
+        if tx == self.desired_tx && rx == self.required_rx {
+            return;
+        }
+        self.desired_tx = tx;
+        self.required_rx = rx;
+        self.tx_in_use = self.tx_in_use.min(tx);
+        self.rx_in_use = self.rx_in_use.max(rx);
+        self.polling = true;
+    }
+
+    fn change_state(&mut self, now: Instant, to: State, diag: Diag, out: &mut VecDeque<Output>) {
+        let from = self.state;
+        if from == to {
+            return;
+        }
+        self.state = to;
+        self.diag = diag;
+        debug!(peer = %self.key.peer, %from, %to, %diag, "bfd state change");
+        if to == State::Up {
+            self.ups += 1;
+            // Leave the slow (1 s) rate of §6.8.3 for the configured one.
+            self.update_timers_up(
+                self.profile.transmit_interval,
+                self.profile.receive_interval,
+            );
+        } else if from == State::Up {
+            self.polling = false;
+            self.desired_tx = slow(self.profile.transmit_interval);
+            self.tx_in_use = self.desired_tx;
+            self.required_rx = self.profile.receive_interval;
+            self.rx_in_use = self.required_rx;
+        }
+        out.push_back(Output::Event(Event {
+            key: self.key,
+            at: now,
+            from,
+            to,
+            diag,
+        }));
+    }
+
+    /// RFC 5880 §6.8.6 from "If the A bit is clear" on: the packet passed
+    /// the stateless checks, demultiplexing and GTSM.
+    fn handle_packet(
+        &mut self,
+        now: Instant,
+        repr: &Repr,
+        rng: &mut impl RngCore,
+        out: &mut VecDeque<Output>,
+        stats: &mut Stats,
+    ) {
+        self.received += 1;
+        let old_interval = self.may_transmit().then(|| self.tx_interval());
+        self.remote_discr = repr.my_discriminator.get();
+        self.remote_state = repr.state;
+        self.remote_min_rx = repr.required_min_rx;
+        self.remote_desired_tx = repr.desired_min_tx;
+        self.remote_detect_mult = repr.detect_mult.get();
+        self.heard = true;
+        if repr.final_ && self.polling {
+            // The Poll Sequence is over: the new values apply.
+            self.polling = false;
+            self.tx_in_use = self.desired_tx;
+            self.rx_in_use = self.required_rx;
+        }
+        if self.state == State::AdminDown {
+            return;
+        }
+        self.detect_at = Some(now + self.detection_time());
+
+        let before = self.state;
+        match (self.state, repr.state) {
+            (State::Init | State::Up, State::AdminDown) => {
+                self.change_state(now, State::Down, Diag::NeighborSignaledSessionDown, out);
+            }
+            (State::Down, State::Down) => self.change_state(now, State::Init, Diag::None, out),
+            (State::Down, State::Init) | (State::Init, State::Init | State::Up) => {
+                self.change_state(now, State::Up, Diag::None, out);
+            }
+            (State::Up, State::Down) => {
+                self.change_state(now, State::Down, Diag::NeighborSignaledSessionDown, out);
+            }
+            // Down hears Up (stale), Init hears Down (the peer restarts the
+            // handshake from its side), Up hears Init or Up: no change.
+            _ => {}
+        }
+
+        if repr.poll {
+            // §6.8.6: answer a Poll with a Final at once, outside the
+            // transmit timer; never P and F together.
+            self.transmit_final(out, stats);
+        }
+        if !self.may_transmit() {
+            self.next_tx = None;
+        } else if self.state != before {
+            // Tell the peer about the new state at once: the three-way
+            // handshake takes round trips, not transmit intervals.
+            self.next_tx = Some(now);
+        } else if old_interval.is_none_or(|old| self.tx_interval() < old) {
+            // First packet to a passive session, or the rate went up.
+            let at = self.jittered(now, rng);
+            self.next_tx = Some(self.next_tx.map_or(at, |t| t.min(at)));
+        }
+    }
+
+    fn handle_timeout(
+        &mut self,
+        now: Instant,
+        rng: &mut impl RngCore,
+        out: &mut VecDeque<Output>,
+        stats: &mut Stats,
+    ) {
+        if self.detect_at.is_some_and(|t| t <= now) {
+            self.detect_at = None;
+            let was_up = matches!(self.state, State::Init | State::Up);
+            if was_up {
+                self.change_state(now, State::Down, Diag::ControlDetectionTimeExpired, out);
+            }
+            // §6.8.1: the peer's discriminator is forgotten when the
+            // detection time passes; a passive session goes quiet again.
+            self.remote_discr = 0;
+            self.remote_state = State::Down;
+            self.remote_min_rx = Duration::from_micros(1);
+            self.remote_desired_tx = Duration::ZERO;
+            self.remote_detect_mult = 0;
+            self.heard = false;
+            if !self.may_transmit() {
+                self.next_tx = None;
+            } else if was_up {
+                // Tell the peer (diag 1) at once.
+                self.next_tx = Some(now);
+            } else if self.next_tx.is_none() {
+                self.next_tx = Some(self.jittered(now, rng));
+            }
+        }
+        if self.next_tx.is_some_and(|t| t <= now) {
+            if self.may_transmit() {
+                self.transmit(self.polling, out, stats);
+                self.next_tx = Some(self.jittered(now, rng));
+            } else {
+                self.next_tx = None;
+            }
+        }
+    }
+
+    fn repr(&self, poll: bool, final_: bool) -> Repr {
+        Repr {
+            diag: self.diag,
+            state: self.state,
+            poll,
+            final_,
+            control_plane_independent: false,
+            detect_mult: self.profile.detect_multiplier,
+            my_discriminator: self.local_discr,
+            your_discriminator: self.remote_discr,
+            desired_min_tx: self.desired_tx,
+            required_min_rx: self.required_rx,
+            required_min_echo_rx: Duration::ZERO,
+        }
+    }
+
+    fn transmit(&mut self, poll: bool, out: &mut VecDeque<Output>, stats: &mut Stats) {
+        self.push(self.repr(poll, false), out, stats);
+    }
+
+    fn transmit_final(&mut self, out: &mut VecDeque<Output>, stats: &mut Stats) {
+        self.push(self.repr(false, true), out, stats);
+    }
+
+    fn push(&mut self, repr: Repr, out: &mut VecDeque<Output>, stats: &mut Stats) {
+        self.sent += 1;
+        stats.sent += 1;
+        out.push_back(Output::Transmit(Transmit {
+            key: self.key,
+            local: self.local,
+            packet: repr.to_bytes(),
+        }));
+    }
+}
+
+/// §6.8.3: outside Up, Desired Min TX is at least one second.
+fn slow(tx: Duration) -> Duration {
+    tx.max(SLOW_TX)
+}
+
+const SLOW_TX: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,475 @@
+//! FSM scenarios with explicit time: two [`Bfd`] cores joined by an
+//! in-memory link with zero delay, stepped from deadline to deadline.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::*;
+use crate::wire::Packet;
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn profile(tx: u64, rx: u64, mult: u8) -> Profile {
+    Profile {
+        receive_interval: ms(rx),
+        transmit_interval: ms(tx),
+        detect_multiplier: NonZeroU8::new(mult).unwrap(),
+        ..Profile::default()
+    }
+}
+
+fn key(peer: IpAddr) -> PeerKey {
+    PeerKey {
+        peer,
+        multihop: false,
+    }
+}
+
+type Core = Bfd<Xoshiro256PlusPlus>;
+
+/// Two speakers, A (10.0.0.1) and B (10.0.0.2), one session each way.
+struct Pair {
+    t0: Instant,
+    now: Instant,
+    a: Core,
+    b: Core,
+    /// Drop everything in flight (both directions).
+    cut: bool,
+    /// Drop only what B sends.
+    cut_b: bool,
+    /// Every event, A's with `true`.
+    events: Vec<(bool, Event)>,
+    /// Every packet sent, A's with `true`.
+    packets: Vec<(bool, Instant, Repr)>,
+}
+
+impl Pair {
+    fn new(pa: Profile, pb: Profile) -> Self {
+        let t0 = Instant::now();
+        let mut a = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(1));
+        let mut b = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(2));
+        a.add_session(t0, config(B, pa));
+        b.add_session(t0, config(A, pb));
+        let mut pair = Self {
+            t0,
+            now: t0,
+            a,
+            b,
+            cut: false,
+            cut_b: false,
+            events: Vec::new(),
+            packets: Vec::new(),
+        };
+        pair.drain();
+        pair
+    }
+
+    /// Moves outputs until both cores are quiet.
+    fn drain(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(o) = self.a.poll_output() {
+                moved = true;
+                self.deliver(true, o);
+            }
+            while let Some(o) = self.b.poll_output() {
+                moved = true;
+                self.deliver(false, o);
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn deliver(&mut self, from_a: bool, o: Output) {
+        match o {
+            Output::Event(e) => self.events.push((from_a, e)),
+            Output::Transmit(t) => {
+                let repr = Repr::parse_bytes(&t.packet).unwrap();
+                self.packets.push((from_a, self.now, repr));
+                if self.cut || (!from_a && self.cut_b) {
+                    return;
+                }
+                if from_a {
+                    assert_eq!(t.key.peer, B);
+                    self.b.handle_packet(self.now, &t.packet, A, 255, false);
+                } else {
+                    assert_eq!(t.key.peer, A);
+                    self.a.handle_packet(self.now, &t.packet, B, 255, false);
+                }
+            }
+        }
+    }
+
+    /// Runs until `until` (after t0), deadline by deadline.
+    fn run_until(&mut self, until: Duration) {
+        let end = self.t0 + until;
+        loop {
+            let next = [self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t <= end => {
+                    self.now = self.now.max(t);
+                    self.a.handle_timeout(self.now);
+                    self.b.handle_timeout(self.now);
+                    self.drain();
+                }
+                _ => break,
+            }
+        }
+        self.now = end;
+    }
+
+    fn info_a(&self) -> SessionInfo {
+        self.a.session(key(B)).unwrap()
+    }
+
+    fn info_b(&self) -> SessionInfo {
+        self.b.session(key(A)).unwrap()
+    }
+
+    fn transitions(&self, of_a: bool) -> Vec<(State, State, Diag)> {
+        self.events
+            .iter()
+            .filter(|(a, _)| *a == of_a)
+            .map(|(_, e)| (e.from, e.to, e.diag))
+            .collect()
+    }
+
+    fn last_event(&self, of_a: bool) -> Event {
+        self.events
+            .iter()
+            .rev()
+            .find(|(a, _)| *a == of_a)
+            .unwrap()
+            .1
+    }
+}
+
+fn config(peer: IpAddr, profile: Profile) -> SessionConfig {
+    SessionConfig {
+        key: key(peer),
+        local: None,
+        profile,
+    }
+}
+
+#[test]
+fn three_way_handshake_then_fast_timers_by_poll() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(10));
+    // Both spoke at once (Down), both went Init, then Up on hearing
+    // Init: each state change is sent at once, no timer is waited for.
+    for side in [true, false] {
+        assert_eq!(
+            p.transitions(side),
+            vec![
+                (State::Down, State::Init, Diag::None),
+                (State::Init, State::Up, Diag::None)
+            ]
+        );
+    }
+    assert!(p.events.iter().all(|(_, e)| e.at == p.t0));
+    // Leaving the 1 s slow rate takes a Poll Sequence each way.
+    let polls = p.packets.iter().filter(|(_, _, r)| r.poll).count();
+    let finals = p.packets.iter().filter(|(_, _, r)| r.final_).count();
+    assert!(polls >= 2 && finals >= 2, "{polls} polls, {finals} finals");
+    p.run_until(ms(1000));
+    let (a, b) = (p.info_a(), p.info_b());
+    assert!(!a.polling && !b.polling);
+    assert_eq!(a.tx_interval, ms(50));
+    assert_eq!(a.detection_time, ms(150));
+    assert_eq!(b.detection_time, ms(150));
+    assert_eq!(a.remote_discriminator, b.local_discriminator);
+    // About 20 packets a second each way, jittered.
+    let sent = p
+        .packets
+        .iter()
+        .filter(|(a, t, _)| *a && *t > p.t0 + ms(500))
+        .count();
+    assert!((10..=14).contains(&sent), "{sent} packets in 500 ms");
+}
+
+#[test]
+fn detection_expiry_takes_the_session_down_with_diag_1() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    assert_eq!(p.info_a().state, State::Up);
+    p.cut_b = true;
+    let cut = p.now;
+    // The last packet from B arrived at most 50 ms before the cut.
+    let last_rx = p
+        .packets
+        .iter()
+        .rev()
+        .find(|(a, _, _)| !*a)
+        .map(|(_, t, _)| *t)
+        .unwrap();
+    p.run_until(ms(800));
+    let down = p.last_event(true);
+    assert_eq!(
+        (down.to, down.diag),
+        (State::Down, Diag::ControlDetectionTimeExpired)
+    );
+    assert_eq!(
+        down.at - last_rx,
+        ms(150),
+        "3 x 50 ms after the last packet"
+    );
+    assert!(down.at - cut <= ms(150));
+    // A's Down packets take B down too (diag 3), though B still hears A.
+    let b = p.last_event(false);
+    assert_eq!(
+        (b.to, b.diag),
+        (State::Down, Diag::NeighborSignaledSessionDown)
+    );
+    assert_eq!(b.at, down.at);
+    // A forgot B's discriminator and is back at the slow rate.
+    let a = p.info_a();
+    assert_eq!(a.remote_discriminator, 0);
+    assert_eq!(a.tx_interval, ms(1000));
+    // Restore: Up again within the slow rate.
+    p.cut_b = false;
+    p.run_until(ms(3000));
+    assert_eq!(p.info_a().state, State::Up);
+    assert_eq!(p.info_b().state, State::Up);
+    assert_eq!(p.info_a().ups, 2);
+}
+
+#[test]
+fn detection_time_uses_the_peers_multiplier_and_slower_side() {
+    // A can only take a packet every 200 ms; B would send every 50 ms.
+    let mut p = Pair::new(profile(50, 200, 3), profile(50, 50, 5));
+    p.run_until(ms(2000));
+    let (a, b) = (p.info_a(), p.info_b());
+    // A: B's multiplier 5 x max(A's rx 200, B's tx 50).
+    assert_eq!(a.detection_time, ms(1000));
+    // B: A's multiplier 3 x max(B's rx 50, A's tx 50).
+    assert_eq!(b.detection_time, ms(150));
+    // B sends at A's pace.
+    assert_eq!(b.tx_interval, ms(200));
+}
+
+#[test]
+fn poll_final_on_interval_change() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    // Slower transmission: advertised at once, used after the Final.
+    let cut_from = p.packets.len();
+    p.cut = true;
+    p.a.add_session(p.now, config(B, profile(200, 300, 3)));
+    let a = p.info_a();
+    assert!(a.polling);
+    assert_eq!(a.tx_interval, ms(50), "an increase waits for the Final");
+    // A longer detection time for B's packets applies at once.
+    assert_eq!(a.detection_time, ms(300 * 3));
+    p.run_until(ms(560));
+    let (_, _, poll) = p.packets[cut_from..].iter().find(|(a, _, _)| *a).unwrap();
+    assert!(poll.poll && !poll.final_);
+    assert_eq!(poll.desired_min_tx, ms(200));
+    assert_eq!(poll.required_min_rx, ms(300));
+    p.cut = false;
+    let before = p.packets.len();
+    p.run_until(ms(700));
+    let final_ = p.packets[before..]
+        .iter()
+        .find(|(a, _, r)| !*a && r.final_)
+        .unwrap();
+    assert!(!final_.2.poll);
+    let a = p.info_a();
+    assert!(!a.polling);
+    // A sends at max(its 200, B's rx 50); B at max(50, A's rx 300).
+    assert_eq!(a.tx_interval, ms(200));
+    assert_eq!(p.info_b().tx_interval, ms(300));
+    assert_eq!(p.info_b().detection_time, ms(600));
+    assert_eq!(p.info_a().state, State::Up);
+    assert_eq!(p.info_b().state, State::Up);
+}
+
+#[test]
+fn admin_down_from_the_peer_is_down_with_diag_3() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    assert!(p.b.set_admin_down(p.now, key(A), true));
+    p.drain();
+    let b = p.last_event(false);
+    assert_eq!(
+        (b.to, b.diag),
+        (State::AdminDown, Diag::AdministrativelyDown)
+    );
+    let a = p.last_event(true);
+    assert_eq!(
+        (a.to, a.diag),
+        (State::Down, Diag::NeighborSignaledSessionDown)
+    );
+    assert_eq!(a.at, p.now, "at once, not after the detection time");
+    // A stays Down while B is AdminDown: no detection-time expiry either.
+    p.run_until(ms(5000));
+    assert_eq!(p.info_a().state, State::Down);
+    assert_eq!(p.info_b().state, State::AdminDown);
+    p.b.set_admin_down(p.now, key(A), false);
+    p.run_until(ms(8000));
+    assert_eq!(p.info_a().state, State::Up);
+    assert_eq!(p.info_b().state, State::Up);
+}
+
+#[test]
+fn removing_a_session_sends_admin_down() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    assert!(p.b.remove_session(p.now, key(A)));
+    assert!(!p.b.remove_session(p.now, key(A)));
+    p.drain();
+    let a = p.last_event(true);
+    assert_eq!(
+        (a.to, a.diag),
+        (State::Down, Diag::NeighborSignaledSessionDown)
+    );
+    assert!(p.b.session(key(A)).is_none());
+}
+
+#[test]
+fn passive_waits_for_the_peer() {
+    let passive = Profile {
+        passive: true,
+        ..profile(50, 50, 3)
+    };
+    let mut p = Pair::new(passive, passive);
+    p.run_until(ms(5000));
+    assert!(p.packets.is_empty(), "two passive sides never speak");
+    assert_eq!(p.info_a().tx_interval, Duration::ZERO);
+
+    let mut p = Pair::new(passive, profile(50, 50, 3));
+    p.run_until(ms(3000));
+    let first_a = p.packets.iter().position(|(a, _, _)| *a).unwrap();
+    assert!(first_a > 0, "A answers only after B's packet");
+    assert_eq!(p.info_a().state, State::Up);
+    // Losing B, A goes quiet again.
+    p.cut_b = true;
+    p.run_until(ms(3500));
+    assert_eq!(p.info_a().state, State::Down);
+    let n = p.packets.len();
+    p.run_until(ms(6000));
+    assert!(p.packets[n..].iter().all(|(a, _, _)| !*a));
+}
+
+#[test]
+fn jitter_is_75_to_100_percent_or_75_to_90_with_mult_1() {
+    for (mult, max) in [(3, 100), (1, 90)] {
+        let mut p = Pair::new(profile(100, 100, mult), profile(100, 100, 3));
+        p.run_until(ms(20_000));
+        let times: Vec<Instant> = p
+            .packets
+            .iter()
+            .filter(|(a, t, r)| *a && *t > p.t0 + ms(2000) && !r.final_)
+            .map(|(_, t, _)| *t)
+            .collect();
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.len() > 150);
+        let lo = gaps.iter().min().unwrap();
+        let hi = gaps.iter().max().unwrap();
+        assert!(
+            *lo >= ms(75) && *hi <= ms(max),
+            "mult {mult}: {lo:?}..{hi:?}"
+        );
+        assert!(*lo < ms(78) && *hi > ms(max - 3), "spread: {lo:?}..{hi:?}");
+    }
+}
+
+#[test]
+fn bad_input_is_dropped_and_counted() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    let before = p.a.stats();
+    let up = p.info_a();
+    let good = p
+        .packets
+        .iter()
+        .rev()
+        .find(|(a, _, r)| !*a && !r.final_)
+        .unwrap()
+        .2
+        .to_bytes();
+    let now = p.now;
+    // Single-hop GTSM: TTL 254 is dropped.
+    p.a.handle_packet(now, &good, B, 254, false);
+    // Malformed: truncated, version 0.
+    p.a.handle_packet(now, &good[..20], B, 255, false);
+    let mut v0 = good;
+    v0[0] &= 0x1f;
+    p.a.handle_packet(now, &v0, B, 255, false);
+    // Unknown discriminator; right discriminator from the wrong address.
+    let mut unknown = good;
+    Packet::new_unchecked(&mut unknown[..]).set_your_discriminator(up.local_discriminator ^ 1);
+    p.a.handle_packet(now, &unknown, B, 255, false);
+    p.a.handle_packet(now, &good, A, 255, false);
+    // ... or over the multihop port.
+    p.a.handle_packet(now, &good, B, 255, true);
+    // Authentication present.
+    let mut auth = good.to_vec();
+    auth[1] |= 0x04;
+    auth[3] = 28;
+    auth.extend([1, 4, 1, 0]);
+    p.a.handle_packet(now, &auth, B, 255, false);
+    let s = p.a.stats();
+    assert_eq!(s.bad_ttl - before.bad_ttl, 1);
+    assert_eq!(s.malformed - before.malformed, 2);
+    assert_eq!(s.unknown_session - before.unknown_session, 3);
+    assert_eq!(s.authenticated - before.authenticated, 1);
+    assert_eq!(s.received, before.received);
+    assert_eq!(p.info_a().received, up.received);
+    assert!(p.a.poll_output().is_none());
+}
+
+#[test]
+fn multihop_checks_the_minimum_ttl() {
+    let t0 = Instant::now();
+    let mut a: Core = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(3));
+    let k = PeerKey {
+        peer: B,
+        multihop: true,
+    };
+    let prof = Profile {
+        minimum_ttl: 250,
+        ..profile(100, 100, 3)
+    };
+    a.add_session(
+        t0,
+        SessionConfig {
+            key: k,
+            local: None,
+            profile: prof,
+        },
+    );
+    let mut b: Core = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(4));
+    b.add_session(
+        t0,
+        SessionConfig {
+            key: PeerKey {
+                peer: A,
+                multihop: true,
+            },
+            local: None,
+            profile: prof,
+        },
+    );
+    b.handle_timeout(t0);
+    let Some(Output::Transmit(t)) = b.poll_output() else {
+        panic!("B sends first")
+    };
+    a.handle_packet(t0, &t.packet, B, 249, true);
+    assert_eq!(a.stats().bad_ttl, 1);
+    a.handle_packet(t0, &t.packet, B, 250, true);
+    assert_eq!(a.stats().received, 1);
+    assert_eq!(a.session(k).unwrap().state, State::Init);
+}

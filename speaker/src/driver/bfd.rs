@@ -1,0 +1,396 @@
+//! The BFD driver: one tokio task owns a `bfd::Bfd` (every BFD session of
+//! the speaker) and moves datagrams and time between it and the OS. One
+//! receiving socket per port and family (UDP 3784 single-hop, 4784
+//! multihop; IPv4, IPv6), opened with the first session that needs it; one
+//! sending socket per session (its own source port, TTL 255). No protocol
+//! decisions are made here.
+//!
+//! [`BfdSpeaker`] is the API: add, change and remove sessions, hold them
+//! administratively down, read counters, and receive a stream of
+//! [`bfd::Event`]s. The BGP driver is meant to take a peer's session down
+//! (Cease, subcode 10 "BFD Down", RFC 9384) on a `Down` event; that tie-in
+//! is not wired yet.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::pin;
+
+use bfd::{Bfd, Event, Output, PeerKey, SessionConfig, SessionInfo, Stats};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::net::udp_bfd::{self, Datagram, MULTIHOP_PORT, SINGLE_HOP_PORT};
+
+/// Where the driver listens and sends. The defaults are the RFC ports on
+/// every address; tests move them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Single-hop port (3784), ours and the peers'.
+    pub single_hop_port: u16,
+    /// Multihop port (4784), ours and the peers'.
+    pub multihop_port: u16,
+    /// IPv4 address to listen on.
+    pub listen_v4: Ipv4Addr,
+    /// IPv6 address to listen on.
+    pub listen_v6: Ipv6Addr,
+    /// Seed for discriminators and jitter; `None` seeds from the OS.
+    pub seed: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            single_hop_port: SINGLE_HOP_PORT,
+            multihop_port: MULTIHOP_PORT,
+            listen_v4: Ipv4Addr::UNSPECIFIED,
+            listen_v6: Ipv6Addr::UNSPECIFIED,
+            seed: None,
+        }
+    }
+}
+
+/// Counters of the driver: the core's, plus what the OS refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// The core's counters.
+    pub core: Stats,
+    /// Packets the core produced that the socket did not take (full send
+    /// buffer, no route).
+    pub send_errors: u64,
+}
+
+enum Command {
+    Add(SessionConfig, oneshot::Sender<io::Result<()>>),
+    Remove(PeerKey, oneshot::Sender<bool>),
+    AdminDown(PeerKey, bool, oneshot::Sender<bool>),
+    Stats(oneshot::Sender<(DriverStats, Vec<SessionInfo>)>),
+}
+
+/// Runs the BFD sessions of a speaker. Dropping it stops the task.
+pub struct BfdSpeaker {
+    commands: mpsc::UnboundedSender<Command>,
+    task: JoinHandle<()>,
+}
+
+impl BfdSpeaker {
+    /// Starts the driver task (no sessions yet) and returns the stream of
+    /// state changes.
+    pub fn spawn(options: Options) -> (Self, mpsc::UnboundedReceiver<Event>) {
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (events, event_rx) = mpsc::unbounded_channel();
+        let rng = match options.seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => SmallRng::from_os_rng(),
+        };
+        let (datagram_tx, datagram_rx) = mpsc::channel(1024);
+        let driver = Driver {
+            core: Bfd::new(rng),
+            options,
+            senders: HashMap::new(),
+            receivers: HashMap::new(),
+            datagram_tx,
+            datagram_rx,
+            events,
+            stats: DriverStats::default(),
+        };
+        let task = tokio::spawn(driver.run(command_rx).instrument(info_span!("bfd")));
+        (Self { commands, task }, event_rx)
+    }
+
+    /// Adds a session, or changes its profile and source address. Fails if
+    /// a socket cannot be opened.
+    pub async fn add_session(&self, config: SessionConfig) -> io::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Add(config, tx))?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Removes a session (the peer gets an AdminDown packet). Returns
+    /// whether it existed.
+    pub async fn remove_session(&self, key: PeerKey) -> io::Result<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Remove(key, tx))?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Holds a session in AdminDown, or releases it. Returns whether it
+    /// exists.
+    pub async fn set_admin_down(&self, key: PeerKey, down: bool) -> io::Result<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::AdminDown(key, down, tx))?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Counters and a snapshot of every session.
+    pub async fn stats(&self) -> io::Result<(DriverStats, Vec<SessionInfo>)> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Stats(tx))?;
+        rx.await.map_err(|_| gone())
+    }
+
+    fn send(&self, c: Command) -> io::Result<()> {
+        self.commands.send(c).map_err(|_| gone())
+    }
+}
+
+impl Drop for BfdSpeaker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::other("bfd driver task has stopped")
+}
+
+/// `(is IPv6, multihop)`: one receiving socket each.
+type Family = (bool, bool);
+
+struct Driver {
+    core: Bfd<SmallRng>,
+    options: Options,
+    senders: HashMap<PeerKey, UdpSocket>,
+    receivers: HashMap<Family, JoinHandle<()>>,
+    datagram_tx: mpsc::Sender<(bool, Datagram)>,
+    datagram_rx: mpsc::Receiver<(bool, Datagram)>,
+    events: mpsc::UnboundedSender<Event>,
+    stats: DriverStats,
+}
+
+impl Driver {
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let sleep = tokio::time::sleep_until(Instant::now());
+        let mut sleep = pin!(sleep);
+        let mut armed: Option<std::time::Instant> = None;
+        loop {
+            self.drain();
+            let deadline = self.core.poll_timeout();
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    sleep.as_mut().reset(Instant::from_std(at));
+                }
+                armed = deadline;
+            }
+            tokio::select! {
+                cmd = commands.recv() => {
+                    let Some(cmd) = cmd else { break };
+                    self.command(cmd);
+                }
+                Some((multihop, d)) = self.datagram_rx.recv() => {
+                    let now = Instant::now().into_std();
+                    self.core.handle_packet(now, d.data(), d.from.ip(), d.ttl, multihop);
+                }
+                () = &mut sleep, if armed.is_some() => {
+                    armed = None;
+                    self.core.handle_timeout(Instant::now().into_std());
+                }
+            }
+        }
+        for (_, r) in self.receivers.drain() {
+            r.abort();
+        }
+    }
+
+    fn command(&mut self, cmd: Command) {
+        let now = Instant::now().into_std();
+        match cmd {
+            Command::Add(config, reply) => {
+                let r = self.open(&config);
+                if r.is_ok() {
+                    self.core.add_session(now, config);
+                }
+                let _ = reply.send(r);
+            }
+            Command::Remove(key, reply) => {
+                let existed = self.core.remove_session(now, key);
+                // Send the farewell AdminDown before closing the socket.
+                self.drain();
+                self.senders.remove(&key);
+                let _ = reply.send(existed);
+            }
+            Command::AdminDown(key, down, reply) => {
+                let _ = reply.send(self.core.set_admin_down(now, key, down));
+            }
+            Command::Stats(reply) => {
+                self.stats.core = self.core.stats();
+                let _ = reply.send((self.stats, self.core.sessions().collect()));
+            }
+        }
+    }
+
+    /// Opens the session's sender and, if new, the receiver of its family.
+    fn open(&mut self, config: &SessionConfig) -> io::Result<()> {
+        let key = config.key;
+        let family = (key.peer.is_ipv6(), key.multihop);
+        if !self.receivers.contains_key(&family) {
+            let port = if key.multihop {
+                self.options.multihop_port
+            } else {
+                self.options.single_hop_port
+            };
+            let ip = if family.0 {
+                IpAddr::V6(self.options.listen_v6)
+            } else {
+                IpAddr::V4(self.options.listen_v4)
+            };
+            let socket = udp_bfd::listen(SocketAddr::new(ip, port))?;
+            debug!(addr = %SocketAddr::new(ip, port), "bfd listening");
+            let tx = self.datagram_tx.clone();
+            let multihop = key.multihop;
+            let task = tokio::spawn(
+                async move {
+                    loop {
+                        match udp_bfd::recv(&socket).await {
+                            Ok(d) => {
+                                if tx.send((multihop, d)).await.is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => debug!(error = %e, "bfd recv"),
+                        }
+                    }
+                }
+                .in_current_span(),
+            );
+            self.receivers.insert(family, task);
+        }
+        let known_local = self
+            .core
+            .session(key)
+            .is_some()
+            .then(|| self.senders.get(&key))
+            .flatten()
+            .and_then(|s| s.local_addr().ok())
+            .map(|a| a.ip());
+        let wanted = config.local.unwrap_or(if family.0 {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        });
+        if known_local != Some(wanted) {
+            self.senders
+                .insert(key, udp_bfd::sender(key.peer, config.local)?);
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) {
+        while let Some(o) = self.core.poll_output() {
+            match o {
+                Output::Transmit(t) => {
+                    let port = if t.key.multihop {
+                        self.options.multihop_port
+                    } else {
+                        self.options.single_hop_port
+                    };
+                    let to = SocketAddr::new(t.key.peer, port);
+                    let sent = self
+                        .senders
+                        .get(&t.key)
+                        .map(|s| s.try_send_to(&t.packet, to));
+                    if !matches!(sent, Some(Ok(_))) {
+                        self.stats.send_errors += 1;
+                        debug!(peer = %t.key.peer, ?sent, "bfd send failed");
+                    }
+                }
+                Output::Event(e) => {
+                    if e.to == bfd::State::Up || e.from == bfd::State::Up {
+                        info!(peer = %e.key.peer, from = %e.from, to = %e.to, diag = %e.diag, "bfd session");
+                    }
+                    if self.events.send(e).is_err() {
+                        warn!("bfd event receiver dropped");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bfd::{Profile, State};
+
+    use super::*;
+
+    /// Two drivers on loopback (127.0.0.1 and 127.0.0.2, a free port each
+    /// run) bring a session Up, then one removes it and the other sees
+    /// AdminDown (diag 3).
+    #[tokio::test]
+    async fn two_drivers_on_loopback() {
+        let port = {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        };
+        let a_ip = Ipv4Addr::new(127, 0, 0, 1);
+        let b_ip = Ipv4Addr::new(127, 0, 0, 2);
+        let opts = |ip| Options {
+            single_hop_port: port,
+            listen_v4: ip,
+            seed: Some(u64::from(port)),
+            ..Options::default()
+        };
+        let (a, mut a_events) = BfdSpeaker::spawn(opts(a_ip));
+        let (b, mut b_events) = BfdSpeaker::spawn(opts(b_ip));
+        let profile = Profile {
+            transmit_interval: Duration::from_millis(20),
+            receive_interval: Duration::from_millis(20),
+            ..Profile::default()
+        };
+        let key = |peer: Ipv4Addr| PeerKey {
+            peer: peer.into(),
+            multihop: false,
+        };
+        a.add_session(SessionConfig {
+            key: key(b_ip),
+            local: Some(a_ip.into()),
+            profile,
+        })
+        .await
+        .unwrap();
+        b.add_session(SessionConfig {
+            key: key(a_ip),
+            local: Some(b_ip.into()),
+            profile,
+        })
+        .await
+        .unwrap();
+        async fn up(rx: &mut mpsc::UnboundedReceiver<Event>) -> Event {
+            let fut = async {
+                loop {
+                    let e = rx.recv().await.unwrap();
+                    if e.to == State::Up {
+                        return e;
+                    }
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(10), fut)
+                .await
+                .unwrap()
+        }
+        up(&mut a_events).await;
+        up(&mut b_events).await;
+        let (stats, sessions) = a.stats().await.unwrap();
+        assert_eq!(sessions[0].state, State::Up);
+        assert!(
+            stats.core.received > 0 && stats.send_errors == 0,
+            "{stats:?}"
+        );
+        assert!(a.remove_session(key(b_ip)).await.unwrap());
+        let down = tokio::time::timeout(Duration::from_secs(5), b_events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (down.to, down.diag),
+            (State::Down, bfd::Diag::NeighborSignaledSessionDown)
+        );
+    }
+}

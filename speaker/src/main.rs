@@ -1,0 +1,216 @@
+//! speaker: ferrolb's per-node program. Reads the cluster objects from a
+//! source (a directory of YAML files today), decides what this node
+//! announces, and runs the BGP sessions and layer 2 responders that do it.
+// The `Args` doc comment is clap's --help text, not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bgp::session::StopMode;
+use clap::{Parser, ValueEnum};
+use memberlist::{Name, Security};
+use speaker::driver::l2::L2Config;
+use speaker::driver::memberlist::{Config as MemberlistConfig, Memberlist};
+use speaker::metrics;
+use speaker::run::{self, Options};
+use speaker::source::{file, keyring};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+/// ferrolb speaker: makes LoadBalancer service IPs reachable from this
+/// node, over BGP and layer 2 (ARP/NDP), as MetalLB's speaker does.
+///
+/// File mode (standalone, no Kubernetes): --config-dir names a directory of
+/// YAML files (*.yaml, *.yml, *.json) holding the metallb.io objects
+/// (IPAddressPool, BGPPeer, BGPAdvertisement, L2Advertisement, Community,
+/// BFDProfile) and the v1 Nodes, Services (with status.loadBalancer.ingress),
+/// Secrets and discovery.k8s.io/v1 EndpointSlices. It is re-read every
+/// --reload-interval-ms; a bad configuration is logged (object and field)
+/// and counted, and the last good one stays in force.
+///
+/// SIGTERM or SIGINT: leave memberlist at once, end BGP sessions (Cease /
+/// Administrative Shutdown, or --preserve-bgp-on-exit), stop answering ARP.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about, verbatim_doc_comment)]
+struct Args {
+    /// This node's name, as in the Node objects.
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// Directory of YAML configuration (file mode).
+    #[arg(long)]
+    config_dir: PathBuf,
+    /// How often the directory is checked for changes, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    reload_interval_ms: u64,
+    /// Serve only services of this spec.loadBalancerClass (default: those
+    /// without a class).
+    #[arg(long)]
+    lb_class: Option<String>,
+    /// Announce even from nodes labelled
+    /// node.kubernetes.io/exclude-from-external-load-balancers.
+    #[arg(long)]
+    ignore_exclude_lb: bool,
+    /// Also accept BGP connections on this address, e.g. 0.0.0.0:179
+    /// (default: connect to peers only, as MetalLB's native mode).
+    #[arg(long)]
+    bgp_listen: Option<SocketAddr>,
+    /// On exit, close BGP sessions without a NOTIFICATION so peers with
+    /// graceful restart keep the routes (default: Cease / Administrative
+    /// Shutdown, the peers withdraw at once).
+    #[arg(long)]
+    preserve_bgp_on_exit: bool,
+    /// Run memberlist on this ADDR:PORT (UDP and TCP), for fast layer 2
+    /// failover. Without it, every node in the configuration counts as
+    /// running a speaker.
+    #[arg(long)]
+    memberlist_bind: Option<SocketAddr>,
+    /// The address other members reach this one at (default: the bind
+    /// address, which must then not be 0.0.0.0 or ::).
+    #[arg(long, requires = "memberlist_bind")]
+    memberlist_advertise: Option<SocketAddr>,
+    /// A member to join, ADDR:PORT; repeat for more.
+    #[arg(long = "memberlist-join", requires = "memberlist_bind")]
+    memberlist_join: Vec<SocketAddr>,
+    /// File of AES-256 keys, one per line (hex or base64; first is
+    /// primary). Without it memberlist runs in plaintext (lab use only).
+    #[arg(long, requires = "memberlist_bind")]
+    memberlist_key_file: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, default_value = "0.0.0.0:7472")]
+    metrics_addr: SocketAddr,
+    /// Log format on standard error.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax), e.g. info or debug.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(&args);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("speaker: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(start(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "speaker failed");
+            eprintln!("speaker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(args: &Args) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn start(args: Args) -> Result<(), String> {
+    info!(node = %args.node_name, dir = %args.config_dir.display(), "speaker starting");
+    let shared = metrics::Shared::default();
+    metrics::spawn(args.metrics_addr, Arc::clone(&shared))
+        .await
+        .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let memberlist = match args.memberlist_bind {
+        Some(bind) => Some(start_memberlist(&args, bind)?),
+        None => None,
+    };
+    let (tx, reloads) = mpsc::channel(1);
+    tokio::spawn(file::watch(
+        args.config_dir.clone(),
+        Duration::from_millis(args.reload_interval_ms.max(10)),
+        tx,
+    ));
+    let opts = Options {
+        node: args.node_name,
+        load_balancer_class: args.lb_class,
+        ignore_exclude_lb: args.ignore_exclude_lb,
+        bgp_listen: args.bgp_listen,
+        l2: L2Config::default(),
+        exit: if args.preserve_bgp_on_exit {
+            StopMode::PreserveForwarding
+        } else {
+            StopMode::Shutdown(EXIT_MESSAGE.into())
+        },
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM"),
+            _ = int.recv() => info!("SIGINT"),
+        }
+    };
+    run::run(opts, reloads, memberlist, shared, shutdown)
+        .await
+        .map_err(|e| format!("--bgp-listen: {e}"))
+}
+
+fn start_memberlist(
+    args: &Args,
+    bind: SocketAddr,
+) -> Result<
+    (
+        Memberlist,
+        mpsc::UnboundedReceiver<speaker::driver::memberlist::MemberEvent>,
+    ),
+    String,
+> {
+    let security = match &args.memberlist_key_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--memberlist-key-file {}: {e}", path.display()))?;
+            Security::Encrypted(
+                keyring::parse(&text).map_err(|e| format!("--memberlist-key-file: {e}"))?,
+            )
+        }
+        None => {
+            warn!("memberlist runs without encryption (no --memberlist-key-file)");
+            Security::Plaintext
+        }
+    };
+    let name = Name::new(&args.node_name).map_err(|e| format!("--node-name: {e}"))?;
+    let advertise = args.memberlist_advertise.unwrap_or(bind);
+    let mut swim = memberlist::Config::lan(name, advertise, security);
+    // Seconds since the epoch: a restarted member is taken back at once
+    // instead of first refuting its recorded death.
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    swim.incarnation = u32::try_from(secs).unwrap_or(u32::MAX);
+    let mut config = MemberlistConfig::new(swim, bind);
+    config.seeds.clone_from(&args.memberlist_join);
+    Memberlist::start(config).map_err(|e| format!("--memberlist-bind {bind}: {e}"))
+}
+
+/// The RFC 9003 Shutdown Communication sent to peers on exit.
+const EXIT_MESSAGE: &str = "ferrolb speaker shutting down";

@@ -1,0 +1,418 @@
+//! The reconcile loop: one task that owns the drivers. On every
+//! configuration change or memberlist event it rebuilds the
+//! [`ClusterView`], recomputes [`bgp_plan`] and [`l2_plan`], and applies
+//! the difference to the BGP speaker and the layer 2 announcer. It makes no
+//! announcement decisions of its own: those are the plans'.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
+use memberlist::Event;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::announce::{ClusterView, Exclusion, Interfaces, ObjectKey, Problem, bgp_plan, l2_plan};
+use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
+use crate::driver::l2::{L2Announcer, L2Config, L2Event};
+use crate::driver::memberlist::{MemberEvent, Memberlist};
+use crate::metrics::{self, PeerMetrics, Protocol};
+use crate::source::{Snapshot, file};
+
+/// How the speaker runs, from its flags.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This node's name.
+    pub node: String,
+    /// The `loadBalancerClass` served (`None`: services without one).
+    pub load_balancer_class: Option<String>,
+    /// Announce from nodes labelled to be excluded anyway.
+    pub ignore_exclude_lb: bool,
+    /// Accept BGP connections here (passive peers); `None`: connect only.
+    pub bgp_listen: Option<SocketAddr>,
+    /// The layer 2 responders' settings.
+    pub l2: L2Config,
+    /// How BGP sessions end when the speaker exits.
+    pub exit: StopMode,
+}
+
+/// A result of the configuration source.
+pub type Reload = Result<Snapshot, Vec<file::Error>>;
+
+/// Runs until `shutdown` completes, then leaves memberlist at once, ends
+/// the BGP sessions as `opts.exit` says and withdraws layer 2 addresses.
+///
+/// # Errors
+/// The BGP listener could not be bound.
+pub async fn run(
+    opts: Options,
+    mut reloads: mpsc::Receiver<Reload>,
+    memberlist: Option<(Memberlist, mpsc::UnboundedReceiver<MemberEvent>)>,
+    metrics: metrics::Shared,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let (mut bgp, mut bgp_events) = BgpSpeaker::new();
+    if let Some(addr) = opts.bgp_listen {
+        let local = bgp.listen(addr)?;
+        info!(addr = %local, "bgp listening");
+    }
+    let (ml, mut member_events) = match memberlist {
+        Some((ml, events)) => (Some(ml), Some(events)),
+        None => (None, None),
+    };
+    {
+        let mut m = metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        m.node.clone_from(&opts.node);
+    }
+    let mut r = Reconciler {
+        members: ml.as_ref().map(|_| BTreeSet::from([opts.node.clone()])),
+        opts,
+        snapshot: None,
+        bgp,
+        peers: BTreeMap::new(),
+        l2: None,
+        l2_events: None,
+        l2_applied: BTreeMap::new(),
+        announced: BTreeSet::new(),
+        problems: BTreeSet::new(),
+        excluded: None,
+        metrics,
+    };
+    let mut refresh = tokio::time::interval(METRICS_REFRESH);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            reload = reloads.recv() => {
+                let Some(reload) = reload else { break };
+                r.reload(reload);
+                r.reconcile().await;
+            }
+            Some(ev) = recv_opt(&mut member_events) => {
+                if r.member_event(&ev.event) {
+                    r.reconcile().await;
+                }
+            }
+            Some(ev) = bgp_events.recv() => {
+                if let PeerEvent::Established { .. } | PeerEvent::Down { .. } = ev {
+                    r.refresh_metrics().await;
+                }
+            }
+            Some(ev) = recv_opt(&mut r.l2_events) => {
+                if let L2Event::InterfaceError { interface, error } = ev {
+                    warn!(interface, error, "layer 2 interface failed");
+                }
+            }
+            _ = refresh.tick() => r.refresh_metrics().await,
+        }
+    }
+    info!("shutting down");
+    if let Some(ml) = ml {
+        ml.leave().await;
+    }
+    r.bgp.shutdown(r.opts.exit.clone()).await;
+    if let Some(l2) = r.l2 {
+        l2.shutdown().await;
+    }
+    Ok(())
+}
+
+/// The state behind the loop: what was last applied to each driver.
+struct Reconciler {
+    opts: Options,
+    /// The last good configuration.
+    snapshot: Option<Snapshot>,
+    /// Live memberlist members, this node included; `None` when off.
+    members: Option<BTreeSet<String>>,
+    bgp: BgpSpeaker,
+    /// What each BGP peer was given.
+    peers: BTreeMap<String, Applied>,
+    /// Started when a layer 2 announcement is first needed.
+    l2: Option<L2Announcer>,
+    l2_events: Option<mpsc::UnboundedReceiver<L2Event>>,
+    l2_applied: BTreeMap<IpAddr, Interfaces>,
+    /// (protocol, service, IP) announced from this node.
+    announced: BTreeSet<(Protocol, ObjectKey, IpAddr)>,
+    /// Problems reported, so each is logged once while it lasts.
+    problems: BTreeSet<String>,
+    excluded: Option<Exclusion>,
+    metrics: metrics::Shared,
+}
+
+struct Applied {
+    config: PeerConfig,
+    routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+}
+
+impl Reconciler {
+    fn reload(&mut self, reload: Reload) {
+        let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        match reload {
+            Ok(snapshot) => {
+                info!(
+                    services = snapshot.services.len(),
+                    peers = snapshot.config.peers.len(),
+                    pools = snapshot.config.pools.len(),
+                    "configuration loaded"
+                );
+                m.last_reload_success = true;
+                self.snapshot = Some(snapshot);
+            }
+            Err(errors) => {
+                for e in &errors {
+                    match e {
+                        file::Error::Invalid(p) => error!(
+                            kind = p.kind,
+                            name = %p.name,
+                            field = %p.field,
+                            message = %p.message,
+                            "configuration rejected"
+                        ),
+                        other => error!(error = %other, "configuration rejected"),
+                    }
+                }
+                m.config_errors += errors.len() as u64;
+                m.last_reload_success = false;
+                if self.snapshot.is_some() {
+                    warn!("keeping the last good configuration");
+                }
+            }
+        }
+    }
+
+    /// Updates the member set; returns whether it changed.
+    fn member_event(&mut self, event: &Event) -> bool {
+        let Some(members) = &mut self.members else {
+            return false;
+        };
+        let name = event.member().name.as_str().to_owned();
+        match event {
+            Event::Up(_) | Event::Alive(_) | Event::Suspect(_) | Event::Updated(_) => {
+                members.insert(name)
+            }
+            Event::Down(_) | Event::Left(_) => {
+                // This node counts as long as it runs.
+                name != self.opts.node && members.remove(&name)
+            }
+        }
+    }
+
+    async fn reconcile(&mut self) {
+        let Some(snap) = &self.snapshot else {
+            return;
+        };
+        let (mut view, mut problems) = ClusterView::from_k8s(
+            &self.opts.node,
+            snap.config.clone(),
+            &snap.nodes,
+            &snap.services,
+            &snap.slices,
+            &snap.secrets,
+        );
+        view.members.clone_from(&self.members);
+        view.load_balancer_class
+            .clone_from(&self.opts.load_balancer_class);
+        view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
+
+        let bgp = bgp_plan(&view);
+        let l2 = (!view.config.l2_advertisements.is_empty()).then(|| l2_plan(&view));
+        problems.extend(bgp.problems.iter().cloned());
+        problems.extend(l2.iter().flat_map(|p| p.problems.iter().cloned()));
+        self.report(&problems);
+        let excluded = bgp.excluded.or(l2.as_ref().and_then(|p| p.excluded));
+        if excluded != self.excluded {
+            info!(node = %self.opts.node, reason = ?excluded, "node exclusion changed");
+            self.excluded = excluded;
+        }
+
+        let mut announced = BTreeSet::new();
+        let ingress: BTreeMap<&ObjectKey, &[IpAddr]> = view
+            .services
+            .iter()
+            .map(|s| (&s.key, s.ingress.as_slice()))
+            .collect();
+        for key in bgp.services.keys() {
+            for &ip in ingress.get(key).copied().unwrap_or_default() {
+                announced.insert((Protocol::Bgp, key.clone(), ip));
+            }
+        }
+        self.apply_bgp(bgp.peers).await;
+        if let Some(l2) = l2 {
+            for (ip, a) in &l2.announce {
+                for key in &a.services {
+                    announced.insert((Protocol::Layer2, key.clone(), *ip));
+                }
+            }
+            self.apply_l2(
+                l2.announce
+                    .into_iter()
+                    .map(|(ip, a)| (ip, a.interfaces))
+                    .collect(),
+            );
+        } else {
+            self.apply_l2(BTreeMap::new());
+        }
+        for (protocol, service, ip) in announced.difference(&self.announced) {
+            info!(protocol = protocol.as_str(), %service, %ip, "announce");
+        }
+        for (protocol, service, ip) in self.announced.difference(&announced) {
+            info!(protocol = protocol.as_str(), %service, %ip, "withdraw");
+        }
+        self.announced = announced;
+        {
+            let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+            m.announced = self
+                .announced
+                .iter()
+                .map(|(p, s, ip)| (*p, s.to_string(), *ip))
+                .collect();
+            m.ready = true;
+        }
+        self.refresh_metrics().await;
+    }
+
+    /// Logs problems not reported before, and counts them.
+    fn report(&mut self, problems: &[Problem]) {
+        let now: BTreeSet<String> = problems.iter().map(ToString::to_string).collect();
+        let mut new = 0u64;
+        for p in problems {
+            if !self.problems.contains(&p.to_string()) {
+                warn!(
+                    kind = p.kind,
+                    name = %p.name,
+                    field = %p.field,
+                    message = %p.message,
+                    "configuration problem"
+                );
+                new += 1;
+            }
+        }
+        self.problems = now;
+        self.metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .config_errors += new;
+    }
+
+    async fn apply_bgp(&mut self, plan: BTreeMap<String, crate::announce::PeerPlan>) {
+        let gone: Vec<String> = self
+            .peers
+            .keys()
+            .filter(|n| !plan.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            info!(peer = %name, "peer removed");
+            self.bgp
+                .remove_peer(&name, StopMode::Shutdown(PEER_REMOVED.into()))
+                .await;
+            self.peers.remove(&name);
+        }
+        for (name, peer) in plan {
+            let applied = self.peers.get(&name);
+            if applied.map(|a| &a.config) != Some(&peer.config) {
+                if let Err(e) = self.bgp.set_peer(&name, peer.config.clone()).await {
+                    error!(peer = %name, error = %e, "cannot configure peer");
+                    self.peers.remove(&name);
+                    continue;
+                }
+                info!(peer = %name, address = %peer.config.address, "peer configured");
+            }
+            let routes_changed = self
+                .peers
+                .get(&name)
+                .is_none_or(|a| a.routes != peer.routes);
+            if routes_changed {
+                self.bgp.set_routes(&name, peer.routes.clone());
+            }
+            self.peers.insert(
+                name,
+                Applied {
+                    config: peer.config,
+                    routes: peer.routes,
+                },
+            );
+        }
+    }
+
+    fn apply_l2(&mut self, plan: BTreeMap<IpAddr, Interfaces>) {
+        if !plan.is_empty() && self.l2.is_none() {
+            match L2Announcer::start(self.opts.l2) {
+                Ok((l2, events)) => {
+                    self.l2 = Some(l2);
+                    self.l2_events = Some(events);
+                }
+                Err(e) => {
+                    error!(error = %e, "cannot start the layer 2 announcer");
+                    return;
+                }
+            }
+        }
+        let Some(l2) = &self.l2 else {
+            return;
+        };
+        for ip in self.l2_applied.keys() {
+            if !plan.contains_key(ip) {
+                l2.withdraw(*ip);
+            }
+        }
+        for (ip, interfaces) in &plan {
+            if self.l2_applied.get(ip) != Some(interfaces) {
+                l2.announce(
+                    *ip,
+                    match interfaces {
+                        Interfaces::All => None,
+                        Interfaces::Only(names) => Some(names.clone()),
+                    },
+                );
+            }
+        }
+        self.l2_applied = plan;
+    }
+
+    /// Copies the drivers' counters into the metrics.
+    async fn refresh_metrics(&mut self) {
+        let peers: BTreeMap<String, PeerMetrics> = self
+            .peers
+            .iter()
+            .map(|(name, a)| {
+                let status = self.bgp.status(name).unwrap_or_default();
+                (
+                    a.config.address.to_string(),
+                    PeerMetrics {
+                        up: status.state == Some(State::Established),
+                        updates: status.stats.updates_sent,
+                        announced_prefixes: status.advertised as u64,
+                    },
+                )
+            })
+            .collect();
+        let l2 = match &self.l2 {
+            Some(l2) => l2.stats().await,
+            None => None,
+        };
+        let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        m.peers = peers;
+        if let Some(s) = l2 {
+            m.l2_requests_received = s.requests_received();
+            m.l2_responses_sent = s.responses_sent();
+            m.l2_gratuitous_sent = s.gratuitous_sent();
+        }
+    }
+}
+
+/// Receives from an optional channel; pending forever when there is none.
+async fn recv_opt<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The RFC 9003 message sent to a peer removed from the configuration.
+const PEER_REMOVED: &str = "peer removed from ferrolb configuration";
+/// How often driver counters are copied into the metrics.
+const METRICS_REFRESH: Duration = Duration::from_secs(1);

@@ -1,0 +1,88 @@
+//! The memberlist key file: 32-byte AES-256 keys, one per line, in hex (64
+//! digits) or base64 (44 characters); blank lines and `#` comments are
+//! skipped. The first key is primary (encrypts), the others are accepted
+//! when decrypting (key rotation). Pure parsing, no I/O.
+//!
+//! The same format as `ferrolb-memberlist --key-file`, whose private copy
+//! of this parser predates this module.
+
+use memberlist::{Key, Keyring};
+
+/// The keyring of a key file's text.
+pub fn parse(text: &str) -> Result<Keyring, String> {
+    let mut keys = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .enumerate()
+        .map(|(i, l)| parse_key(l).map_err(|e| format!("key {}: {e}", i + 1)));
+    let primary = keys.next().ok_or("no key")??;
+    let mut ring = Keyring::new(primary);
+    for key in keys {
+        ring.install(key?);
+    }
+    Ok(ring)
+}
+
+fn parse_key(s: &str) -> Result<Key, String> {
+    let bytes = if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        s.as_bytes()
+            .chunks(2)
+            .map(|p| Ok(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
+            .collect::<Result<Vec<u8>, String>>()?
+    } else {
+        base64(s)?
+    };
+    Key::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+fn hex_digit(c: u8) -> Result<u8, String> {
+    match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        b'A'..=b'F' => Ok(c - b'A' + 10),
+        _ => Err("bad hex digit".into()),
+    }
+}
+
+/// Standard base64 (RFC 4648 §4), padded or not.
+fn base64(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.trim_end_matches('=').bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return Err("not hex or base64".into()),
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            // Masked to one octet.
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_base64_and_rotation() {
+        let hex = "00".repeat(31) + "ff";
+        let b64 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAP8=";
+        assert_eq!(parse_key(&hex).unwrap(), parse_key(b64).unwrap());
+        let ring = parse(&format!("# rotation\n{hex}\n\n{}\n", "11".repeat(32))).unwrap();
+        assert_eq!(ring.keys().count(), 2);
+        assert!(parse_key("abcd").is_err());
+        assert!(parse("").is_err());
+    }
+}

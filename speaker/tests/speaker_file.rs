@@ -1,0 +1,386 @@
+//! The `speaker` binary in file mode, end to end: three node namespaces
+//! each run `speaker` on one shared configuration directory
+//! (`testdata/speaker/bgp`), and an FRR router on the same segment learns
+//! the service routes from all of them (ECMP), follows configuration
+//! changes, and sees a Cease when a speaker is stopped. In layer 2 mode
+//! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use testnet::{Bridge, Frr, Netns, Proc, RunDir, wait_until};
+
+const T: Duration = Duration::from_secs(30);
+/// How fast a configuration change must reach the router.
+const CHANGE: Duration = Duration::from_secs(8);
+
+const FRR_CONF: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp bestpath as-path multipath-relax
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.3 remote-as 64512
+ neighbor 10.0.0.4 remote-as 64512
+ address-family ipv4 unicast
+  maximum-paths 8
+ exit-address-family
+";
+
+struct Node {
+    ns: Netns,
+    proc: Proc,
+    log: PathBuf,
+}
+
+impl Node {
+    fn start(bridge: &Bridge, name: &str, addr: &str, dir: &Path, logs: &RunDir) -> Self {
+        let ns = Netns::new(name);
+        bridge.attach(&ns, "eth0");
+        ns.add_addr("eth0", &format!("{addr}/24"));
+        let log = logs.join(&format!("{name}.log"));
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_speaker"));
+        cmd.env("NODE_NAME", name)
+            .args(["--config-dir".as_ref(), dir.as_os_str()])
+            .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug"])
+            .args(["--reload-interval-ms", "200"])
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr);
+        let proc = ns.spawn_command(&mut cmd);
+        Self { ns, proc, log }
+    }
+
+    /// The body of `GET /metrics` inside the node's namespace.
+    fn metrics(&self) -> String {
+        self.ns.run_in(|| {
+            let mut c = std::net::TcpStream::connect("127.0.0.1:7472").unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            let mut s = String::new();
+            c.read_to_string(&mut s).unwrap();
+            s
+        })
+    }
+
+    fn dump_log(&self) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        eprintln!("--- {} ---\n{}", self.log.display(), tail.join("\n"));
+    }
+}
+
+struct Lab {
+    frr: Frr,
+    nodes: Vec<Node>,
+    dir: PathBuf,
+    _run: RunDir,
+    _bridge: Bridge,
+}
+
+impl Lab {
+    fn new() -> Self {
+        testnet::require_root();
+        let run = RunDir::new("speaker");
+        let dir = config_dir(&run, "bgp");
+        let bridge = Bridge::new("lan");
+        let router = Netns::new("rtr");
+        bridge.attach(&router, "eth0");
+        router.add_addr("eth0", "10.0.0.1/24");
+        // The router first, so the speakers' first connects succeed.
+        let frr = Frr::start(&router, FRR_CONF);
+        let nodes = [
+            ("node1", "10.0.0.2"),
+            ("node2", "10.0.0.3"),
+            ("node3", "10.0.0.4"),
+        ]
+        .iter()
+        .map(|(name, addr)| Node::start(&bridge, name, addr, &dir, &run))
+        .collect();
+        Self {
+            frr,
+            nodes,
+            dir,
+            _run: run,
+            _bridge: bridge,
+        }
+    }
+
+    /// FRR's paths for `prefix` (empty when it has none).
+    fn paths(&self, prefix: &str) -> Vec<Value> {
+        let v = self
+            .frr
+            .vtysh_json(&format!("show bgp ipv4 unicast {prefix} json"));
+        v["paths"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until FRR's paths for `prefix` satisfy `pred`; returns them.
+    fn wait_paths(
+        &self,
+        what: &str,
+        timeout: Duration,
+        prefix: &str,
+        pred: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        wait_until(what, timeout, Duration::from_millis(100), || {
+            let p = self.paths(prefix);
+            pred(&p).then_some(p)
+        })
+        .unwrap_or_else(|e| {
+            self.dump();
+            panic!("{e}; paths: {:#?}", self.paths(prefix))
+        })
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        // Write then rename, as a ConfigMap update does, so the speaker
+        // never reads half a file.
+        let tmp = self.dir.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.dir.join(file)).unwrap();
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file)).unwrap()
+    }
+
+    fn dump(&self) {
+        for n in &self.nodes {
+            n.dump_log();
+        }
+    }
+}
+
+/// A copy of `testdata/speaker/<fixture>` in `run`, for the test to edit.
+fn config_dir(run: &RunDir, fixture: &str) -> PathBuf {
+    let dir = run.join("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/speaker")
+        .join(fixture);
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+fn next_hops(paths: &[Value]) -> Vec<String> {
+    let mut hops: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p["nexthops"][0]["ip"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    hops.sort();
+    hops
+}
+
+fn communities(paths: &[Value]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            p["community"]["string"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn three_speakers_ecmp_reload_local_policy_and_shutdown() {
+    let mut lab = Lab::new();
+    for peer in ["10.0.0.2", "10.0.0.3", "10.0.0.4"] {
+        lab.frr.wait_established(peer, T);
+    }
+
+    // A Cluster service: every node announces it, FRR has three paths and
+    // installs them all (ECMP), each with the advertisement's community.
+    let web = lab.wait_paths("three paths for web", T, "198.51.100.10/32", |p| {
+        p.len() == 3
+    });
+    assert_eq!(
+        next_hops(&web),
+        ["10.0.0.2", "10.0.0.3", "10.0.0.4"],
+        "{web:#?}"
+    );
+    assert!(
+        communities(&web).iter().all(|c| c == "64512:100"),
+        "{web:#?}"
+    );
+    let rib = lab.frr.vtysh_json("show ip route 198.51.100.10/32 json");
+    let installed = rib["198.51.100.10/32"][0]["nexthops"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(installed, 3, "zebra should hold an ECMP route: {rib:#}");
+
+    // externalTrafficPolicy Local with its only endpoint on node2: only
+    // node2 announces it.
+    let local = lab.wait_paths("one path for local", T, "198.51.100.20/32", |p| {
+        !p.is_empty()
+    });
+    // Give the other nodes time to (wrongly) announce it too.
+    std::thread::sleep(Duration::from_secs(2));
+    let local_now = lab.paths("198.51.100.20/32");
+    assert_eq!(next_hops(&local_now), ["10.0.0.3"], "{local:#?}");
+
+    let metrics = lab.nodes[1].metrics();
+    for line in [
+        "metallb_bgp_session_up{peer=\"10.0.0.1:179\"} 1",
+        "metallb_speaker_announced{ip=\"198.51.100.20\",node=\"node2\",protocol=\"bgp\",service=\"demo/local\"} 1",
+        "ferrolb_config_last_reload_success 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
+    assert!(
+        !lab.nodes[0].metrics().contains("service=\"demo/local\""),
+        "node1 must not announce demo/local"
+    );
+
+    // A second community: every path gets it within a few seconds.
+    let metallb = lab.read("metallb.yaml");
+    lab.write(
+        "metallb.yaml",
+        &metallb.replace("communities: [web]", "communities: [web, \"64512:200\"]"),
+    );
+    lab.wait_paths(
+        "the new community on all paths",
+        CHANGE,
+        "198.51.100.10/32",
+        |p| p.len() == 3 && communities(p).iter().all(|c| c == "64512:100 64512:200"),
+    );
+
+    // A broken file is rejected, counted, and the last good configuration
+    // stays in force.
+    lab.write("broken.yaml", "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: bad}\nspec: {addresses: [not-a-cidr]}\n");
+    wait_until(
+        "node1 to count the configuration error",
+        CHANGE,
+        Duration::from_millis(100),
+        || {
+            let m = lab.nodes[0].metrics();
+            m.contains("ferrolb_config_last_reload_success 0")
+                .then_some(())
+        },
+    )
+    .unwrap();
+    assert!(
+        !lab.nodes[0]
+            .metrics()
+            .contains("ferrolb_config_errors_total 0\n")
+    );
+    let log = std::fs::read_to_string(&lab.nodes[0].log).unwrap();
+    assert!(
+        log.contains("configuration rejected") && log.contains("spec.addresses[0]"),
+        "the log should name the object and field"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(lab.paths("198.51.100.10/32").len(), 3);
+    std::fs::remove_file(lab.dir.join("broken.yaml")).unwrap();
+
+    // Removing the service withdraws it everywhere.
+    let services = lab.read("services.yaml");
+    let without_web = services
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("name: web"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    lab.write("services.yaml", &without_web);
+    lab.wait_paths(
+        "web withdrawn",
+        CHANGE,
+        "198.51.100.10/32",
+        <[Value]>::is_empty,
+    );
+    assert_eq!(next_hops(&lab.paths("198.51.100.20/32")), ["10.0.0.3"]);
+
+    // SIGTERM on node2: Cease / Administrative Shutdown, FRR drops its
+    // routes at once rather than after the hold time.
+    lab.nodes[1].proc.stop();
+    lab.wait_paths(
+        "local withdrawn after node2's shutdown",
+        Duration::from_secs(3),
+        "198.51.100.20/32",
+        <[Value]>::is_empty,
+    );
+    let neighbor = &lab.frr.vtysh_json("show bgp neighbors 10.0.0.3 json")["10.0.0.3"];
+    assert_eq!(
+        neighbor["lastNotificationReason"], "Cease/Administrative Shutdown",
+        "{neighbor:#}"
+    );
+    assert_eq!(
+        neighbor["lastShutdownDescription"], "ferrolb speaker shutting down",
+        "{neighbor:#}"
+    );
+}
+
+#[test]
+fn layer2_elected_speaker_answers_arp() {
+    testnet::require_root();
+    testnet::require_binary("ping");
+    let run = RunDir::new("speaker-l2");
+    let dir = config_dir(&run, "l2");
+    let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let nodes: Vec<Node> = [("node1", "10.0.0.2"), ("node2", "10.0.0.3")]
+        .iter()
+        .map(|(name, addr)| Node::start(&bridge, name, addr, &dir, &run))
+        .collect();
+
+    // Both speakers run the same election; exactly one announces.
+    let announced = |n: &Node| {
+        n.metrics()
+            .contains("protocol=\"layer2\",service=\"demo/web\"")
+    };
+    let winner = wait_until("an L2 winner", T, Duration::from_millis(100), || {
+        nodes.iter().position(announced)
+    })
+    .unwrap_or_else(|e| {
+        nodes.iter().for_each(Node::dump_log);
+        panic!("{e}")
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!announced(&nodes[1 - winner]), "both nodes announce");
+
+    // The client resolves the VIP to the winner's MAC (the echo itself gets
+    // no answer: no node has the address configured).
+    let mac: Value =
+        serde_json::from_str(&nodes[winner].ns.ip(["-j", "link", "show", "eth0"])).unwrap();
+    let mac = mac[0]["address"].as_str().unwrap().to_owned();
+    let lladdr = wait_until(
+        "the client to resolve 10.0.0.100",
+        T,
+        Duration::from_millis(200),
+        || {
+            let _ = client.exec(["ping", "-c", "1", "-W", "1", "10.0.0.100"]);
+            let out = client.ip(["-j", "neigh", "show", "to", "10.0.0.100", "dev", "eth0"]);
+            let v: Value = serde_json::from_str(&out).ok()?;
+            v[0]["lladdr"].as_str().map(str::to_owned)
+        },
+    )
+    .unwrap_or_else(|e| {
+        nodes.iter().for_each(Node::dump_log);
+        panic!("{e}")
+    });
+    assert_eq!(lladdr, mac, "the VIP must resolve to the elected node");
+    // Counters are copied from the driver every second.
+    wait_until(
+        "the ARP responses to be counted",
+        Duration::from_secs(5),
+        Duration::from_millis(200),
+        || {
+            let m = nodes[winner].metrics();
+            (!m.contains("metallb_layer2_responses_sent 0\n")).then_some(())
+        },
+    )
+    .unwrap();
+}
