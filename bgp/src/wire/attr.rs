@@ -1178,17 +1178,15 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
         }
         AttrType::MpReachNlri => return parse_mp_reach(v, ctx),
         AttrType::MpUnreachNlri => AttrValue::MpUnreach(parse_mp_unreach(v, ctx)?),
-        AttrType::Unknown(_) => unreachable_unknown()?,
+        // Unknown types are kept raw by the caller and never get here.
+        AttrType::Unknown(_) => {
+            return Err(fault(
+                sub::MALFORMED_ATTRIBUTE_LIST,
+                "unknown attribute type",
+            ));
+        }
     };
     Ok((value, None))
-}
-
-/// Unknown types are handled by the caller before `parse_value`.
-fn unreachable_unknown() -> Result<AttrValue, Fault> {
-    Err(fault(
-        sub::MALFORMED_ATTRIBUTE_LIST,
-        "unknown attribute type",
-    ))
 }
 
 /// Reads a value of exactly `N` octets.
