@@ -33,6 +33,11 @@ use tracing::{info, warn};
 /// --reload-interval-ms; a bad configuration is logged (object and field)
 /// and counted, and the last good one stays in force.
 ///
+/// A BGPPeer with a bfdProfile gets a BFD session (UDP 3784, or 4784 with
+/// ebgpMultiHop) to its address; its BGP session waits for BFD Up and is
+/// torn down (Cease / BFD Down) when BFD goes Down (see
+/// --bgp-without-bfd-up).
+///
 /// SIGTERM or SIGINT: leave memberlist at once, end BGP sessions (Cease /
 /// Administrative Shutdown, or --preserve-bgp-on-exit), stop answering ARP.
 #[derive(Debug, Parser)]
@@ -64,6 +69,12 @@ struct Args {
     /// Shutdown, the peers withdraw at once).
     #[arg(long)]
     preserve_bgp_on_exit: bool,
+    /// For a BGPPeer with a bfdProfile, connect even while its BFD session
+    /// is not Up; BFD going Down still ends the session (Cease / BFD Down)
+    /// and it reconnects at once. Default: BGP waits for BFD Up and stays
+    /// down while BFD is Down (RFC 9384). MetalLB has no such option.
+    #[arg(long)]
+    bgp_without_bfd_up: bool,
     /// Run memberlist on this ADDR:PORT (UDP and TCP), for fast layer 2
     /// failover. Without it, every node in the configuration counts as
     /// running a speaker.
@@ -161,6 +172,8 @@ async fn start(args: Args) -> Result<(), String> {
         } else {
             StopMode::Shutdown(EXIT_MESSAGE.into())
         },
+        bfd: speaker::driver::bfd::Options::default(),
+        bgp_without_bfd_up: args.bgp_without_bfd_up,
     };
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;

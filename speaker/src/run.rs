@@ -3,19 +3,33 @@
 //! [`ClusterView`], recomputes [`bgp_plan`] and [`l2_plan`], and applies
 //! the difference to the BGP speaker and the layer 2 announcer. It makes no
 //! announcement decisions of its own: those are the plans'.
+//!
+//! A BGPPeer with a `bfdProfile` gets a BFD session to its address (RFC
+//! 9384): its BGP session is held down until BFD is Up (unless
+//! [`Options::bgp_without_bfd_up`]), and torn down with Cease / BFD Down
+//! when BFD leaves Up.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU8;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use api::v1beta1::BFDProfileSpec;
+use bfd::{PeerKey, Profile, SessionConfig};
 use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
+use bgp::wire::iana::cease_subcode;
+use bgp::wire::{ErrorCode, Notification};
+use bytes::Bytes;
 use memberlist::Event;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::announce::{ClusterView, Exclusion, Interfaces, ObjectKey, Problem, bgp_plan, l2_plan};
+use crate::announce::{
+    ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, bgp_plan, l2_plan,
+};
+use crate::driver::bfd::{self as bfd_driver, BfdEvent, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
@@ -37,6 +51,13 @@ pub struct Options {
     pub l2: L2Config,
     /// How BGP sessions end when the speaker exits.
     pub exit: StopMode,
+    /// Where the BFD driver listens and sends (the RFC ports by default).
+    pub bfd: bfd_driver::Options,
+    /// Bring BGP up for a peer with a BFD profile even while its BFD
+    /// session is not Up (BFD Down still tears an Established session
+    /// down, then it reconnects at once). Off by default: BGP waits for
+    /// BFD. MetalLB has no such option; FRR's default behaves this way.
+    pub bgp_without_bfd_up: bool,
 }
 
 /// A result of the configuration source.
@@ -80,6 +101,10 @@ pub async fn run(
         problems: BTreeSet::new(),
         excluded: None,
         metrics,
+        bfd: None,
+        bfd_events: None,
+        bfd_sessions: BTreeMap::new(),
+        bfd_up: BTreeSet::new(),
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
@@ -101,6 +126,7 @@ pub async fn run(
                     r.refresh_metrics().await;
                 }
             }
+            Some(ev) = recv_opt(&mut r.bfd_events) => r.bfd_event(&ev),
             Some(ev) = recv_opt(&mut r.l2_events) => {
                 if let L2Event::InterfaceError { interface, error } = ev {
                     warn!(interface, error, "layer 2 interface failed");
@@ -114,6 +140,17 @@ pub async fn run(
         ml.leave().await;
     }
     r.bgp.shutdown(r.opts.exit.clone()).await;
+    if let Some(bfd) = &r.bfd {
+        // AdminDown, so peers do not take it as a failure (RFC 5882 §3.2).
+        for key in r
+            .bfd_sessions
+            .values()
+            .map(|c| c.key)
+            .collect::<BTreeSet<_>>()
+        {
+            let _ = bfd.remove_session(key).await;
+        }
+    }
     if let Some(l2) = r.l2 {
         l2.shutdown().await;
     }
@@ -140,6 +177,13 @@ struct Reconciler {
     problems: BTreeSet<String>,
     excluded: Option<Exclusion>,
     metrics: metrics::Shared,
+    /// Started when a peer first needs BFD.
+    bfd: Option<BfdSpeaker>,
+    bfd_events: Option<mpsc::UnboundedReceiver<BfdEvent>>,
+    /// The BFD session of each BGP peer that has a profile.
+    bfd_sessions: BTreeMap<String, SessionConfig>,
+    /// BFD sessions that are Up.
+    bfd_up: BTreeSet<PeerKey>,
 }
 
 struct Applied {
@@ -297,7 +341,7 @@ impl Reconciler {
             .config_errors += new;
     }
 
-    async fn apply_bgp(&mut self, plan: BTreeMap<String, crate::announce::PeerPlan>) {
+    async fn apply_bgp(&mut self, plan: BTreeMap<String, PeerPlan>) {
         let gone: Vec<String> = self
             .peers
             .keys()
@@ -310,8 +354,11 @@ impl Reconciler {
                 .remove_peer(&name, StopMode::Shutdown(PEER_REMOVED.into()))
                 .await;
             self.peers.remove(&name);
+            self.set_bfd(&name, None).await;
         }
         for (name, peer) in plan {
+            let bfd = bfd_session(&peer);
+            self.set_bfd(&name, bfd).await;
             let applied = self.peers.get(&name);
             if applied.map(|a| &a.config) != Some(&peer.config) {
                 if let Err(e) = self.bgp.set_peer(&name, peer.config.clone()).await {
@@ -335,6 +382,78 @@ impl Reconciler {
                     routes: peer.routes,
                 },
             );
+        }
+    }
+
+    /// Starts, changes or removes the BFD session of a peer, and holds or
+    /// releases its BGP session to match. Called before the peer is
+    /// configured, so that a new peer starts held.
+    async fn set_bfd(&mut self, name: &str, want: Option<SessionConfig>) {
+        let old = self.bfd_sessions.get(name).copied();
+        if old == want {
+            return;
+        }
+        if let Some(config) = want {
+            if self.bfd.is_none() {
+                let (bfd, events) = BfdSpeaker::spawn(self.opts.bfd);
+                self.bfd = Some(bfd);
+                self.bfd_events = Some(events);
+            }
+            if let Some(bfd) = &self.bfd {
+                match bfd.add_session(config).await {
+                    Ok(()) => {
+                        info!(peer = %name, address = %config.key.peer, multihop = config.key.multihop, "bfd session configured")
+                    }
+                    Err(e) => error!(peer = %name, error = %e, "cannot start bfd session"),
+                }
+            }
+            self.bfd_sessions.insert(name.to_owned(), config);
+            if !self.opts.bgp_without_bfd_up && !self.bfd_up.contains(&config.key) {
+                self.bgp.hold_down(name, bfd_down());
+            }
+        } else {
+            self.bfd_sessions.remove(name);
+            self.bgp.release(name);
+        }
+        // A session no peer uses any more goes (AdminDown to the peer).
+        if let (Some(old), Some(bfd)) = (old, &self.bfd)
+            && Some(old.key) != want.map(|c| c.key)
+            && !self.bfd_sessions.values().any(|c| c.key == old.key)
+        {
+            let _ = bfd.remove_session(old.key).await;
+            self.bfd_up.remove(&old.key);
+        }
+    }
+
+    /// A BFD session changed state: release the peers using it when it
+    /// comes Up; tear their BGP sessions down (Cease / BFD Down, RFC 9384)
+    /// when it leaves Up, unless the peer signalled AdminDown: that is no
+    /// path failure, and the BGP session is left alone (RFC 5882 §3.2).
+    /// FRR does this when bgpd re-creates the BFD session with the
+    /// session's source address, right after Established.
+    fn bfd_event(&mut self, ev: &BfdEvent) {
+        let admin_down = ev.remote_state == bfd::State::AdminDown;
+        let ev = &ev.event;
+        let names: Vec<String> = self
+            .bfd_sessions
+            .iter()
+            .filter(|(_, c)| c.key == ev.key)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if ev.to == bfd::State::Up {
+            self.bfd_up.insert(ev.key);
+            for name in &names {
+                self.bgp.release(name);
+            }
+        } else if ev.from == bfd::State::Up && !admin_down {
+            self.bfd_up.remove(&ev.key);
+            for name in &names {
+                warn!(peer = %name, address = %ev.key.peer, diag = %ev.diag, "bfd down: bgp session torn down");
+                self.bgp.hold_down(name, bfd_down());
+                if self.opts.bgp_without_bfd_up {
+                    self.bgp.release(name);
+                }
+            }
         }
     }
 
@@ -402,6 +521,43 @@ impl Reconciler {
             m.l2_gratuitous_sent = s.gratuitous_sent();
         }
     }
+}
+
+/// The BFD session a peer's profile asks for, if any: to the peer's
+/// address, from its source address, single-hop unless `ebgpMultiHop`.
+fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
+    let (_, spec) = peer.bfd_profile.as_ref()?;
+    Some(SessionConfig {
+        key: PeerKey {
+            peer: peer.config.address.ip(),
+            multihop: peer.multihop,
+        },
+        local: peer.config.connect.bind,
+        profile: bfd_profile(spec),
+    })
+}
+
+/// A BFDProfile's fields, MetalLB's defaults for those unset. Values out of
+/// the CRD's ranges (which the API rejects) fall back to the defaults.
+fn bfd_profile(spec: &BFDProfileSpec) -> Profile {
+    let d = Profile::default();
+    let ms =
+        |v: Option<u32>, default: Duration| v.map_or(default, |v| Duration::from_millis(v.into()));
+    let byte = |v: Option<u32>| v.and_then(|v| u8::try_from(v).ok());
+    Profile {
+        receive_interval: ms(spec.receive_interval, d.receive_interval),
+        transmit_interval: ms(spec.transmit_interval, d.transmit_interval),
+        detect_multiplier: byte(spec.detect_multiplier)
+            .and_then(NonZeroU8::new)
+            .unwrap_or(d.detect_multiplier),
+        passive: spec.passive_mode.unwrap_or(d.passive),
+        minimum_ttl: byte(spec.minimum_ttl).unwrap_or(d.minimum_ttl),
+    }
+}
+
+/// Cease / BFD Down (RFC 9384 §4).
+fn bfd_down() -> Notification {
+    Notification::new(ErrorCode::Cease, cease_subcode::BFD_DOWN, Bytes::new())
 }
 
 /// Receives from an optional channel; pending forever when there is none.

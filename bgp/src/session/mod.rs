@@ -371,6 +371,9 @@ pub struct Session<R> {
     config: Config,
     rng: R,
     running: bool,
+    /// Held down by [`Session::hold_down`] (BFD Down): no connections
+    /// until [`Session::release`], even while running.
+    held: bool,
     conns: [Option<Conn>; 2],
     generation: u32,
     timers: TimerTable,
@@ -395,6 +398,7 @@ impl<R: RngCore> Session<R> {
             config,
             rng,
             running: false,
+            held: false,
             conns: [None, None],
             generation: 0,
             timers: TimerTable::default(),
@@ -445,10 +449,62 @@ impl<R: RngCore> Session<R> {
         }
         self.running = true;
         self.failures = 0;
-        if self.config.mode != ConnectMode::Passive {
+        if self.config.mode != ConnectMode::Passive && !self.held {
             self.connect(now);
         }
         self.update_state();
+    }
+
+    /// Holds the session down, as RFC 9384 §4 asks when BFD declares the
+    /// peer unreachable: `notification` (Cease / BFD Down) goes out on
+    /// every connection past TCP setup, every connection closes, and the
+    /// session stays Idle, neither connecting nor accepting, until
+    /// [`Session::release`]. Works before [`Session::start`] too (a
+    /// session configured with BFD starts held). A second call while held
+    /// changes nothing. Not an RFC 4271 event: an AutomaticStop (event 8)
+    /// without the automatic restart.
+    pub fn hold_down(&mut self, now: Instant, notification: Notification) {
+        if self.held {
+            return;
+        }
+        self.held = true;
+        for slot in 0..2 {
+            let Some(conn) = self.conns[slot].as_ref() else {
+                continue;
+            };
+            let id = conn.id;
+            // No NOTIFICATION on a TCP connection still being set up.
+            let n = (!matches!(conn.state, ConnState::Connecting)).then(|| notification.clone());
+            let reason = match &n {
+                Some(n) => DownReason::NotificationSent(n.clone()),
+                None => DownReason::Stopped,
+            };
+            self.close(now, id, n, reason);
+        }
+        self.timers = TimerTable::default();
+        self.update_state();
+    }
+
+    /// Ends a [`Session::hold_down`]: a running session connects (or
+    /// waits for the peer, when passive) at once, without the backoff of
+    /// a failure. Does nothing when not held.
+    pub fn release(&mut self, now: Instant) {
+        if !self.held {
+            return;
+        }
+        self.held = false;
+        if self.running {
+            self.failures = 0;
+            if self.config.mode != ConnectMode::Passive {
+                self.connect(now);
+            }
+        }
+        self.update_state();
+    }
+
+    /// Whether [`Session::hold_down`] holds the session.
+    pub fn is_held(&self) -> bool {
+        self.held
     }
 
     /// ManualStop (event 2): end the session as `mode` says and stay Idle.
@@ -518,7 +574,7 @@ impl<R: RngCore> Session<R> {
         if self.conn(conn).is_some() {
             self.close(now, conn, None, DownReason::TransportClosed);
             // The ConnectRetry timer, still running, schedules the retry.
-            if self.running && self.timers.get(Timer::ConnectRetry).is_none() {
+            if self.active() && self.timers.get(Timer::ConnectRetry).is_none() {
                 self.arm_connect_retry(now);
             }
             self.update_state();
@@ -534,7 +590,7 @@ impl<R: RngCore> Session<R> {
         local: SocketAddr,
         remote: SocketAddr,
     ) -> Option<ConnId> {
-        if !self.running || self.conns[1].is_some() {
+        if !self.active() || self.conns[1].is_some() {
             return None;
         }
         let id = self.new_conn_id(1);
@@ -600,14 +656,14 @@ impl<R: RngCore> Session<R> {
             trace!(?timer, "timer expired");
             match timer {
                 Timer::ConnectRetry => {
-                    if self.running && self.conns[0].is_none() && !self.is_established() {
+                    if self.active() && self.conns[0].is_none() && !self.is_established() {
                         self.connect(now);
-                    } else if self.running {
+                    } else if self.active() {
                         self.arm_connect_retry(now);
                     }
                 }
                 Timer::IdleHold => {
-                    if self.running
+                    if self.active()
                         && self.config.mode != ConnectMode::Passive
                         && self.conns[0].is_none()
                     {
@@ -665,6 +721,11 @@ impl<R: RngCore> Session<R> {
         self.conns[id.slot()].as_mut().filter(|c| c.id == id)
     }
 
+    /// Started and not held down: may connect and accept.
+    fn active(&self) -> bool {
+        self.running && !self.held
+    }
+
     fn is_established(&self) -> bool {
         self.conns
             .iter()
@@ -719,7 +780,7 @@ impl<R: RngCore> Session<R> {
     /// After a session failure: back off before reconnecting, doubling up
     /// to ConnectRetryTime (RFC 4271 §8.1.1 DampPeerOscillations).
     fn after_failure(&mut self, now: Instant) {
-        if !self.running
+        if !self.active()
             || self.config.mode == ConnectMode::Passive
             || self.conns.iter().any(Option::is_some)
         {
@@ -1240,7 +1301,7 @@ impl<R: RngCore> Session<R> {
     fn update_state(&mut self) {
         let best = self.conns.iter().flatten().map(Conn::rfc_state).max();
         let to = match best {
-            _ if !self.running => State::Idle,
+            _ if !self.active() => State::Idle,
             Some(s) => s,
             None if self.timers.get(Timer::IdleHold).is_some() => State::Idle,
             None => State::Active,

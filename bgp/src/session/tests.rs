@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use super::*;
 use crate::frame;
-use crate::wire::iana::open_subcode;
+use crate::wire::iana::{cease_subcode, open_subcode};
 use crate::wire::{AttrType, AttrValue, MpReach, Nlri};
 
 /// A deterministic generator (SplitMix64) for the timer jitter.
@@ -545,6 +545,117 @@ fn stop_with_shutdown_message_or_preserving_forwarding() {
             .iter()
             .any(|o| *o == Output::Down(DownReason::Stopped))
     );
+}
+
+fn bfd_down() -> Notification {
+    Notification::new(ErrorCode::Cease, cease_subcode::BFD_DOWN, Bytes::new())
+}
+
+#[test]
+fn hold_down_sends_cease_bfd_down_and_stays_idle_until_release() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "198.51.100.10/32".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    let conn = h.establish(peer_open(30, modern_caps()));
+    h.take_sent();
+    h.outputs.clear();
+
+    h.at(1.0);
+    h.s.hold_down(h.now, bfd_down());
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Cease, 10));
+    assert!(h.outputs.contains(&Output::Disconnect(conn)));
+    assert!(
+        h.outputs
+            .contains(&Output::Down(DownReason::NotificationSent(n)))
+    );
+    assert_eq!(h.s.state(), State::Idle);
+    assert!(h.s.is_held());
+    // Nothing armed: no ConnectRetry, no IdleHold, so no reconnection.
+    assert_eq!(h.s.poll_timeout(), None);
+    // Spurious timeouts and a peer's connection change nothing.
+    h.at(600.0);
+    h.s.handle_timeout(h.now);
+    assert_eq!(
+        h.s.handle_incoming(h.now, LOCAL.parse().unwrap(), REMOTE.parse().unwrap()),
+        None
+    );
+    // Holding again sends nothing more.
+    h.s.hold_down(h.now, bfd_down());
+    h.outputs.clear();
+    h.drain();
+    assert!(
+        !h.outputs
+            .iter()
+            .any(|o| matches!(o, Output::Connect(_) | Output::Send { .. })),
+        "{:?}",
+        h.outputs
+    );
+
+    // Released: connects at once, and the routes go out again.
+    h.s.release(h.now);
+    assert!(!h.s.is_held());
+    let outs = h.drain();
+    let Some(&Output::Connect(conn)) = outs.iter().find(|o| matches!(o, Output::Connect(_))) else {
+        panic!("{outs:?}")
+    };
+    assert_eq!(h.s.state(), State::Connect);
+    h.s.handle_connected(h.now, conn, LOCAL.parse().unwrap(), REMOTE.parse().unwrap());
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(30, modern_caps())));
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    assert_eq!(h.s.state(), State::Established);
+    let sent = h.take_sent();
+    assert!(
+        sent.iter()
+            .any(|m| matches!(m, Message::Update(u) if u.nlri.len() == 1)),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn session_started_held_neither_connects_nor_accepts_until_released() {
+    let mut h = Harness::new(config());
+    h.s.hold_down(h.now, bfd_down());
+    h.s.start(h.now);
+    assert!(
+        !h.drain().iter().any(|o| matches!(o, Output::Connect(_))),
+        "{:?}",
+        h.outputs
+    );
+    assert_eq!(h.s.state(), State::Idle);
+    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(
+        h.s.handle_incoming(h.now, LOCAL.parse().unwrap(), REMOTE.parse().unwrap()),
+        None
+    );
+    h.s.release(h.now);
+    assert!(h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
+    // Releasing again does nothing.
+    h.s.release(h.now);
+    assert!(h.drain().is_empty());
+}
+
+#[test]
+fn hold_down_during_connect_sends_no_notification() {
+    let mut h = Harness::new(config());
+    h.s.start(h.now);
+    let outs = h.drain();
+    let Some(&Output::Connect(conn)) = outs.iter().find(|o| matches!(o, Output::Connect(_))) else {
+        panic!("{outs:?}")
+    };
+    h.s.hold_down(h.now, bfd_down());
+    assert!(notification(&h.take_sent()).is_none());
+    assert!(h.outputs.contains(&Output::Disconnect(conn)));
+    // A late result of the abandoned attempt is ignored.
+    h.s.handle_connected(h.now, conn, LOCAL.parse().unwrap(), REMOTE.parse().unwrap());
+    assert_eq!(h.s.state(), State::Idle);
+    // A stopped, held session stays Idle when released.
+    h.s.stop(h.now, StopMode::Shutdown(String::new()));
+    h.s.release(h.now);
+    assert!(!h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
+    assert_eq!(h.s.state(), State::Idle);
 }
 
 #[test]

@@ -44,6 +44,9 @@ pub struct PeerPlan {
     /// The BFD profile the session should use, by name, carried for the
     /// BFD driver.
     pub bfd_profile: Option<(String, BFDProfileSpec)>,
+    /// `ebgpMultiHop`: the peer is not directly connected, so its BFD
+    /// session is multihop (RFC 5883).
+    pub multihop: bool,
     /// What [`crate::driver::bgp::BgpSpeaker::set_routes`] takes.
     pub routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
 }
@@ -650,6 +653,7 @@ fn peer_plan(
             config,
             ibgp,
             bfd_profile,
+            multihop: spec.ebgp_multi_hop,
             routes: BTreeMap::new(),
         },
     ))

@@ -164,7 +164,7 @@ async fn run(args: Args) -> Result<(), String> {
         tokio::select! {
             e = events.recv() => {
                 let Some(e) = e else { return Err("driver stopped".into()) };
-                print(&event_json(&e, start));
+                print(&event_json(&e.event, start));
             }
             line = stdin.next_line(), if stdin_open => {
                 match line {

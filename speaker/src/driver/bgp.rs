@@ -18,7 +18,7 @@ use bgp::session::{
     self, ConnId, DownReason, IpPrefix, Negotiated, Output, RouteAttrs, Session, State, Stats,
     StopMode,
 };
-use bgp::wire::{DecodeCtx, DecodeError, HeaderError, Message};
+use bgp::wire::{DecodeCtx, DecodeError, HeaderError, Message, Notification};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use rand::SeedableRng;
@@ -87,6 +87,8 @@ pub struct PeerStatus {
 
 enum Command {
     SetRoutes(BTreeMap<IpPrefix, Arc<RouteAttrs>>),
+    HoldDown(Notification),
+    Release,
     Stop(StopMode, oneshot::Sender<()>),
 }
 
@@ -108,6 +110,9 @@ pub struct BgpSpeaker {
     dispatch: Dispatch,
     listeners: Vec<(Arc<TcpListener>, JoinHandle<()>)>,
     events: mpsc::UnboundedSender<PeerEvent>,
+    /// Peers held down, with the NOTIFICATION that held them; kept across
+    /// [`BgpSpeaker::set_peer`] so a reconfigured session starts held.
+    holds: HashMap<String, Notification>,
 }
 
 impl BgpSpeaker {
@@ -119,6 +124,7 @@ impl BgpSpeaker {
             dispatch: Arc::default(),
             listeners: Vec::new(),
             events,
+            holds: HashMap::new(),
         };
         (speaker, rx)
     }
@@ -176,12 +182,13 @@ impl BgpSpeaker {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(normalize(config.address.ip()), incoming_tx);
         let span = info_span!("bgp", peer = %config.address, name);
-        let driver = PeerDriver::new(
+        let mut driver = PeerDriver::new(
             name.to_owned(),
             config.clone(),
             self.events.clone(),
             status_tx,
         );
+        driver.initial_hold = self.holds.get(name).cloned();
         let task = tokio::spawn(driver.run(cmd_rx, incoming_rx).instrument(span));
         if !routes.is_empty() {
             let _ = commands.send(Command::SetRoutes(routes.clone()));
@@ -199,9 +206,41 @@ impl BgpSpeaker {
         Ok(())
     }
 
-    /// Removes a peer, ending its session as `mode` says.
+    /// Removes a peer, ending its session as `mode` says, and forgets
+    /// any hold on it.
     pub async fn remove_peer(&mut self, name: &str, mode: StopMode) {
+        self.holds.remove(name);
         self.stop_peer(name, mode).await;
+    }
+
+    /// Holds a peer's session down (BFD Down, RFC 9384): `notification`
+    /// goes to the peer if a connection is up, the session closes and
+    /// stays Idle, neither connecting nor accepting, until
+    /// [`BgpSpeaker::release`]. May be called before
+    /// [`BgpSpeaker::set_peer`]: the session then starts held. Holding a
+    /// held peer changes nothing.
+    pub fn hold_down(&mut self, name: &str, notification: Notification) {
+        if self.holds.contains_key(name) {
+            return;
+        }
+        self.holds.insert(name.to_owned(), notification.clone());
+        if let Some(p) = self.peers.get(name) {
+            let _ = p.commands.send(Command::HoldDown(notification));
+        }
+    }
+
+    /// Ends [`BgpSpeaker::hold_down`]: the session connects at once.
+    pub fn release(&mut self, name: &str) {
+        if self.holds.remove(name).is_some()
+            && let Some(p) = self.peers.get(name)
+        {
+            let _ = p.commands.send(Command::Release);
+        }
+    }
+
+    /// Whether the peer is held down.
+    pub fn is_held(&self, name: &str) -> bool {
+        self.holds.contains_key(name)
     }
 
     /// Sets the routes the peer should have; they are sent (as the minimal
@@ -322,6 +361,8 @@ struct PeerDriver {
     closing: Vec<JoinHandle<()>>,
     conn_tx: mpsc::Sender<ConnEvent>,
     conn_rx: mpsc::Receiver<ConnEvent>,
+    /// Hold the session down before starting it.
+    initial_hold: Option<Notification>,
 }
 
 /// Connection events queued for the peer task. A reader that gets this far
@@ -353,6 +394,7 @@ impl PeerDriver {
             closing: Vec::new(),
             conn_tx,
             conn_rx,
+            initial_hold: None,
         }
     }
 
@@ -361,6 +403,9 @@ impl PeerDriver {
         mut commands: mpsc::UnboundedReceiver<Command>,
         mut incoming: mpsc::Receiver<TcpStream>,
     ) {
+        if let Some(n) = self.initial_hold.take() {
+            self.session.hold_down(now(), n);
+        }
         self.session.start(now());
         let mut sleep_deadline = None;
         let sleep = tokio::time::sleep(std::time::Duration::from_secs(3600));
@@ -386,6 +431,14 @@ impl PeerDriver {
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(Command::SetRoutes(routes)) => self.session.set_routes(routes),
+                    Some(Command::HoldDown(n)) => {
+                        info!(notification = %n, "session held down");
+                        self.session.hold_down(now(), n);
+                    }
+                    Some(Command::Release) => {
+                        info!("session released");
+                        self.session.release(now());
+                    }
                     Some(Command::Stop(mode, done)) => {
                         self.session.stop(now(), mode);
                         self.drain();

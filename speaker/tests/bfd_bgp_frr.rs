@@ -1,0 +1,369 @@
+//! BFD tied to BGP (RFC 9384), end to end: the `speaker` binary in file
+//! mode with a BGPPeer that has a bfdProfile (50 ms receive, 100 ms
+//! transmit, multiplier 3), against FRR bfdd + bgpd with `neighbor X bfd`.
+//! BFD comes Up, then BGP is Established and FRR has the route.
+//!
+//! - A full cut of the link (nftables in the node's namespace drops
+//!   everything on eth0): both BFD sides go Down within the detection
+//!   time, we tear our BGP session down (Cease / BFD Down, subcode 10, in
+//!   our log) and FRR withdraws the route. Restored: BFD Up, BGP back,
+//!   route back.
+//! - A BFD-only cut (UDP 3784/4784 dropped, TCP still passes): FRR
+//!   receives our Cease / BFD Down before its own detection fires, and our
+//!   session stays down while BFD is Down, although TCP would work.
+//!
+//! The cut-to-withdraw time is printed as `bfd-bgp-timing:` lines
+//! (BENCHMARKS.md, BFD section).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use testnet::{Frr, Netns, Proc, RunDir, veth_pair, wait_until};
+
+const T: Duration = Duration::from_secs(30);
+const PREFIX: &str = "198.51.100.10/32";
+
+const FRR_CONF: &str = "debug bfd peer
+debug bgp neighbor-events
+bfd
+ profile fast
+  receive-interval 50
+  transmit-interval 50
+  detect-multiplier 3
+ !
+!
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.2 timers connect 1
+ neighbor 10.0.0.2 bfd
+ neighbor 10.0.0.2 bfd profile fast
+";
+
+const METALLB: &str = "
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: fast, namespace: metallb-system}
+spec:
+  receiveInterval: 50
+  transmitInterval: 100
+  detectMultiplier: 3
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.0.1
+  holdTime: 9s
+  connectTime: 1s
+  bfdProfile: fast
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: adv, namespace: metallb-system}
+spec:
+  ipAddressPools: [pool]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node1}
+status:
+  addresses: [{type: InternalIP, address: 10.0.0.2}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Cluster
+status:
+  loadBalancer:
+    ingress: [{ip: 198.51.100.10}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: demo
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints:
+  - addresses: [10.244.1.5]
+    nodeName: node1
+    conditions: {ready: true}
+";
+
+struct Lab {
+    frr: Frr,
+    node: Netns,
+    _speaker: Proc,
+    log: PathBuf,
+    _run: RunDir,
+}
+
+impl Lab {
+    fn new() -> Self {
+        testnet::require_root();
+        testnet::require_binary("nft");
+        let run = RunDir::new("bfd-bgp");
+        let dir = run.join("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("metallb.yaml"), METALLB).unwrap();
+        let router = Netns::new("bb-rtr");
+        let node = Netns::new("bb-node");
+        veth_pair(&router, "eth0", &node, "eth0");
+        router.add_addr("eth0", "10.0.0.1/24");
+        node.add_addr("eth0", "10.0.0.2/24");
+        let frr = Frr::start_daemons(&router, &[("bfdd", FRR_CONF), ("bgpd", FRR_CONF)]);
+        let log = run.join("speaker.log");
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = node.command(env!("CARGO_BIN_EXE_speaker"));
+        cmd.env("NODE_NAME", "node1")
+            .args(["--config-dir".as_ref(), dir.as_os_str()])
+            .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug"])
+            .args(["--reload-interval-ms", "200"])
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr);
+        let speaker = node.spawn_command(&mut cmd);
+        Self {
+            frr,
+            node,
+            _speaker: speaker,
+            log,
+            _run: run,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn has_route(&self) -> bool {
+        let v = self
+            .frr
+            .vtysh_json(&format!("show bgp ipv4 unicast {PREFIX} json"));
+        v["paths"].as_array().is_some_and(|p| !p.is_empty())
+    }
+
+    fn bfd_status(&self) -> Option<String> {
+        let v = self.frr.vtysh_json("show bfd peers json");
+        v.as_array()?
+            .iter()
+            .find(|p| p["peer"] == "10.0.0.2")
+            .and_then(|p| p["status"].as_str().map(str::to_owned))
+    }
+
+    fn bfd_local(&self) -> Option<String> {
+        let v = self.frr.vtysh_json("show bfd peers json");
+        v.as_array()?
+            .iter()
+            .find(|p| p["peer"] == "10.0.0.2")
+            .and_then(|p| p["local"].as_str().map(str::to_owned))
+    }
+
+    fn neighbor(&self) -> Value {
+        self.frr
+            .vtysh_json("show bgp neighbors 10.0.0.2 json")
+            .get("10.0.0.2")
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Waits for `what` with a 10 ms poll, dumping the logs on timeout.
+    fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        wait_until(what, T, Duration::from_millis(10), &mut f).unwrap_or_else(|e| {
+            self.dump();
+            panic!("{e}")
+        })
+    }
+
+    fn wait_up(&self) {
+        self.wait("FRR's BFD session Up", || {
+            (self.bfd_status().as_deref() == Some("up")).then_some(())
+        });
+        self.frr.wait_established("10.0.0.2", T);
+        self.wait("the route at FRR", || self.has_route().then_some(()));
+    }
+
+    fn dump(&self) {
+        let text = self.log();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(80)..];
+        eprintln!("--- speaker log ---\n{}", tail.join("\n"));
+        self.frr.dump_logs();
+    }
+
+    fn nft(&self, rules: &str) {
+        self.node.run(["nft", rules]);
+    }
+}
+
+/// Lines of our log reporting a session torn down with Cease / BFD Down.
+fn cease_bfd_down_lines(log: &str) -> usize {
+    log.lines()
+        .filter(|l| {
+            l.contains("speaker::driver::bgp: session down")
+                && l.contains("Cease")
+                && l.contains("subcode: 10")
+        })
+        .count()
+}
+
+/// Milliseconds since midnight UTC (the clock of our log's timestamps).
+fn ms_of_day_now() -> f64 {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    (d.as_secs_f64() * 1000.0) % 86_400_000.0
+}
+
+/// The time of day (ms, UTC) of our last Cease / BFD Down log line, whose
+/// timestamp reads `2026-11-21T23:35:29.658161Z`.
+fn last_cease_ms_of_day(log: &str) -> Option<f64> {
+    let line = log.lines().rev().find(|l| cease_bfd_down_lines(l) == 1)?;
+    let time = line.split_whitespace().next()?.split('T').nth(1)?;
+    let mut parts = time.trim_end_matches('Z').split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(((h * 60.0 + m) * 60.0 + s) * 1000.0)
+}
+
+#[test]
+fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
+    let lab = Lab::new();
+    let started = Instant::now();
+    lab.wait_up();
+    eprintln!(
+        "bfd-bgp-timing: BFD up, BGP established, route at FRR after {:?}",
+        started.elapsed()
+    );
+    let log = lab.log();
+    let bfd_up = log
+        .lines()
+        .position(|l| l.contains("bfd session") && l.contains("to=Up"))
+        .expect("our BFD Up log line");
+    let established = log
+        .lines()
+        .position(|l| l.contains("session established"))
+        .expect("established");
+    assert!(bfd_up < established, "BGP came up before BFD:\n{log}");
+    // FRR 8.4's bgpd registers its BFD session without a source address
+    // and interface, and re-creates it with them once BGP is Established;
+    // the new session's first packet (Down) takes ours Down, and the BGP
+    // session with it (Cease / BFD Down), once. After that it is stable.
+    lab.wait("FRR's BFD session with its source address Up", || {
+        (lab.bfd_status().as_deref() == Some("up")
+            && lab.bfd_local().as_deref() == Some("10.0.0.1"))
+        .then_some(())
+    });
+    lab.wait_up();
+    let settled = cease_bfd_down_lines(&lab.log());
+    assert!(settled <= 1, "{}", lab.log());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(cease_bfd_down_lines(&lab.log()), settled, "{}", lab.log());
+    assert_eq!(
+        lab.frr.bgp_state("10.0.0.2").as_deref(),
+        Some("Established")
+    );
+
+    // 1. Full cut: nothing passes on the node's link.
+    let downs = cease_bfd_down_lines(&lab.log());
+    let wall_cut = ms_of_day_now();
+    let t_cut = Instant::now();
+    lab.nft(
+        "add table inet cut; \
+         add chain inet cut in { type filter hook input priority 0; }; \
+         add chain inet cut out { type filter hook output priority 0; }; \
+         add rule inet cut in iifname eth0 drop; \
+         add rule inet cut out oifname eth0 drop",
+    );
+    let nft_ms = t_cut.elapsed().as_secs_f64() * 1000.0;
+    lab.wait("FRR to withdraw the route", || {
+        (!lab.has_route()).then_some(())
+    });
+    let withdrawn_ms = t_cut.elapsed().as_secs_f64() * 1000.0;
+    lab.wait("FRR's BFD session Down", || {
+        (lab.bfd_status().as_deref() == Some("down")).then_some(())
+    });
+    lab.wait("our Cease / BFD Down", || {
+        (cease_bfd_down_lines(&lab.log()) > downs).then_some(())
+    });
+    let ours_ms = last_cease_ms_of_day(&lab.log()).unwrap() - wall_cut;
+    eprintln!(
+        "bfd-bgp-timing: full cut: FRR withdrew the route {withdrawn_ms:.1} ms after the cut \
+         (nft took {nft_ms:.1} ms); we sent Cease/BFD Down {ours_ms:.1} ms after the cut"
+    );
+    // Our detection time is 3 x 50 ms (FRR's transmit interval).
+    assert!(
+        (0.0..400.0).contains(&ours_ms),
+        "our Cease {ours_ms} ms after the cut"
+    );
+    // FRR's detection time is 3 x 100 ms (our transmit interval).
+    assert!(
+        withdrawn_ms < 1000.0,
+        "route withdrawn {withdrawn_ms} ms after the cut"
+    );
+    let n = lab.neighbor();
+    eprintln!(
+        "FRR after the full cut: lastResetDueTo={} state={}",
+        n["lastResetDueTo"], n["bgpState"]
+    );
+    assert_ne!(n["bgpState"], "Established", "{n:#}");
+
+    lab.nft("delete table inet cut");
+    let t_restore = Instant::now();
+    lab.wait_up();
+    eprintln!(
+        "bfd-bgp-timing: restored: BFD up, BGP established, route back after {:?}",
+        t_restore.elapsed()
+    );
+    // Let both sides settle at the fast rate.
+    std::thread::sleep(Duration::from_secs(1));
+
+    // 2. BFD-only cut: TCP still works, so FRR gets our NOTIFICATION, and
+    // only the hold keeps our session from coming back.
+    let t_cut = Instant::now();
+    lab.nft(
+        "add table inet cut; \
+         add chain inet cut in { type filter hook input priority 0; }; \
+         add chain inet cut out { type filter hook output priority 0; }; \
+         add rule inet cut in udp dport { 3784, 4784 } drop; \
+         add rule inet cut out udp dport { 3784, 4784 } drop",
+    );
+    lab.wait("FRR to withdraw the route", || {
+        (!lab.has_route()).then_some(())
+    });
+    let withdrawn_ms = t_cut.elapsed().as_secs_f64() * 1000.0;
+    // FRR's own BFD goes Down 100-200 ms after ours and overwrites
+    // lastResetDueTo, so bgpd's log is the witness.
+    let received = lab.wait("FRR to log our Cease / BFD Down", || {
+        let log = std::fs::read_to_string(lab.frr.dir().join("bgpd.log")).unwrap_or_default();
+        log.lines()
+            .find(|l| l.contains("NOTIFICATION: received from neighbor 10.0.0.2 6/10"))
+            .map(str::to_owned)
+    });
+    let n = lab.neighbor();
+    eprintln!(
+        "bfd-bgp-timing: BFD-only cut: route withdrawn after {withdrawn_ms:.1} ms; \
+         FRR: {received:?}, then lastResetDueTo={}",
+        n["lastResetDueTo"]
+    );
+    // BFD stays Down: we neither connect nor accept, though TCP works.
+    std::thread::sleep(Duration::from_secs(3));
+    let n = lab.neighbor();
+    assert_ne!(n["bgpState"], "Established", "{n:#}");
+    assert!(!lab.has_route());
+
+    lab.nft("delete table inet cut");
+    lab.wait_up();
+}
