@@ -5,12 +5,14 @@
 //! `ndp` and `memberlist` crates on tokio, moving bytes and timers without
 //! making protocol decisions; `net` is the OS glue (sockets, socket
 //! options), the only place with `unsafe`. `source` reads the cluster
-//! objects (files today), `run` is the reconcile loop that feeds the
-//! `announce` decisions to the drivers, and `metrics` serves Prometheus.
+//! objects (files or the Kubernetes API), `run` is the reconcile loop that
+//! feeds the `announce` decisions to the drivers, `publish` writes the
+//! status objects and events back, and `metrics` serves Prometheus.
 
 pub mod announce;
 pub mod driver;
 pub mod metrics;
 pub mod net;
+pub mod publish;
 pub mod run;
 pub mod source;

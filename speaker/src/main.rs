@@ -1,6 +1,7 @@
 //! speaker: ferrolb's per-node program. Reads the cluster objects from a
-//! source (a directory of YAML files today), decides what this node
-//! announces, and runs the BGP sessions and layer 2 responders that do it.
+//! source (the Kubernetes API, or a directory of YAML files), decides what
+//! this node announces, and runs the BGP sessions and layer 2 responders
+//! that do it.
 // The `Args` doc comment is clap's --help text, not rustdoc.
 #![allow(rustdoc::broken_intra_doc_links)]
 
@@ -12,18 +13,28 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bgp::session::StopMode;
 use clap::{Parser, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use speaker::driver::l2::L2Config;
 use speaker::driver::memberlist::{Config as MemberlistConfig, Memberlist};
 use speaker::metrics;
+use speaker::publish;
 use speaker::run::{self, Options};
-use speaker::source::{file, keyring};
+use speaker::source::{file, k8s, keyring};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 /// ferrolb speaker: makes LoadBalancer service IPs reachable from this
 /// node, over BGP and layer 2 (ARP/NDP), as MetalLB's speaker does.
+///
+/// Kubernetes mode (the default, as a DaemonSet with hostNetwork): watches
+/// Nodes, Services, EndpointSlices, and in --namespace the metallb.io
+/// objects, Secrets and the speaker Pods (memberlist seeds); writes
+/// ServiceL2Status / ServiceBGPStatus objects, a ConfigurationState
+/// speaker-<node> and nodeAssigned events. The API is found from
+/// --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster service
+/// account.
 ///
 /// File mode (standalone, no Kubernetes): --config-dir names a directory of
 /// YAML files (*.yaml, *.yml, *.json) holding the metallb.io objects
@@ -46,9 +57,29 @@ struct Args {
     /// This node's name, as in the Node objects.
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
-    /// Directory of YAML configuration (file mode).
+    /// Directory of YAML configuration: run in file mode, without
+    /// Kubernetes.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "pod_name"])]
+    config_dir: Option<PathBuf>,
+    /// Kubernetes mode: kubeconfig file (default: $KUBECONFIG,
+    /// ~/.kube/config, then the in-cluster service account).
     #[arg(long)]
-    config_dir: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    /// Kubernetes mode: the namespace of the metallb.io objects, Secrets,
+    /// speaker Pods and status objects.
+    #[arg(long, env = "METALLB_NAMESPACE", default_value = "metallb-system")]
+    namespace: String,
+    /// Kubernetes mode: this speaker's Pod name (downward API), owner of
+    /// its status objects so they go with the Pod.
+    #[arg(long, env = "POD_NAME", requires = "pod_uid")]
+    pod_name: Option<String>,
+    /// Kubernetes mode: this speaker's Pod UID (downward API).
+    #[arg(long, env = "POD_UID", requires = "pod_name")]
+    pod_uid: Option<String>,
+    /// Kubernetes mode: label selector of the speaker Pods whose IPs are
+    /// memberlist seeds (joined on the --memberlist-bind port).
+    #[arg(long, default_value = "app=metallb,component=speaker")]
+    memberlist_labels: String,
     /// How often the directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     reload_interval_ms: u64,
@@ -84,7 +115,8 @@ struct Args {
     /// address, which must then not be 0.0.0.0 or ::).
     #[arg(long, requires = "memberlist_bind")]
     memberlist_advertise: Option<SocketAddr>,
-    /// A member to join, ADDR:PORT; repeat for more.
+    /// A member to join, ADDR:PORT; repeat for more (in Kubernetes mode
+    /// the speaker Pods are joined as well).
     #[arg(long = "memberlist-join", requires = "memberlist_bind")]
     memberlist_join: Vec<SocketAddr>,
     /// File of AES-256 keys, one per line (hex or base64; first is
@@ -146,7 +178,14 @@ fn init_logging(args: &Args) {
 }
 
 async fn start(args: Args) -> Result<(), String> {
-    info!(node = %args.node_name, dir = %args.config_dir.display(), "speaker starting");
+    match &args.config_dir {
+        Some(dir) => {
+            info!(node = %args.node_name, dir = %dir.display(), "speaker starting in file mode")
+        }
+        None => {
+            info!(node = %args.node_name, namespace = %args.namespace, "speaker starting in kubernetes mode")
+        }
+    }
     let shared = metrics::Shared::default();
     metrics::spawn(args.metrics_addr, Arc::clone(&shared))
         .await
@@ -156,11 +195,19 @@ async fn start(args: Args) -> Result<(), String> {
         None => None,
     };
     let (tx, reloads) = mpsc::channel(1);
-    tokio::spawn(file::watch(
-        args.config_dir.clone(),
-        Duration::from_millis(args.reload_interval_ms.max(10)),
-        tx,
-    ));
+    let report = match &args.config_dir {
+        Some(dir) => {
+            tokio::spawn(file::watch(
+                dir.clone(),
+                Duration::from_millis(args.reload_interval_ms.max(10)),
+                tx,
+            ));
+            None
+        }
+        None => {
+            Some(start_kubernetes(&args, memberlist.as_ref().map(|(m, _)| m.clone()), tx).await?)
+        }
+    };
     let opts = Options {
         node: args.node_name,
         load_balancer_class: args.lb_class,
@@ -183,9 +230,61 @@ async fn start(args: Args) -> Result<(), String> {
             _ = int.recv() => info!("SIGINT"),
         }
     };
-    run::run(opts, reloads, memberlist, shared, shutdown)
+    run::run(opts, reloads, memberlist, shared, report, shutdown)
         .await
         .map_err(|e| format!("--bgp-listen: {e}"))
+}
+
+/// Connects to the API, starts the watches (and the memberlist seed
+/// feed) and the status writer; returns where the loop reports to.
+async fn start_kubernetes(
+    args: &Args,
+    memberlist: Option<Memberlist>,
+    tx: mpsc::Sender<run::Reload>,
+) -> Result<watch::Sender<publish::Report>, String> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes API found (and no --config-dir): {e}"))?,
+    };
+    let client = kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))?;
+    let seeds = match (&memberlist, args.memberlist_bind) {
+        (Some(ml), Some(bind)) => {
+            let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel();
+            let ml = ml.clone();
+            let own = args.memberlist_advertise.unwrap_or(bind);
+            tokio::spawn(async move {
+                while let Some(ips) = seeds_rx.recv().await {
+                    let addrs = k8s::seed_addrs(&ips, own.port(), own);
+                    if !addrs.is_empty() && ml.join(addrs).is_err() {
+                        return;
+                    }
+                }
+            });
+            Some(seeds_tx)
+        }
+        _ => None,
+    };
+    let source = k8s::Options {
+        namespace: args.namespace.clone(),
+        memberlist_labels: seeds.as_ref().map(|_| args.memberlist_labels.clone()),
+    };
+    let stores = k8s::start(&client, &source, tx, seeds);
+    let (report_tx, reports) = watch::channel(publish::Report::default());
+    let opts = publish::Options {
+        node: args.node_name.clone(),
+        namespace: args.namespace.clone(),
+        pod: args.pod_name.clone().zip(args.pod_uid.clone()),
+    };
+    tokio::spawn(publish::run(client, opts, stores.services, reports));
+    Ok(report_tx)
 }
 
 fn start_memberlist(

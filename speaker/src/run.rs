@@ -23,17 +23,19 @@ use bgp::wire::iana::cease_subcode;
 use bgp::wire::{ErrorCode, Notification};
 use bytes::Bytes;
 use memberlist::Event;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
 use crate::announce::{
-    ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, bgp_plan, l2_plan,
+    ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements, bgp_plan,
+    l2_plan,
 };
 use crate::driver::bfd::{self as bfd_driver, BfdEvent, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
 use crate::metrics::{self, PeerMetrics, Protocol};
+use crate::publish::{self, ConfigResult};
 use crate::source::{Snapshot, file};
 
 /// How the speaker runs, from its flags.
@@ -73,6 +75,7 @@ pub async fn run(
     mut reloads: mpsc::Receiver<Reload>,
     memberlist: Option<(Memberlist, mpsc::UnboundedReceiver<MemberEvent>)>,
     metrics: metrics::Shared,
+    report: Option<watch::Sender<publish::Report>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let (mut bgp, mut bgp_events) = BgpSpeaker::new();
@@ -101,6 +104,7 @@ pub async fn run(
         problems: BTreeSet::new(),
         excluded: None,
         metrics,
+        report,
         bfd: None,
         bfd_events: None,
         bfd_sessions: BTreeMap::new(),
@@ -177,6 +181,8 @@ struct Reconciler {
     problems: BTreeSet<String>,
     excluded: Option<Exclusion>,
     metrics: metrics::Shared,
+    /// Where status objects are published (Kubernetes mode).
+    report: Option<watch::Sender<publish::Report>>,
     /// Started when a peer first needs BFD.
     bfd: Option<BfdSpeaker>,
     bfd_events: Option<mpsc::UnboundedReceiver<BfdEvent>>,
@@ -204,6 +210,7 @@ impl Reconciler {
                 );
                 m.last_reload_success = true;
                 self.snapshot = Some(snapshot);
+                self.publish_config(ConfigResult::Valid);
             }
             Err(errors) => {
                 for e in &errors {
@@ -220,6 +227,8 @@ impl Reconciler {
                 }
                 m.config_errors += errors.len() as u64;
                 m.last_reload_success = false;
+                let summary: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                self.publish_config(ConfigResult::Invalid(summary.join("; ")));
                 if self.snapshot.is_some() {
                     warn!("keeping the last good configuration");
                 }
@@ -272,6 +281,14 @@ impl Reconciler {
             self.excluded = excluded;
         }
 
+        if let Some(tx) = &self.report {
+            let now = announcements(&bgp, l2.as_ref());
+            tx.send_if_modified(|r| {
+                let changed = r.announcements.as_ref() != Some(&now);
+                r.announcements = Some(now);
+                changed
+            });
+        }
         let mut announced = BTreeSet::new();
         let ingress: BTreeMap<&ObjectKey, &[IpAddr]> = view
             .services
@@ -316,6 +333,17 @@ impl Reconciler {
             m.ready = true;
         }
         self.refresh_metrics().await;
+    }
+
+    /// Reports the configuration result (Kubernetes mode).
+    fn publish_config(&self, result: ConfigResult) {
+        if let Some(tx) = &self.report {
+            tx.send_if_modified(|r| {
+                let changed = r.config != result;
+                r.config = result;
+                changed
+            });
+        }
     }
 
     /// Logs problems not reported before, and counts them.

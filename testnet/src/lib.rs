@@ -36,6 +36,7 @@
 //! - Names are `flb-<pid>-<counter>-<tag>`, unique per process and per test.
 
 mod bird;
+mod forward;
 mod frr;
 mod gobgp;
 mod netns;
@@ -49,6 +50,7 @@ use std::time::{Duration, Instant};
 pub use nix::sys::signal::Signal;
 
 pub use bird::Bird;
+pub use forward::Forward;
 pub use frr::Frr;
 pub use gobgp::Gobgp;
 pub use netns::{Bridge, Netns, veth_pair};

@@ -17,6 +17,7 @@
 mod bgp;
 pub mod k8s;
 mod l2;
+pub mod status;
 mod view;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub use self::bgp::{BgpPlan, PeerPlan, bgp_plan};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
+pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
     ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Node, ObjectKey, POOL_ANNOTATION, Service,
     TrafficPolicy,

@@ -4,10 +4,11 @@
 //! [`crate::announce::ClusterView::from_k8s`], so every source shares one
 //! code path.
 //!
-//! Today: [`self::file`], a directory of YAML documents (standalone mode). The
-//! Kubernetes source (watches) is next.
+//! [`self::file`]: a directory of YAML documents (standalone mode).
+//! [`self::k8s`]: watches on the Kubernetes API.
 
 pub mod file;
+pub mod k8s;
 pub mod keyring;
 
 use api::validate::Config;

@@ -1,0 +1,390 @@
+//! Tells Kubernetes what this node does, as MetalLB's speaker does:
+//!
+//! - one `ServiceL2Status` per service this node answers for in layer 2
+//!   mode, and one `ServiceBGPStatus` per service it advertises over BGP,
+//!   in the speaker's namespace, named `l2-*` / `bgp-*` (generated), labelled
+//!   `metallb.io/node`, `metallb.io/service-name`,
+//!   `metallb.io/service-namespace`, owned by the speaker Pod when its name
+//!   and UID are known (so they go with it); objects this node no longer
+//!   backs are deleted;
+//! - a `nodeAssigned` event on a Service when this node starts announcing
+//!   it with a protocol ("announcing from node X with protocol Y"), only on
+//!   that change;
+//! - a `ConfigurationState` named `speaker-<node>` with the result of the
+//!   last configuration (Valid, or Invalid with the problems).
+//!
+//! The reconcile loop sends a [`Report`] on a watch channel after every
+//! change; this task writes the difference. On an API error it waits and
+//! lists again, so nothing is lost and the loop is never blocked.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::time::Duration;
+
+use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::announce::status::newly_assigned;
+use crate::announce::{Announcements, ObjectKey};
+
+/// What the reconcile loop reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// What this node announces; `None` until the first reconcile.
+    pub announcements: Option<Announcements>,
+    /// The result of the last configuration.
+    pub config: ConfigResult,
+}
+
+/// The result of the last configuration, for `ConfigurationState`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ConfigResult {
+    /// Nothing loaded yet.
+    #[default]
+    Unknown,
+    /// Accepted.
+    Valid,
+    /// Rejected (the last good one stays in force), with the problems.
+    Invalid(String),
+}
+
+/// Where the writer works.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This node.
+    pub node: String,
+    /// The speaker's namespace (where the status objects live).
+    pub namespace: String,
+    /// The speaker Pod, owner of the status objects: (name, uid).
+    pub pod: Option<(String, String)>,
+}
+
+/// The labels MetalLB puts on status objects.
+pub const LABEL_NODE: &str = "metallb.io/node";
+/// See [`LABEL_NODE`].
+pub const LABEL_SERVICE_NAME: &str = "metallb.io/service-name";
+/// See [`LABEL_NODE`].
+pub const LABEL_SERVICE_NAMESPACE: &str = "metallb.io/service-namespace";
+
+/// Writes every [`Report`] from `reports` until the sender is gone.
+/// `services` is the Service cache (events name the Service's UID).
+pub async fn run(
+    client: Client,
+    opts: Options,
+    services: Store<Service>,
+    mut reports: watch::Receiver<Report>,
+) {
+    let mut w = Writer {
+        l2: Kind::new::<ServiceL2Status>(&client, &opts, "l2-"),
+        bgp: Kind::new::<ServiceBGPStatus>(&client, &opts, "bgp-"),
+        states: Api::namespaced(client.clone(), &opts.namespace),
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "metallb-speaker".into(),
+                instance: Some(opts.node.clone()),
+            },
+        ),
+        evented: Announcements::new(),
+        config_written: None,
+        services,
+        opts,
+    };
+    let mut retry = RETRY_MIN;
+    loop {
+        let report = reports.borrow_and_update().clone();
+        match w.write(&report).await {
+            Ok(()) => retry = RETRY_MIN,
+            Err(e) => {
+                warn!(error = %e, retry_in = ?retry, "cannot write status objects; retrying");
+                w.l2.known = None;
+                w.bgp.known = None;
+                w.config_written = None;
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(RETRY_MAX);
+                continue;
+            }
+        }
+        if reports.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+const RETRY_MIN: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+struct Writer {
+    opts: Options,
+    l2: Kind,
+    bgp: Kind,
+    states: Api<ConfigurationState>,
+    recorder: Recorder,
+    /// What events have been recorded for.
+    evented: Announcements,
+    config_written: Option<ConfigResult>,
+    services: Store<Service>,
+}
+
+impl Writer {
+    async fn write(&mut self, report: &Report) -> Result<(), kube::Error> {
+        if self.config_written.as_ref() != Some(&report.config) {
+            self.write_config(&report.config).await?;
+            self.config_written = Some(report.config.clone());
+        }
+        let Some(ann) = &report.announcements else {
+            return Ok(());
+        };
+        let l2: BTreeMap<ObjectKey, Value> = ann
+            .iter()
+            .filter_map(|(key, a)| {
+                let interfaces: Vec<Value> =
+                    a.l2.as_ref()?.iter().map(|n| json!({"name": n})).collect();
+                Some((key.clone(), self.status(key, "interfaces", interfaces)))
+            })
+            .collect();
+        let bgp: BTreeMap<ObjectKey, Value> = ann
+            .iter()
+            .filter(|(_, a)| !a.bgp.is_empty())
+            .map(|(key, a)| {
+                let peers: Vec<Value> = a.bgp.iter().map(|p| json!(p)).collect();
+                (key.clone(), self.status(key, "peers", peers))
+            })
+            .collect();
+        self.l2.sync(&self.opts, &l2).await?;
+        self.bgp.sync(&self.opts, &bgp).await?;
+        for (key, protocol) in newly_assigned(&self.evented, ann) {
+            self.node_assigned(key, protocol).await;
+        }
+        self.evented.clone_from(ann);
+        Ok(())
+    }
+
+    /// A status body: node, service, and the protocol's list.
+    fn status(&self, key: &ObjectKey, field: &str, list: Vec<Value>) -> Value {
+        let mut status = json!({
+            "node": self.opts.node,
+            "serviceName": key.name,
+            "serviceNamespace": key.namespace,
+        });
+        if !list.is_empty() {
+            status[field] = Value::Array(list);
+        }
+        status
+    }
+
+    async fn node_assigned(&self, key: &ObjectKey, protocol: &str) {
+        let Some(svc) = self
+            .services
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return;
+        };
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: "nodeAssigned".into(),
+            note: Some(format!(
+                "announcing from node {:?} with protocol {protocol:?}",
+                self.opts.node
+            )),
+            action: "Announce".into(),
+            secondary: None,
+        };
+        let reference: ObjectReference = svc.object_ref(&());
+        match self.recorder.publish(&ev, &reference).await {
+            Ok(()) => info!(service = %key, protocol, "nodeAssigned event recorded"),
+            Err(e) => debug!(service = %key, error = %e, "event not recorded"),
+        }
+    }
+
+    async fn write_config(&self, result: &ConfigResult) -> Result<(), kube::Error> {
+        let name = format!("speaker-{}", self.opts.node);
+        let (result, summary) = match result {
+            ConfigResult::Unknown => ("Unknown", String::new()),
+            ConfigResult::Valid => ("Valid", String::new()),
+            ConfigResult::Invalid(s) => ("Invalid", s.clone()),
+        };
+        let mut object = json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "ConfigurationState",
+            "metadata": {
+                "name": name,
+                "labels": {LABEL_NODE: self.opts.node, "app.kubernetes.io/component": "speaker"},
+            },
+        });
+        if let Some(owner) = owner(&self.opts) {
+            object["metadata"]["ownerReferences"] = json!([owner]);
+        }
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        self.states
+            .patch(&name, &pp, &Patch::Apply(&object))
+            .await?;
+        let status = json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "ConfigurationState",
+            "status": {"result": result, "errorSummary": summary},
+        });
+        self.states
+            .patch_status(&name, &pp, &Patch::Apply(&status))
+            .await?;
+        Ok(())
+    }
+}
+
+/// One of the two status kinds, with what this node has of it.
+struct Kind {
+    api: Api<DynamicObject>,
+    resource: ApiResource,
+    prefix: &'static str,
+    /// This node's objects by service: (name, status). `None`: list first.
+    known: Option<BTreeMap<ObjectKey, (String, Value)>>,
+}
+
+impl Kind {
+    fn new<K: Resource<DynamicType = ()>>(
+        client: &Client,
+        opts: &Options,
+        prefix: &'static str,
+    ) -> Self {
+        let resource = ApiResource::erase::<K>(&());
+        Self {
+            api: Api::namespaced_with(client.clone(), &opts.namespace, &resource),
+            resource,
+            prefix,
+            known: None,
+        }
+    }
+
+    /// Lists this node's objects (after a start or an error); duplicates
+    /// for one service are deleted.
+    async fn list(
+        &self,
+        opts: &Options,
+    ) -> Result<BTreeMap<ObjectKey, (String, Value)>, kube::Error> {
+        let lp = ListParams::default().labels(&format!("{LABEL_NODE}={}", opts.node));
+        let mut known = BTreeMap::new();
+        for o in self.api.list(&lp).await?.items {
+            let labels = o.metadata.labels.clone().unwrap_or_default();
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let key = ObjectKey {
+                namespace: labels
+                    .get(LABEL_SERVICE_NAMESPACE)
+                    .cloned()
+                    .unwrap_or_default(),
+                name: labels.get(LABEL_SERVICE_NAME).cloned().unwrap_or_default(),
+            };
+            let status = o.data.get("status").cloned().unwrap_or(Value::Null);
+            match known.entry(key) {
+                Entry::Occupied(_) => self.delete(&name).await?,
+                Entry::Vacant(v) => {
+                    v.insert((name, status));
+                }
+            }
+        }
+        Ok(known)
+    }
+
+    /// Creates, updates and deletes objects so that exactly `want` exist.
+    async fn sync(
+        &mut self,
+        opts: &Options,
+        want: &BTreeMap<ObjectKey, Value>,
+    ) -> Result<(), kube::Error> {
+        let mut known = match self.known.take() {
+            Some(k) => k,
+            None => self.list(opts).await?,
+        };
+        let gone: Vec<ObjectKey> = known
+            .keys()
+            .filter(|k| !want.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some((name, _)) = known.remove(&key) {
+                self.delete(&name).await?;
+                debug!(kind = self.resource.kind, service = %key, name, "status deleted");
+            }
+        }
+        for (key, status) in want {
+            let name = match known.get(key) {
+                Some((_, have)) if have == status => continue,
+                Some((name, _)) => name.clone(),
+                None => self.create(opts, key).await?,
+            };
+            // A list that became empty is removed, not left behind.
+            let mut body = status.clone();
+            for field in ["interfaces", "peers"] {
+                if body.get(field).is_none() {
+                    body[field] = Value::Null;
+                }
+            }
+            let patch = json!({"status": body});
+            self.api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            known.insert(key.clone(), (name, status.clone()));
+        }
+        self.known = Some(known);
+        Ok(())
+    }
+
+    /// Creates an object for a service (status empty: the status
+    /// subresource is written next); returns its generated name.
+    async fn create(&self, opts: &Options, key: &ObjectKey) -> Result<String, kube::Error> {
+        let mut metadata = json!({
+            "generateName": self.prefix,
+            "namespace": opts.namespace,
+            "labels": {
+                LABEL_NODE: opts.node,
+                LABEL_SERVICE_NAME: key.name,
+                LABEL_SERVICE_NAMESPACE: key.namespace,
+            },
+        });
+        if let Some(owner) = owner(opts) {
+            metadata["ownerReferences"] = json!([owner]);
+        }
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": self.resource.api_version,
+            "kind": self.resource.kind,
+            "metadata": metadata,
+            "spec": {},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        let created = self.api.create(&PostParams::default(), &object).await?;
+        Ok(created.metadata.name.unwrap_or_default())
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+        match self.api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The owner reference to the speaker Pod, when known.
+fn owner(opts: &Options) -> Option<OwnerReference> {
+    let (name, uid) = opts.pod.as_ref()?;
+    Some(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: name.clone(),
+        uid: uid.clone(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    })
+}
+
+/// The field manager of server-side applies.
+const FIELD_MANAGER: &str = "ferrolb-speaker";

@@ -1,0 +1,314 @@
+//! The Kubernetes source: reflectors (watch + local cache) over the objects
+//! the speaker reads, turned into one [`Snapshot`] after every change, the
+//! same snapshot the file source builds from YAML.
+//!
+//! Watched: Nodes, Services and `discovery.k8s.io/v1` EndpointSlices in
+//! every namespace; in the speaker's own namespace the metallb.io kinds
+//! (IPAddressPool, BGPPeer as v1beta2, BGPAdvertisement, L2Advertisement,
+//! BFDProfile, Community) and Secrets (BGP passwords); and, for memberlist
+//! seeds, the speaker Pods matching a label selector. Fields the speaker
+//! never reads (managed fields, node images, last-applied annotations) are
+//! dropped as objects arrive, to keep the caches small.
+//!
+//! Changes are coalesced for [`COALESCE`] (a burst such as the initial
+//! list becomes one snapshot) and the metallb.io objects are validated
+//! together as the file source does: an inconsistent set is reported and
+//! the last good snapshot stays in force.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use api::v1beta1::{BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement};
+use api::v1beta2::BGPPeer;
+use api::validate::{self, Config};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use super::{Snapshot, file};
+use crate::run::Reload;
+
+/// How long changes are gathered before a snapshot is built: short enough
+/// that a status update reaches the routers in a few milliseconds, long
+/// enough that a burst (the initial lists, a rollout) is one reconcile.
+pub const COALESCE: Duration = Duration::from_millis(5);
+
+/// Where and what to watch.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The namespace of the metallb.io objects, the Secrets and the
+    /// speaker Pods.
+    pub namespace: String,
+    /// Label selector of the speaker Pods whose IPs are memberlist seeds;
+    /// `None`: no Pod watch.
+    pub memberlist_labels: Option<String>,
+}
+
+/// The caches other parts read (the status writer looks Services up).
+#[derive(Clone)]
+pub struct Stores {
+    /// Services in every namespace.
+    pub services: Store<Service>,
+}
+
+/// Starts the watches. Snapshots (or the validation problems of the
+/// metallb.io objects) go to `tx` after the first complete list and after
+/// every change; the IPs of the speaker Pods go to `seeds` whenever the set
+/// changes. Watch errors are logged and retried with backoff; the tasks
+/// end when `tx` is closed.
+pub fn start(
+    client: &Client,
+    opts: &Options,
+    tx: mpsc::Sender<Reload>,
+    seeds: Option<mpsc::UnboundedSender<BTreeSet<IpAddr>>>,
+) -> Stores {
+    let (changed_tx, changed) = watch::channel(());
+    let all = |c: &Client| c.clone();
+    let ns = opts.namespace.as_str();
+    let nodes = reflect::<Node>(Api::all(all(client)), &changed_tx, |n| {
+        if let Some(status) = n.status.as_mut() {
+            status.images = None;
+        }
+    });
+    let services = reflect::<Service>(Api::all(all(client)), &changed_tx, |_| {});
+    let slices = reflect::<EndpointSlice>(Api::all(all(client)), &changed_tx, |_| {});
+    let secrets = reflect::<Secret>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let pools = reflect::<IPAddressPool>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let peers = reflect::<BGPPeer>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let bgp_ads =
+        reflect::<BGPAdvertisement>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let l2_ads = reflect::<L2Advertisement>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let profiles = reflect::<BFDProfile>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let communities = reflect::<Community>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let caches = Caches {
+        nodes,
+        services: services.clone(),
+        slices,
+        secrets,
+        pools,
+        peers,
+        bgp_ads,
+        l2_ads,
+        profiles,
+        communities,
+    };
+    tokio::spawn(snapshots(caches, changed, tx));
+    if let (Some(labels), Some(seeds)) = (&opts.memberlist_labels, seeds) {
+        tokio::spawn(pod_seeds(
+            Api::namespaced(client.clone(), ns),
+            labels.clone(),
+            seeds,
+        ));
+    }
+    Stores { services }
+}
+
+/// Every cache a snapshot is built from.
+struct Caches {
+    nodes: Store<Node>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    secrets: Store<Secret>,
+    pools: Store<IPAddressPool>,
+    peers: Store<BGPPeer>,
+    bgp_ads: Store<BGPAdvertisement>,
+    l2_ads: Store<L2Advertisement>,
+    profiles: Store<BFDProfile>,
+    communities: Store<Community>,
+}
+
+impl Caches {
+    async fn ready(&self) -> bool {
+        self.nodes.wait_until_ready().await.is_ok()
+            && self.services.wait_until_ready().await.is_ok()
+            && self.slices.wait_until_ready().await.is_ok()
+            && self.secrets.wait_until_ready().await.is_ok()
+            && self.pools.wait_until_ready().await.is_ok()
+            && self.peers.wait_until_ready().await.is_ok()
+            && self.bgp_ads.wait_until_ready().await.is_ok()
+            && self.l2_ads.wait_until_ready().await.is_ok()
+            && self.profiles.wait_until_ready().await.is_ok()
+            && self.communities.wait_until_ready().await.is_ok()
+    }
+
+    /// The current contents as one snapshot, sorted by namespace and name
+    /// so that the plans see a stable order.
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            config: Config {
+                pools: sorted(&self.pools),
+                peers: sorted(&self.peers),
+                bgp_advertisements: sorted(&self.bgp_ads),
+                l2_advertisements: sorted(&self.l2_ads),
+                bfd_profiles: sorted(&self.profiles),
+                communities: sorted(&self.communities),
+            },
+            nodes: sorted(&self.nodes),
+            services: sorted(&self.services),
+            slices: sorted(&self.slices),
+            secrets: sorted(&self.secrets),
+        }
+    }
+}
+
+fn sorted<K>(store: &Store<K>) -> Vec<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let mut items: Vec<K> = store.state().iter().map(|o| (**o).clone()).collect();
+    items.sort_by(|a, b| {
+        (a.meta().namespace.as_deref(), a.meta().name.as_deref())
+            .cmp(&(b.meta().namespace.as_deref(), b.meta().name.as_deref()))
+    });
+    items
+}
+
+/// Builds and sends a snapshot after the caches are complete and after
+/// every change, coalescing bursts.
+async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::Sender<Reload>) {
+    if !caches.ready().await {
+        return;
+    }
+    info!("kubernetes caches synced");
+    loop {
+        changed.mark_unchanged();
+        let snap = caches.snapshot();
+        let problems = validate::config(&snap.config);
+        let reload = if problems.is_empty() {
+            Ok(snap)
+        } else {
+            Err(problems.into_iter().map(file::Error::Invalid).collect())
+        };
+        if tx.send(reload).await.is_err() {
+            return;
+        }
+        if changed.changed().await.is_err() {
+            return;
+        }
+        tokio::time::sleep(COALESCE).await;
+    }
+}
+
+/// Runs one reflector: keeps `Store` current and pings `changed` on every
+/// event. `trim` drops fields the speaker never reads.
+fn reflect<K>(api: Api<K>, changed: &watch::Sender<()>, trim: fn(&mut K)) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let changed = changed.clone();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(move |o: &mut K| {
+            let meta = o.meta_mut();
+            meta.managed_fields = None;
+            if let Some(a) = meta.annotations.as_mut() {
+                a.remove(LAST_APPLIED);
+            }
+            trim(o);
+        })
+        .reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            match stream.try_next().await {
+                Ok(Some(ev)) => {
+                    // The initial list pings once, when it is complete.
+                    if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                        changed.send_replace(());
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => warn!(kind, error = %e, "watch failed, retrying"),
+            }
+            if changed.is_closed() {
+                return;
+            }
+        }
+    });
+    reader
+}
+
+/// Sends the IPs of the running speaker Pods (with `hostNetwork`, the
+/// nodes' addresses) whenever the set changes.
+async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<BTreeSet<IpAddr>>) {
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default().labels(&labels))
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    let mut last = None;
+    loop {
+        match stream.next().await {
+            // The store swaps in a (re)list at InitDone, not before.
+            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                warn!(error = %e, "speaker pod watch failed, retrying");
+                continue;
+            }
+            None => return,
+        }
+        let ips: BTreeSet<IpAddr> = reader
+            .state()
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.status.as_ref())
+            .flat_map(|s| s.pod_ips.iter().flatten())
+            .filter_map(|ip| ip.ip.parse().ok())
+            .collect();
+        if last.as_ref() != Some(&ips) {
+            debug!(pods = ?ips, "speaker pods changed");
+            last = Some(ips.clone());
+            if seeds.send(ips).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The seeds to join for a set of speaker Pod IPs: each on the memberlist
+/// port, without this member's own address.
+pub fn seed_addrs(ips: &BTreeSet<IpAddr>, port: u16, own: SocketAddr) -> Vec<SocketAddr> {
+    ips.iter()
+        .map(|ip| SocketAddr::new(*ip, port))
+        .filter(|a| *a != own)
+        .collect()
+}
+
+/// kubectl's copy of the last applied object: large, never read.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_skip_own_address() {
+        let ips: BTreeSet<IpAddr> = ["10.0.0.1", "10.0.0.2", "fd00::3"]
+            .iter()
+            .map(|s| s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
+            .collect();
+        let own: SocketAddr = "10.0.0.2:7946".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            seed_addrs(&ips, 7946, own),
+            vec![
+                "10.0.0.1:7946".parse().unwrap_or_else(|e| panic!("{e}")),
+                "[fd00::3]:7946".parse().unwrap_or_else(|e| panic!("{e}")),
+            ]
+        );
+    }
+}

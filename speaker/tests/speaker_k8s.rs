@@ -1,0 +1,622 @@
+//! The `speaker` binary in Kubernetes mode against a real kube-apiserver
+//! (testenv) and real peers in network namespaces: the scenarios of
+//! `speaker_file.rs`, with the configuration in the API instead of files,
+//! plus what only Kubernetes mode does: ServiceBGPStatus/ServiceL2Status
+//! objects, nodeAssigned events, ConfigurationState, memberlist seeds from
+//! the speaker Pods.
+//!
+//! The fixtures are `testdata/speaker/{bgp,l2}`, the same YAML the file-mode
+//! test reads, applied to the apiserver with their namespaces replaced by
+//! fresh ones and node names prefixed per test (the two tests share one
+//! apiserver). Each node namespace reaches the apiserver on its own
+//! loopback through a [`Forward`] of the apiserver's port.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use testenv::TestEnv;
+use testnet::{Bridge, Forward, Frr, Netns, Proc, RunDir, Signal, wait_until};
+
+const T: Duration = Duration::from_secs(30);
+const CHANGE: Duration = Duration::from_secs(8);
+
+const FRR_CONF: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp bestpath as-path multipath-relax
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.3 remote-as 64512
+ neighbor 10.0.0.4 remote-as 64512
+ address-family ipv4 unicast
+  maximum-paths 8
+ exit-address-family
+";
+
+/// One testenv cluster view for a test: its client and namespaces.
+struct Cluster {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    /// The speaker's namespace (metallb.io objects, status objects).
+    system: String,
+    /// The services' namespace.
+    apps: String,
+    /// Prefix of this test's node names.
+    tag: &'static str,
+}
+
+impl Cluster {
+    fn new(tag: &'static str) -> Self {
+        testnet::require_root();
+        let env = TestEnv::global();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (client, system, apps) = rt.block_on(async {
+            env.install_crds(api::crds()).await.unwrap();
+            let system = env.fresh_namespace("metallb").await.unwrap();
+            let apps = env.fresh_namespace("demo").await.unwrap();
+            (env.client().unwrap(), system, apps)
+        });
+        Self {
+            rt,
+            client,
+            system,
+            apps,
+            tag,
+        }
+    }
+
+    fn node(&self, n: &str) -> String {
+        format!("{}-{n}", self.tag)
+    }
+
+    /// Applies every document of `testdata/speaker/<fixture>`, moved into
+    /// this test's namespaces and node names; status subresources (Node
+    /// addresses, Service ingress) are applied as status.
+    fn apply_fixture(&self, fixture: &str) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata/speaker")
+            .join(fixture);
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+            for doc in docs.into_iter().filter(|d| !d.is_null()) {
+                self.apply(self.localize(doc));
+            }
+        }
+    }
+
+    /// Moves a fixture document into this test's namespaces and names.
+    fn localize(&self, mut doc: Value) -> Value {
+        let meta = &mut doc["metadata"];
+        match meta["namespace"].as_str() {
+            Some("metallb-system") => meta["namespace"] = json!(self.system),
+            Some("demo") => meta["namespace"] = json!(self.apps),
+            _ => {}
+        }
+        match doc["kind"].as_str() {
+            Some("Node") => {
+                let name = self.node(doc["metadata"]["name"].as_str().unwrap());
+                doc["metadata"]["name"] = json!(name);
+            }
+            Some("EndpointSlice") => {
+                for ep in doc["endpoints"].as_array_mut().unwrap() {
+                    if let Some(n) = ep["nodeName"].as_str() {
+                        ep["nodeName"] = json!(self.node(n));
+                    }
+                }
+            }
+            Some("Service") if doc["spec"]["ports"].is_null() => {
+                // The API requires a port; the file source does not.
+                doc["spec"]["ports"] = json!([{"port": 80}]);
+            }
+            _ => {}
+        }
+        doc
+    }
+
+    fn api(&self, doc: &Value) -> Api<DynamicObject> {
+        let (group, version) = match doc["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (
+                String::new(),
+                doc["apiVersion"].as_str().unwrap().to_owned(),
+            ),
+        };
+        let kind = doc["kind"].as_str().unwrap();
+        let plural = match kind {
+            "Node" => "nodes".to_owned(),
+            "Service" => "services".to_owned(),
+            "EndpointSlice" => "endpointslices".to_owned(),
+            "Pod" => "pods".to_owned(),
+            k if k.ends_with("ss") => format!("{}es", k.to_lowercase()),
+            k if k.ends_with('y') => format!("{}ies", k[..k.len() - 1].to_lowercase()),
+            k => format!("{}s", k.to_lowercase()),
+        };
+        let ar = ApiResource {
+            group: group.clone(),
+            version: version.clone(),
+            api_version: doc["apiVersion"].as_str().unwrap().to_owned(),
+            kind: kind.to_owned(),
+            plural,
+        };
+        match doc["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// Server-side apply of `doc`, then of its status if it has one.
+    fn apply(&self, doc: Value) {
+        let api = self.api(&doc);
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        let pp = PatchParams::apply("speaker-k8s-test").force();
+        self.rt.block_on(async {
+            let mut body = doc.clone();
+            body.as_object_mut().unwrap().remove("status");
+            api.patch(&name, &pp, &Patch::Apply(&body))
+                .await
+                .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+            if !doc["status"].is_null() {
+                let status = json!({
+                    "apiVersion": doc["apiVersion"], "kind": doc["kind"],
+                    "status": doc["status"],
+                });
+                api.patch_status(&name, &pp, &Patch::Apply(&status))
+                    .await
+                    .unwrap_or_else(|e| panic!("apply status of {name}: {e}"));
+            }
+        });
+    }
+
+    fn delete(&self, doc: &Value) {
+        let api = self.api(doc);
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        self.rt.block_on(async {
+            api.delete(&name, &Default::default()).await.unwrap();
+        });
+    }
+
+    /// (node, service name) of the status objects of `K`.
+    fn statuses<K>(&self) -> Vec<(String, String, Value)>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + k8s_openapi::serde::de::DeserializeOwned
+            + k8s_openapi::serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.system);
+        let list = self.rt.block_on(api.list(&ListParams::default())).unwrap();
+        let mut out: Vec<(String, String, Value)> = list
+            .items
+            .iter()
+            .map(|o| {
+                let v = serde_json::to_value(o).unwrap();
+                let labels = o.labels();
+                (
+                    labels["metallb.io/node"].clone(),
+                    labels["metallb.io/service-name"].clone(),
+                    v["status"].clone(),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+
+    /// The nodeAssigned events of the services' namespace:
+    /// (service, note).
+    fn node_assigned(&self) -> Vec<(String, String)> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.apps);
+        let list = self.rt.block_on(api.list(&ListParams::default())).unwrap();
+        let mut out: Vec<(String, String)> = list
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("nodeAssigned"))
+            .map(|e| {
+                (
+                    e.regarding.and_then(|r| r.name).unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn config_state(&self, node: &str) -> Option<Value> {
+        let api: Api<ConfigurationState> = Api::namespaced(self.client.clone(), &self.system);
+        let o = self
+            .rt
+            .block_on(api.get_opt(&format!("speaker-{node}")))
+            .unwrap()?;
+        Some(serde_json::to_value(o.status?).unwrap())
+    }
+}
+
+/// One node namespace running `speaker` in Kubernetes mode.
+struct Node {
+    ns: Netns,
+    proc: Proc,
+    log: PathBuf,
+    _forward: Forward,
+}
+
+impl Node {
+    fn start(
+        cluster: &Cluster,
+        bridge: &Bridge,
+        name: &str,
+        addr: &str,
+        extra: &[&str],
+        logs: &RunDir,
+    ) -> Self {
+        let env = TestEnv::global();
+        let ns = Netns::new(name);
+        bridge.attach(&ns, "eth0");
+        ns.add_addr("eth0", &format!("{addr}/24"));
+        let port: u16 = env
+            .server_url()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let forward = Forward::loopback_port(&ns, port);
+        let log = logs.join(&format!("{name}.log"));
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_speaker"));
+        cmd.env("NODE_NAME", cluster.node(name))
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_path())
+            .args(["--namespace", &cluster.system])
+            .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug,kube=info,hyper=info,tower=info,hyper_util=info"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr);
+        let proc = ns.spawn_command(&mut cmd);
+        Self {
+            ns,
+            proc,
+            log,
+            _forward: forward,
+        }
+    }
+
+    fn dump_log(&self) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        eprintln!("--- {} ---\n{}", self.log.display(), tail.join("\n"));
+    }
+
+    fn mac(&self) -> String {
+        let v: Value = serde_json::from_str(&self.ns.ip(["-j", "link", "show", "eth0"])).unwrap();
+        v[0]["address"].as_str().unwrap().to_owned()
+    }
+}
+
+fn paths(frr: &Frr, prefix: &str) -> Vec<Value> {
+    let v = frr.vtysh_json(&format!("show bgp ipv4 unicast {prefix} json"));
+    v["paths"].as_array().cloned().unwrap_or_default()
+}
+
+fn next_hops(paths: &[Value]) -> Vec<String> {
+    let mut hops: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p["nexthops"][0]["ip"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    hops.sort();
+    hops
+}
+
+fn eventually<T>(what: &str, timeout: Duration, nodes: &[Node], f: impl FnMut() -> Option<T>) -> T {
+    wait_until(what, timeout, Duration::from_millis(100), f).unwrap_or_else(|e| {
+        nodes.iter().for_each(Node::dump_log);
+        panic!("{e}")
+    })
+}
+
+#[test]
+fn bgp_ecmp_status_objects_events_and_local_policy() {
+    let cluster = Cluster::new("b");
+    cluster.apply_fixture("bgp");
+    let run = RunDir::new("speaker-k8s-bgp");
+    let bridge = Bridge::new("lan");
+    let router = Netns::new("rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(&router, FRR_CONF);
+    let nodes: Vec<Node> = [
+        ("node1", "10.0.0.2"),
+        ("node2", "10.0.0.3"),
+        ("node3", "10.0.0.4"),
+    ]
+    .iter()
+    .map(|(name, addr)| Node::start(&cluster, &bridge, name, addr, &[], &run))
+    .collect();
+    for peer in ["10.0.0.2", "10.0.0.3", "10.0.0.4"] {
+        frr.wait_established(peer, T);
+    }
+
+    // ECMP from the three nodes, with the community, as in file mode.
+    let web = eventually("three paths for web", T, &nodes, || {
+        let p = paths(&frr, "198.51.100.10/32");
+        (p.len() == 3).then_some(p)
+    });
+    assert_eq!(next_hops(&web), ["10.0.0.2", "10.0.0.3", "10.0.0.4"]);
+    assert!(
+        web.iter().all(|p| p["community"]["string"] == "64512:100"),
+        "{web:#?}"
+    );
+    // ETP Local: only node2, which has the endpoint.
+    eventually("local from node2", T, &nodes, || {
+        (next_hops(&paths(&frr, "198.51.100.20/32")) == ["10.0.0.3"]).then_some(())
+    });
+
+    // One ServiceBGPStatus per (node, service), naming the peer.
+    let want = |local_on: &str| {
+        let mut v: Vec<(String, String)> = ["node1", "node2", "node3"]
+            .iter()
+            .map(|n| (cluster.node(n), "web".to_owned()))
+            .collect();
+        v.push((cluster.node(local_on), "local".to_owned()));
+        v.sort();
+        v
+    };
+    let statuses = eventually("ServiceBGPStatus objects", T, &nodes, || {
+        let s = cluster.statuses::<ServiceBGPStatus>();
+        let keys: Vec<(String, String)> = s
+            .iter()
+            .map(|(n, svc, _)| (n.clone(), svc.clone()))
+            .collect();
+        // Created first, then the status subresource written.
+        let written = s.iter().all(|(_, _, st)| !st["peers"].is_null());
+        (keys == want("node2") && written).then_some(s)
+    });
+    for (node, svc, status) in &statuses {
+        assert_eq!(status["node"], json!(node));
+        assert_eq!(status["serviceName"], json!(svc));
+        assert_eq!(status["serviceNamespace"], json!(cluster.apps));
+        assert_eq!(status["peers"], json!(["router"]), "{status:#}");
+    }
+    assert!(cluster.statuses::<ServiceL2Status>().is_empty());
+
+    // nodeAssigned once per node and service, naming node and protocol.
+    let events = eventually("nodeAssigned events", T, &nodes, || {
+        let e = cluster.node_assigned();
+        (e.len() == 4).then_some(e)
+    });
+    assert!(
+        events.contains(&(
+            "local".to_owned(),
+            format!(
+                "announcing from node \"{}\" with protocol \"bgp\"",
+                cluster.node("node2")
+            )
+        )),
+        "{events:#?}"
+    );
+    let state = cluster.config_state(&cluster.node("node1")).unwrap();
+    assert_eq!(state["result"], "Valid", "{state:#}");
+
+    // The endpoint moves to node3: node2 withdraws, node3 announces, the
+    // status object follows; no new event for web.
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "local-1", "namespace": cluster.apps,
+                     "labels": {"kubernetes.io/service-name": "local"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.3.7"], "nodeName": cluster.node("node3"),
+                       "conditions": {"ready": true}}],
+    });
+    cluster.apply(slice);
+    eventually("local moves to node3", CHANGE, &nodes, || {
+        (next_hops(&paths(&frr, "198.51.100.20/32")) == ["10.0.0.4"]).then_some(())
+    });
+    eventually("ServiceBGPStatus follows", CHANGE, &nodes, || {
+        let keys: Vec<(String, String)> = cluster
+            .statuses::<ServiceBGPStatus>()
+            .into_iter()
+            .map(|(n, s, _)| (n, s))
+            .collect();
+        (keys == want("node3")).then_some(())
+    });
+    assert_eq!(
+        cluster.node_assigned().len(),
+        5,
+        "one new event: local on node3"
+    );
+
+    // An overlapping pool is inconsistent: every speaker reports it in its
+    // ConfigurationState and keeps the last good configuration.
+    let overlap = json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": "overlap", "namespace": cluster.system},
+        "spec": {"addresses": ["198.51.100.128/25"]},
+    });
+    cluster.apply(overlap.clone());
+    let state = eventually("ConfigurationState Invalid", CHANGE, &nodes, || {
+        let s = cluster.config_state(&cluster.node("node3"))?;
+        (s["result"] == "Invalid").then_some(s)
+    });
+    assert!(
+        state["errorSummary"].as_str().unwrap().contains("overlap"),
+        "{state:#}"
+    );
+    assert_eq!(paths(&frr, "198.51.100.10/32").len(), 3);
+    cluster.delete(&overlap);
+    eventually("ConfigurationState Valid again", CHANGE, &nodes, || {
+        let s = cluster.config_state(&cluster.node("node3"))?;
+        (s["result"] == "Valid").then_some(())
+    });
+
+    // Status written -> route at FRR: a service (with an endpoint) gets
+    // its IP.
+    cluster.apply(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "late-1", "namespace": cluster.apps,
+                     "labels": {"kubernetes.io/service-name": "late"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.1.9"], "nodeName": cluster.node("node1"),
+                       "conditions": {"ready": true}}],
+    }));
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "late", "namespace": cluster.apps},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.30"}]}},
+    });
+    let start = Instant::now();
+    cluster.apply(svc);
+    eventually("late announced", CHANGE, &nodes, || {
+        (paths(&frr, "198.51.100.30/32").len() == 3).then_some(())
+    });
+    eprintln!(
+        "status-to-route: {:?} (upper bound: vtysh polls)",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn layer2_memberlist_from_pods_failover_and_status() {
+    testnet::require_binary("ping");
+    let cluster = Cluster::new("l");
+    cluster.apply_fixture("l2");
+    // A third node, and the speaker Pods whose IPs are memberlist seeds.
+    cluster.apply(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cluster.node("node3")},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
+    }));
+    let addrs = [
+        ("node1", "10.0.0.2"),
+        ("node2", "10.0.0.3"),
+        ("node3", "10.0.0.4"),
+    ];
+    for (name, ip) in addrs {
+        cluster.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
+                         "labels": {"app": "metallb", "component": "speaker"}},
+            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
+                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
+            "status": {"podIP": ip, "podIPs": [{"ip": ip}]},
+        }));
+    }
+    let run = RunDir::new("speaker-k8s-l2");
+    let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let mut nodes: Vec<Node> = addrs
+        .iter()
+        .map(|(name, ip)| {
+            let bind = format!("{ip}:7946");
+            Node::start(
+                &cluster,
+                &bridge,
+                name,
+                ip,
+                &["--memberlist-bind", &bind],
+                &run,
+            )
+        })
+        .collect();
+
+    // Exactly one ServiceL2Status, for the elected node.
+    let winner = eventually("one ServiceL2Status", T, &nodes, || {
+        let s = cluster.statuses::<ServiceL2Status>();
+        (s.len() == 1 && !s[0].2["node"].is_null()).then(|| s[0].0.clone())
+    });
+    // The memberlist formed from the Pods (no --memberlist-join given).
+    for n in &nodes {
+        eventually("memberlist joined from Pods", T, &nodes, || {
+            std::fs::read_to_string(&n.log)
+                .unwrap()
+                .contains("member up")
+                .then_some(())
+        });
+    }
+    let w = addrs
+        .iter()
+        .position(|(n, _)| cluster.node(n) == winner)
+        .unwrap();
+    let status = &cluster.statuses::<ServiceL2Status>()[0].2;
+    assert_eq!(status["serviceName"], "web");
+    assert_eq!(status["serviceNamespace"], json!(cluster.apps));
+    assert!(
+        status.get("interfaces").is_none(),
+        "every interface: {status:#}"
+    );
+
+    let neigh = || {
+        let _ = client.exec(["ping", "-c", "1", "-W", "1", "10.0.0.100"]);
+        let out = client.ip(["-j", "neigh", "show", "to", "10.0.0.100", "dev", "eth0"]);
+        let v: Value = serde_json::from_str(&out).ok()?;
+        v[0]["lladdr"].as_str().map(str::to_owned)
+    };
+    let mac = eventually("the client to resolve the VIP", T, &nodes, neigh);
+    assert_eq!(
+        mac,
+        nodes[w].mac(),
+        "the VIP must resolve to the elected node"
+    );
+
+    // kill -9 the winner: memberlist declares it dead, another node wins,
+    // sends gratuitous ARP and the client's entry flips to its MAC.
+    let killed_at = Instant::now();
+    nodes[w].proc.signal(Signal::SIGKILL);
+    let others: Vec<String> = (0..3).filter(|i| *i != w).map(|i| nodes[i].mac()).collect();
+    let new_mac = wait_until(
+        "the neighbor entry to flip",
+        T,
+        Duration::from_millis(20),
+        || {
+            let out = client.ip(["-j", "neigh", "show", "to", "10.0.0.100", "dev", "eth0"]);
+            let v: Value = serde_json::from_str(&out).ok()?;
+            let mac = v[0]["lladdr"].as_str()?.to_owned();
+            others.contains(&mac).then_some(mac)
+        },
+    )
+    .unwrap_or_else(|e| {
+        nodes.iter().for_each(Node::dump_log);
+        panic!("{e}")
+    });
+    eprintln!(
+        "l2-failover: kill -9 -> client neighbor flipped in {:?}",
+        killed_at.elapsed()
+    );
+    let new_winner = addrs[(0..3).find(|i| nodes[*i].mac() == new_mac).unwrap()].0;
+    // The new winner publishes its status (the dead node's stays until its
+    // Pod goes: it owns it, and testenv runs no garbage collector).
+    eventually("the new winner's ServiceL2Status", T, &nodes, || {
+        cluster
+            .statuses::<ServiceL2Status>()
+            .iter()
+            .any(|(n, _, _)| *n == cluster.node(new_winner))
+            .then_some(())
+    });
+    assert_eq!(neigh().as_deref(), Some(new_mac.as_str()));
+    nodes.remove(w);
+}
