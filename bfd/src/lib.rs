@@ -6,6 +6,10 @@
 //! - [`session`]: the asynchronous-mode state machine of one session
 //!   (RFC 5880 §6.8), and [`Bfd`], every session of a speaker with
 //!   demultiplexing, GTSM checks (RFC 5881 §5, RFC 5883 §2) and counters.
+//! - [`client`]: what a client of BFD (a BGP session, RFC 9384) does about
+//!   a state change (RFC 5882 §3): act on a failure at once, ignore
+//!   AdminDown, and give a peer that restarted its session time to come
+//!   back Up.
 //!
 //! No I/O, no clock, no tasks: the driver passes `now` and received
 //! datagrams (with their TTL), and drains [`Output`]s. Randomness (the
@@ -13,10 +17,11 @@
 //! core owns. Demand mode, the echo function and authentication are not
 //! implemented: packets with the A bit are dropped and counted.
 
+pub mod client;
 pub mod session;
 pub mod wire;
 
 pub use session::{
-    Bfd, Event, Output, PeerKey, Profile, SessionConfig, SessionInfo, Stats, Transmit,
+    Bfd, DownCause, Event, Output, PeerKey, Profile, SessionConfig, SessionInfo, Stats, Transmit,
 };
 pub use wire::{Diag, State};

@@ -4,7 +4,8 @@
 //!
 //! The first octet picks the TTL (its value), multihop (its low bit) and
 //! how far the clock moves (its high nibble, in 10 ms steps) before the
-//! packet is handled; the rest is the datagram.
+//! packet is handled; the rest is the datagram. The core's events go
+//! through a `client::Gate`, as the speaker's do.
 #![no_main]
 // A fuzz target reports a bug by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -12,8 +13,9 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use bfd::client::Gate;
 use bfd::wire::{PACKET_LEN, Packet, Repr};
-use bfd::{Bfd, PeerKey, Profile, SessionConfig};
+use bfd::{Bfd, Output, PeerKey, Profile, SessionConfig};
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -54,17 +56,29 @@ fuzz_target!(|data: &[u8]| {
             profile: Profile::default(),
         },
     );
+    let mut gate = Gate::new();
+    let drain = |core: &mut Bfd<Xoshiro256PlusPlus>, gate: &mut Gate| {
+        while let Some(o) = core.poll_output() {
+            if let Output::Event(e) = o {
+                let _ = gate.handle_event(&e);
+            }
+        }
+    };
     let now = t0 + Duration::from_millis(10 * u64::from(control >> 4));
     core.handle_timeout(now);
     // Twice: the second time the session may know the peer.
     for step in 0..2u64 {
         let at = now + Duration::from_millis(step);
         core.handle_packet(at, datagram, PEER, control, multihop);
-        while core.poll_output().is_some() {}
+        drain(&mut core, &mut gate);
         if let Some(t) = core.poll_timeout() {
             core.handle_timeout(t);
-            while core.poll_output().is_some() {}
+            drain(&mut core, &mut gate);
         }
+    }
+    if let Some(t) = gate.poll_timeout() {
+        let down = gate.handle_timeout(t);
+        assert!(down.iter().all(|k| !gate.is_up(*k)));
     }
     let s = core.stats();
     assert_eq!(

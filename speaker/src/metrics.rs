@@ -40,7 +40,38 @@ pub struct Snapshot {
     pub last_reload_success: bool,
     /// Whether a configuration has been applied (`/readyz`).
     pub ready: bool,
+    /// Per BFD peer address: MetalLB's FRR-mode `metallb_bfd_*`.
+    pub bfd_sessions: BTreeMap<String, BfdSessionMetrics>,
+    /// BFD Control packets dropped, by reason (see [`BFD_DROP_REASONS`]).
+    pub bfd_dropped: BTreeMap<&'static str, u64>,
 }
+
+/// One BFD session's values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BfdSessionMetrics {
+    /// The session is Up.
+    pub up: bool,
+    /// Control packets received.
+    pub control_packet_input: u64,
+    /// Control packets sent.
+    pub control_packet_output: u64,
+    /// Times the session went Up.
+    pub session_up_events: u64,
+    /// Times the session left Up.
+    pub session_down_events: u64,
+}
+
+/// The `reason` labels of `metallb_bfd_control_packet_dropped`: received
+/// packets that failed the RFC 5880 §6.8.6 checks, carried authentication
+/// (not implemented), had a wrong TTL (GTSM, RFC 5881 §5 / RFC 5883 §2) or
+/// matched no session; and packets to send that the socket refused.
+pub const BFD_DROP_REASONS: [&str; 5] = [
+    "malformed",
+    "authenticated",
+    "bad_ttl",
+    "unknown_session",
+    "send_failed",
+];
 
 /// One BGP session's values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,7 +190,68 @@ impl Snapshot {
             head(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+        self.render_bfd(&mut out);
         out
+    }
+
+    /// The BFD part, with the names MetalLB's FRR mode exports (peer label:
+    /// the peer's address), when any BFD session exists.
+    fn render_bfd(&self, out: &mut String) {
+        if self.bfd_sessions.is_empty() && self.bfd_dropped.values().all(|n| *n == 0) {
+            return;
+        }
+        let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        };
+        let per_peer: [Family<BfdSessionMetrics>; 5] = [
+            (
+                "metallb_bfd_session_up",
+                "gauge",
+                "BFD session state (1 is up, 0 is down)",
+                |s| u64::from(s.up),
+            ),
+            (
+                "metallb_bfd_control_packet_input",
+                "counter",
+                "Number of received BFD control packets",
+                |s| s.control_packet_input,
+            ),
+            (
+                "metallb_bfd_control_packet_output",
+                "counter",
+                "Number of sent BFD control packets",
+                |s| s.control_packet_output,
+            ),
+            (
+                "metallb_bfd_session_down_events",
+                "counter",
+                "Number of BFD session down events",
+                |s| s.session_down_events,
+            ),
+            (
+                "metallb_bfd_session_up_events",
+                "counter",
+                "Number of BFD session up events",
+                |s| s.session_up_events,
+            ),
+        ];
+        for (name, kind, help, value) in per_peer {
+            head(out, name, kind, help);
+            for (peer, s) in &self.bfd_sessions {
+                let _ = writeln!(out, "{name}{{peer=\"{}\"}} {}", escape(peer), value(s));
+            }
+        }
+        let name = "metallb_bfd_control_packet_dropped";
+        head(
+            out,
+            name,
+            "counter",
+            "Number of BFD control packets dropped, by reason",
+        );
+        for reason in BFD_DROP_REASONS {
+            let n = self.bfd_dropped.get(reason).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
+        }
     }
 }
 
@@ -274,6 +366,59 @@ mod tests {
             "ferrolb_config_last_reload_success 1\n",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn renders_bfd_with_metallb_frr_names() {
+        assert!(
+            !Snapshot::default().render().contains("metallb_bfd_"),
+            "no BFD, no BFD families"
+        );
+        let snap = Snapshot {
+            bfd_sessions: BTreeMap::from([
+                (
+                    "10.0.0.1".into(),
+                    BfdSessionMetrics {
+                        up: true,
+                        control_packet_input: 120,
+                        control_packet_output: 64,
+                        session_up_events: 2,
+                        session_down_events: 1,
+                    },
+                ),
+                ("fd00::1".into(), BfdSessionMetrics::default()),
+            ]),
+            bfd_dropped: BTreeMap::from([("bad_ttl", 3), ("unknown_session", 1)]),
+            ..Snapshot::default()
+        };
+        let text = snap.render();
+        for line in [
+            "# TYPE metallb_bfd_session_up gauge\n",
+            "metallb_bfd_session_up{peer=\"10.0.0.1\"} 1\n",
+            "metallb_bfd_session_up{peer=\"fd00::1\"} 0\n",
+            "# TYPE metallb_bfd_control_packet_input counter\n",
+            "metallb_bfd_control_packet_input{peer=\"10.0.0.1\"} 120\n",
+            "metallb_bfd_control_packet_output{peer=\"10.0.0.1\"} 64\n",
+            "metallb_bfd_session_up_events{peer=\"10.0.0.1\"} 2\n",
+            "metallb_bfd_session_down_events{peer=\"10.0.0.1\"} 1\n",
+            "metallb_bfd_session_down_events{peer=\"fd00::1\"} 0\n",
+            "# TYPE metallb_bfd_control_packet_dropped counter\n",
+            "metallb_bfd_control_packet_dropped{reason=\"bad_ttl\"} 3\n",
+            "metallb_bfd_control_packet_dropped{reason=\"unknown_session\"} 1\n",
+            "metallb_bfd_control_packet_dropped{reason=\"malformed\"} 0\n",
+            "metallb_bfd_control_packet_dropped{reason=\"send_failed\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        // Every sample line has its family's HELP and TYPE before it.
+        for name in text
+            .lines()
+            .filter(|l| l.starts_with("metallb_bfd_"))
+            .map(|l| l.split('{').next().unwrap())
+        {
+            let at = text.find(&format!("{name}{{")).unwrap();
+            assert!(text[..at].contains(&format!("# TYPE {name} ")), "{name}");
         }
     }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use api::v1beta1::BFDProfileSpec;
+use bfd::client::{Gate, Verdict};
 use bfd::{PeerKey, Profile, SessionConfig};
 use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
 use bgp::wire::iana::cease_subcode;
@@ -30,7 +31,7 @@ use crate::announce::{
     ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements, bgp_plan,
     l2_plan,
 };
-use crate::driver::bfd::{self as bfd_driver, BfdEvent, BfdSpeaker};
+use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
@@ -108,7 +109,7 @@ pub async fn run(
         bfd: None,
         bfd_events: None,
         bfd_sessions: BTreeMap::new(),
-        bfd_up: BTreeSet::new(),
+        bfd_gate: Gate::new(),
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
@@ -131,6 +132,7 @@ pub async fn run(
                 }
             }
             Some(ev) = recv_opt(&mut r.bfd_events) => r.bfd_event(&ev),
+            () = sleep_opt(r.bfd_gate.poll_timeout()) => r.bfd_timeout(),
             Some(ev) = recv_opt(&mut r.l2_events) => {
                 if let L2Event::InterfaceError { interface, error } = ev {
                     warn!(interface, error, "layer 2 interface failed");
@@ -185,11 +187,11 @@ struct Reconciler {
     report: Option<watch::Sender<publish::Report>>,
     /// Started when a peer first needs BFD.
     bfd: Option<BfdSpeaker>,
-    bfd_events: Option<mpsc::UnboundedReceiver<BfdEvent>>,
+    bfd_events: Option<mpsc::UnboundedReceiver<bfd::Event>>,
     /// The BFD session of each BGP peer that has a profile.
     bfd_sessions: BTreeMap<String, SessionConfig>,
-    /// BFD sessions that are Up.
-    bfd_up: BTreeSet<PeerKey>,
+    /// Which BFD sessions let their BGP peers run, and restart hold-offs.
+    bfd_gate: Gate,
 }
 
 struct Applied {
@@ -436,7 +438,7 @@ impl Reconciler {
                 }
             }
             self.bfd_sessions.insert(name.to_owned(), config);
-            if !self.opts.bgp_without_bfd_up && !self.bfd_up.contains(&config.key) {
+            if !self.opts.bgp_without_bfd_up && !self.bfd_gate.is_up(config.key) {
                 self.bgp.hold_down(name, bfd_down());
             }
         } else {
@@ -449,40 +451,59 @@ impl Reconciler {
             && !self.bfd_sessions.values().any(|c| c.key == old.key)
         {
             let _ = bfd.remove_session(old.key).await;
-            self.bfd_up.remove(&old.key);
+            self.bfd_gate.remove(old.key);
         }
     }
 
-    /// A BFD session changed state: release the peers using it when it
-    /// comes Up; tear their BGP sessions down (Cease / BFD Down, RFC 9384)
-    /// when it leaves Up, unless the peer signalled AdminDown: that is no
-    /// path failure, and the BGP session is left alone (RFC 5882 §3.2).
-    /// FRR does this when bgpd re-creates the BFD session with the
-    /// session's source address, right after Established.
-    fn bfd_event(&mut self, ev: &BfdEvent) {
-        let admin_down = ev.remote_state == bfd::State::AdminDown;
-        let ev = &ev.event;
-        let names: Vec<String> = self
-            .bfd_sessions
-            .iter()
-            .filter(|(_, c)| c.key == ev.key)
-            .map(|(n, _)| n.clone())
-            .collect();
-        if ev.to == bfd::State::Up {
-            self.bfd_up.insert(ev.key);
-            for name in &names {
-                self.bgp.release(name);
-            }
-        } else if ev.from == bfd::State::Up && !admin_down {
-            self.bfd_up.remove(&ev.key);
-            for name in &names {
-                warn!(peer = %name, address = %ev.key.peer, diag = %ev.diag, "bfd down: bgp session torn down");
-                self.bgp.hold_down(name, bfd_down());
-                if self.opts.bgp_without_bfd_up {
-                    self.bgp.release(name);
+    /// A BFD session changed state; the [`Gate`] decides what that means
+    /// to the BGP peers using it (RFC 5882 §3, RFC 9384): release them when
+    /// it is Up; tear them down at once (Cease / BFD Down) on a failure;
+    /// leave them alone when the peer signalled AdminDown (RFC 5882 §3.2),
+    /// and while a peer that replaced its session (FRR's bgpd does, right
+    /// after Established) brings the new one Up, for a bounded time.
+    fn bfd_event(&mut self, ev: &bfd::Event) {
+        match self.bfd_gate.handle_event(ev) {
+            Verdict::Up => {
+                for name in self.bfd_peers(ev.key) {
+                    self.bgp.release(&name);
                 }
             }
+            Verdict::Down => self.bfd_tear_down(ev.key, &ev.diag),
+            Verdict::HoldOff { until } => {
+                let hold_off_ms = until.saturating_duration_since(ev.at).as_millis();
+                info!(address = %ev.key.peer, hold_off_ms, "bfd peer restarted its session: bgp kept up");
+            }
+            Verdict::Ignore => {}
         }
+    }
+
+    /// A restart hold-off may have ended without the session back Up.
+    fn bfd_timeout(&mut self) {
+        let now = tokio::time::Instant::now().into_std();
+        for key in self.bfd_gate.handle_timeout(now) {
+            self.bfd_tear_down(key, &"restarted session not up in time");
+        }
+    }
+
+    /// Tears down the BGP sessions of the peers using a BFD session (Cease
+    /// / BFD Down) and holds them until it is Up again.
+    fn bfd_tear_down(&mut self, key: PeerKey, reason: &dyn std::fmt::Display) {
+        for name in self.bfd_peers(key) {
+            warn!(peer = %name, address = %key.peer, %reason, "bfd down: bgp session torn down");
+            self.bgp.hold_down(&name, bfd_down());
+            if self.opts.bgp_without_bfd_up {
+                self.bgp.release(&name);
+            }
+        }
+    }
+
+    /// The BGP peers that use a BFD session.
+    fn bfd_peers(&self, key: PeerKey) -> Vec<String> {
+        self.bfd_sessions
+            .iter()
+            .filter(|(_, c)| c.key == key)
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     fn apply_l2(&mut self, plan: BTreeMap<IpAddr, Interfaces>) {
@@ -541,8 +562,15 @@ impl Reconciler {
             Some(l2) => l2.stats().await,
             None => None,
         };
+        let bfd = match &self.bfd {
+            Some(bfd) => bfd.stats().await.ok(),
+            None => None,
+        };
         let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
         m.peers = peers;
+        if let Some((stats, sessions)) = bfd {
+            (m.bfd_sessions, m.bfd_dropped) = bfd_metrics(&stats, &sessions);
+        }
         if let Some(s) = l2 {
             m.l2_requests_received = s.requests_received();
             m.l2_responses_sent = s.responses_sent();
@@ -583,9 +611,52 @@ fn bfd_profile(spec: &BFDProfileSpec) -> Profile {
     }
 }
 
+/// The BFD part of the metrics: per session by peer address, and the drop
+/// counters by reason (`metrics::BFD_DROP_REASONS`).
+fn bfd_metrics(
+    stats: &bfd_driver::DriverStats,
+    sessions: &[bfd::SessionInfo],
+) -> (
+    BTreeMap<String, metrics::BfdSessionMetrics>,
+    BTreeMap<&'static str, u64>,
+) {
+    let per_peer = sessions
+        .iter()
+        .map(|s| {
+            (
+                s.key.peer.to_string(),
+                metrics::BfdSessionMetrics {
+                    up: s.state == bfd::State::Up,
+                    control_packet_input: s.received,
+                    control_packet_output: s.sent,
+                    session_up_events: s.ups,
+                    session_down_events: s.downs,
+                },
+            )
+        })
+        .collect();
+    let c = stats.core;
+    let dropped = BTreeMap::from([
+        ("malformed", c.malformed),
+        ("authenticated", c.authenticated),
+        ("bad_ttl", c.bad_ttl),
+        ("unknown_session", c.unknown_session),
+        ("send_failed", stats.send_errors),
+    ]);
+    (per_peer, dropped)
+}
+
 /// Cease / BFD Down (RFC 9384 §4).
 fn bfd_down() -> Notification {
     Notification::new(ErrorCode::Cease, cease_subcode::BFD_DOWN, Bytes::new())
+}
+
+/// Sleeps until a BFD restart hold-off ends; pending forever when none runs.
+async fn sleep_opt(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Receives from an optional channel; pending forever when there is none.

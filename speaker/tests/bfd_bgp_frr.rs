@@ -3,6 +3,15 @@
 //! transmit, multiplier 3), against FRR bfdd + bgpd with `neighbor X bfd`.
 //! BFD comes Up, then BGP is Established and FRR has the route.
 //!
+//! - Start-up: FRR 8.4's bgpd replaces its BFD session once BGP is
+//!   Established (to add the source address and interface); the old one
+//!   says Down (diag 3) as it goes. That is a peer restart, not a path
+//!   failure: we keep BGP up (no Cease from us). FRR's own bgpd still
+//!   resets the session once (FRR issue #17337, fixed upstream by PR
+//!   #17344, not in 8.4) in most runs; the test allows that one reset,
+//!   by FRR, and none by us.
+//! - Metrics: `metallb_bfd_*` with the session Up and counters moving.
+//!
 //! - A full cut of the link (nftables in the node's namespace drops
 //!   everything on eth0): both BFD sides go Down within the detection
 //!   time, we tear our BGP session down (Cease / BFD Down, subcode 10, in
@@ -16,6 +25,7 @@
 //! (BENCHMARKS.md, BFD section).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -113,7 +123,7 @@ struct Lab {
 }
 
 impl Lab {
-    fn new() -> Self {
+    fn new(frr_conf: &str) -> Self {
         testnet::require_root();
         testnet::require_binary("nft");
         let run = RunDir::new("bfd-bgp");
@@ -125,7 +135,7 @@ impl Lab {
         veth_pair(&router, "eth0", &node, "eth0");
         router.add_addr("eth0", "10.0.0.1/24");
         node.add_addr("eth0", "10.0.0.2/24");
-        let frr = Frr::start_daemons(&router, &[("bfdd", FRR_CONF), ("bgpd", FRR_CONF)]);
+        let frr = Frr::start_daemons(&router, &[("bfdd", frr_conf), ("bgpd", frr_conf)]);
         let log = run.join("speaker.log");
         let stderr = std::fs::File::create(&log).unwrap();
         let mut cmd = node.command(env!("CARGO_BIN_EXE_speaker"));
@@ -207,13 +217,44 @@ impl Lab {
     fn nft(&self, rules: &str) {
         self.node.run(["nft", rules]);
     }
+
+    /// The body of `GET /metrics` inside the node's namespace.
+    fn metrics(&self) -> String {
+        self.node.run_in(|| {
+            let mut c = std::net::TcpStream::connect("127.0.0.1:7472").unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            let mut s = String::new();
+            c.read_to_string(&mut s).unwrap();
+            s
+        })
+    }
 }
 
-/// Lines of our log reporting a session torn down with Cease / BFD Down.
+/// The value of one sample (`name{labels}`) in an exposition text.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Our BFD session's metrics: (up, packets in, packets out, up events,
+/// down events).
+fn bfd_metrics(text: &str) -> Option<[u64; 5]> {
+    let get = |name: &str| sample(text, &format!("metallb_bfd_{name}{{peer=\"10.0.0.1\"}}"));
+    Some([
+        get("session_up")?,
+        get("control_packet_input")?,
+        get("control_packet_output")?,
+        get("session_up_events")?,
+        get("session_down_events")?,
+    ])
+}
+
+/// Lines of our log reporting a session we tore down with Cease / BFD Down.
 fn cease_bfd_down_lines(log: &str) -> usize {
     log.lines()
         .filter(|l| {
             l.contains("speaker::driver::bgp: session down")
+                && l.contains("NotificationSent")
                 && l.contains("Cease")
                 && l.contains("subcode: 10")
         })
@@ -230,6 +271,11 @@ fn ms_of_day_now() -> f64 {
 /// timestamp reads `2026-11-21T23:35:29.658161Z`.
 fn last_cease_ms_of_day(log: &str) -> Option<f64> {
     let line = log.lines().rev().find(|l| cease_bfd_down_lines(l) == 1)?;
+    line_ms_of_day(line)
+}
+
+/// The time of day (ms, UTC) of one of our log lines.
+fn line_ms_of_day(line: &str) -> Option<f64> {
     let time = line.split_whitespace().next()?.split('T').nth(1)?;
     let mut parts = time.trim_end_matches('Z').split(':');
     let h: f64 = parts.next()?.parse().ok()?;
@@ -240,7 +286,7 @@ fn last_cease_ms_of_day(log: &str) -> Option<f64> {
 
 #[test]
 fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
-    let lab = Lab::new();
+    let lab = Lab::new(FRR_CONF);
     let started = Instant::now();
     lab.wait_up();
     eprintln!(
@@ -259,22 +305,88 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
     assert!(bfd_up < established, "BGP came up before BFD:\n{log}");
     // FRR 8.4's bgpd registers its BFD session without a source address
     // and interface, and re-creates it with them once BGP is Established;
-    // the new session's first packet (Down) takes ours Down, and the BGP
-    // session with it (Cease / BFD Down), once. After that it is stable.
+    // the old session's last packet (Down, diag 3) takes ours Down, and
+    // the new one comes Up one slow-rate packet later. That is a restart,
+    // not a failure: we must not tear BGP down.
     lab.wait("FRR's BFD session with its source address Up", || {
         (lab.bfd_status().as_deref() == Some("up")
             && lab.bfd_local().as_deref() == Some("10.0.0.1"))
         .then_some(())
     });
     lab.wait_up();
-    let settled = cease_bfd_down_lines(&lab.log());
-    assert!(settled <= 1, "{}", lab.log());
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(cease_bfd_down_lines(&lab.log()), settled, "{}", lab.log());
-    assert_eq!(
-        lab.frr.bgp_state("10.0.0.2").as_deref(),
-        Some("Established")
+    let restarted = lab.wait("our log of FRR's BFD session restart", || {
+        lab.log()
+            .lines()
+            .find(|l| l.contains("bfd peer restarted its session"))
+            .map(str::to_owned)
+    });
+    let bfd_back = lab.wait("our BFD session Up again", || {
+        lab.log()
+            .lines()
+            .filter(|l| l.contains("bfd session") && l.contains("to=Up"))
+            .nth(1)
+            .map(str::to_owned)
+    });
+    eprintln!("bfd-bgp-timing: FRR's BFD re-registration: {restarted}\n  then {bfd_back}");
+    // FRR's bgpd resets the BGP session itself when it replaces its BFD
+    // session (FRR #17337): at most once, by itself (usually with its own
+    // Cease / BFD Down, sometimes as an FSM error in the same instant).
+    lab.frr.wait_established("10.0.0.2", T);
+    let n = lab.neighbor();
+    let dropped = n["connectionsDropped"].as_u64().unwrap();
+    assert!(dropped <= 1, "{n:#}");
+    let bgpd_log = std::fs::read_to_string(lab.frr.dir().join("bgpd.log")).unwrap_or_default();
+    assert!(
+        !bgpd_log.contains("NOTIFICATION: received from neighbor 10.0.0.2"),
+        "we tore BGP down at start-up:\n{bgpd_log}"
     );
+    assert_eq!(cease_bfd_down_lines(&lab.log()), 0, "{}", lab.log());
+    // From our log, relative to the speaker's first line.
+    let log = lab.log();
+    let at = |pat: &[&str], nth: usize| {
+        let t0 = line_ms_of_day(log.lines().next()?)?;
+        let line = log
+            .lines()
+            .filter(|l| pat.iter().all(|p| l.contains(p)))
+            .nth(nth)?;
+        Some(line_ms_of_day(line)? - t0)
+    };
+    eprintln!(
+        "bfd-bgp-timing: start-up from the speaker's start: BFD Up {:?} ms, BGP established \
+         {:?} ms, FRR's BFD restart {:?} ms, FRR's reset (Cease 6/10 received) {:?} ms, \
+         established again {:?} ms, BFD Up again {:?} ms ({dropped} dropped by FRR)",
+        at(&["bfd session", "to=Up"], 0),
+        at(&["session established"], 0),
+        at(&["bfd peer restarted its session"], 0),
+        at(&["NotificationReceived", "subcode: 10"], 0),
+        at(&["session established"], 1),
+        at(&["bfd session", "to=Up"], 1),
+    );
+    // Past the hold-off (3 s from the restart), nothing more happens.
+    std::thread::sleep(Duration::from_millis(3500));
+    let log = lab.log();
+    assert_eq!(cease_bfd_down_lines(&log), 0, "{log}");
+    assert!(!log.contains("bfd down: bgp session torn down"), "{log}");
+    let n = lab.neighbor();
+    assert_eq!(n["bgpState"], "Established", "{n:#}");
+    assert_eq!(n["connectionsDropped"].as_u64(), Some(dropped), "{n:#}");
+
+    // Metrics: refreshed every second.
+    let m = lab.wait("BFD metrics with the session Up", || {
+        bfd_metrics(&lab.metrics()).filter(|m| m[0] == 1)
+    });
+    let [_, input, output, ups, downs] = m;
+    assert!(input > 0 && output > 0, "{m:?}");
+    // Up, Down by FRR's restart, Up again.
+    assert_eq!((ups, downs), (2, 1), "{m:?}");
+    let text = lab.metrics();
+    for reason in ["malformed", "authenticated", "bad_ttl", "unknown_session"] {
+        let series = format!("metallb_bfd_control_packet_dropped{{reason=\"{reason}\"}}");
+        assert!(
+            sample(&text, &series).is_some(),
+            "{series} missing:\n{text}"
+        );
+    }
 
     // 1. Full cut: nothing passes on the node's link.
     let downs = cease_bfd_down_lines(&lab.log());
@@ -366,4 +478,11 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
 
     lab.nft("delete table inet cut");
     lab.wait_up();
+
+    // Two cuts, two more down events; the counters kept moving.
+    let m2 = lab.wait("BFD metrics with the session Up", || {
+        bfd_metrics(&lab.metrics()).filter(|m| m[0] == 1)
+    });
+    assert_eq!((m2[3], m2[4]), (4, 3), "{m2:?}");
+    assert!(m2[1] > input && m2[2] > output, "{m:?} then {m2:?}");
 }

@@ -5,13 +5,16 @@
 //! Control packets by Your Discriminator (or by source address while the
 //! peer does not know ours yet), applies GTSM, and runs each session's
 //! state machine and its two timers: the transmit timer (§6.8.7, jittered)
-//! and the detection timer (§6.8.4).
+//! and the detection timer (§6.8.4). A min-heap of session deadlines makes
+//! [`Bfd::poll_timeout`] O(1) and each expiry O(log n), so the cost per
+//! packet does not grow with the number of sessions.
 //!
 //! No I/O, no clock: the driver feeds `now` and datagrams (with their
 //! received TTL / hop limit) and drains [`Output`]s. Demand mode is off,
 //! the echo function and authentication are not implemented.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::num::{NonZeroU8, NonZeroU32};
 use std::time::{Duration, Instant};
@@ -110,6 +113,39 @@ pub struct Event {
     pub to: State,
     /// Our diagnostic: why we left Up (Down), or None.
     pub diag: Diag,
+    /// Why the session left Init or Up, in more detail than `diag`; `None`
+    /// for every other transition. A client of BFD (RFC 5882 §3) reacts to
+    /// it: see [`crate::client`].
+    pub cause: Option<DownCause>,
+}
+
+/// Why a session left Init or Up. The diagnostic we send (RFC 5880 §4.1)
+/// is the same for several of these; a client needs to tell them apart,
+/// because only some are failures of the path (RFC 5882 §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DownCause {
+    /// No packet for the detection time (diag 1, RFC 5880 §6.8.4): the
+    /// path or the peer failed.
+    DetectionTimeExpired,
+    /// The peer said Down with the discriminator we knew and a diagnostic
+    /// of a failure it detected (its own detection time expired, diag 1;
+    /// or echo, forwarding plane, path down: 2, 4, 5, 6, 8; or one we do
+    /// not know): the path fails at least one way. We send diag 3.
+    NeighborDown,
+    /// The peer said AdminDown: it was taken down on purpose, and RFC 5882
+    /// §3.2 forbids treating this as a path failure. We send diag 3.
+    NeighborAdminDown,
+    /// The peer said Down while we were Up, for a reason of its own rather
+    /// than a failure it detected: with a new My Discriminator (it replaced
+    /// its session), or with diagnostic 0 (a fresh start), or 3 or 7
+    /// although we never signalled Down (FRR 8.4's bfdd sends Down, diag 3,
+    /// from a session it deletes; bgpd deletes and re-creates its session
+    /// once BGP is Established, to add the source address). Its packets
+    /// still arrive, so the path works, and a new session comes Up after
+    /// one slow-rate handshake (RFC 5880 §6.8.3, §6.8.6). We send diag 3.
+    NeighborRestarted,
+    /// We held the session AdminDown ([`Bfd::set_admin_down`]).
+    AdminDown,
 }
 
 /// Counters of a [`Bfd`]: everything received is either handled by a
@@ -157,6 +193,8 @@ pub struct SessionInfo {
     pub sent: u64,
     /// Times the session went Up.
     pub ups: u64,
+    /// Times the session left Up.
+    pub downs: u64,
 }
 
 /// Every BFD session of a speaker.
@@ -165,6 +203,12 @@ pub struct Bfd<R> {
     rng: R,
     sessions: HashMap<PeerKey, Session>,
     by_discriminator: HashMap<u32, PeerKey>,
+    /// Every session's next deadline, earliest first. An entry is current
+    /// while it equals its session's `armed`; others are stale and skipped
+    /// (lazy deletion: a deadline that moves pushes a new entry). Stale
+    /// entries are popped as soon as they reach the top, so the top is
+    /// always current.
+    timers: BinaryHeap<Reverse<(Instant, PeerKey)>>,
     out: VecDeque<Output>,
     stats: Stats,
 }
@@ -176,6 +220,7 @@ impl<R: RngCore> Bfd<R> {
             rng,
             sessions: HashMap::new(),
             by_discriminator: HashMap::new(),
+            timers: BinaryHeap::new(),
             out: VecDeque::new(),
             stats: Stats::default(),
         }
@@ -188,7 +233,9 @@ impl<R: RngCore> Bfd<R> {
         if let Some(s) = self.sessions.get_mut(&config.key) {
             s.local = config.local;
             s.set_profile(now, config.profile, &mut self.rng);
-            return s.local_discr;
+            let discr = s.local_discr;
+            self.arm(config.key);
+            return discr;
         }
         let discr = loop {
             if let Some(d) = NonZeroU32::new(self.rng.next_u32())
@@ -201,6 +248,7 @@ impl<R: RngCore> Bfd<R> {
         debug!(peer = %config.key.peer, multihop = config.key.multihop, discr = discr.get(), "bfd session added");
         self.by_discriminator.insert(discr.get(), config.key);
         self.sessions.insert(config.key, session);
+        self.arm(config.key);
         discr
     }
 
@@ -217,6 +265,7 @@ impl<R: RngCore> Bfd<R> {
             s.diag = Diag::AdministrativelyDown;
             s.transmit(false, &mut self.out, &mut self.stats);
         }
+        self.prune();
         trace!(peer = %key.peer, ?now, "bfd session removed");
         true
     }
@@ -229,11 +278,13 @@ impl<R: RngCore> Bfd<R> {
         };
         match (down, s.state) {
             (true, State::AdminDown) | (false, State::Down | State::Init | State::Up) => {}
-            (true, _) => {
+            (true, from) => {
+                let cause = matches!(from, State::Init | State::Up).then_some(DownCause::AdminDown);
                 s.change_state(
                     now,
                     State::AdminDown,
                     Diag::AdministrativelyDown,
+                    cause,
                     &mut self.out,
                 );
                 s.detect_at = None;
@@ -242,10 +293,11 @@ impl<R: RngCore> Bfd<R> {
                 s.transmit(false, &mut self.out, &mut self.stats);
             }
             (false, _) => {
-                s.change_state(now, State::Down, Diag::None, &mut self.out);
+                s.change_state(now, State::Down, Diag::None, None, &mut self.out);
                 s.schedule_tx_now(now);
             }
         }
+        self.arm(key);
         true
     }
 
@@ -310,15 +362,34 @@ impl<R: RngCore> Bfd<R> {
         }
         self.stats.received += 1;
         s.handle_packet(now, &repr, &mut self.rng, &mut self.out, &mut self.stats);
+        let key = s.key;
+        self.arm(key);
     }
 
     /// Fires expired timers: call when [`poll_timeout`](Self::poll_timeout)
     /// has passed (spurious calls are harmless). Then drain
     /// [`poll_output`](Self::poll_output).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for s in self.sessions.values_mut() {
-            s.handle_timeout(now, &mut self.rng, &mut self.out, &mut self.stats);
+        // Take every due entry first: a session re-armed at `now` (a zero
+        // interval) waits for the next call instead of looping here.
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, key))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if self.sessions.get(&key).is_some_and(|s| s.armed == Some(at)) {
+                due.push(key);
+            }
         }
+        for key in due {
+            if let Some(s) = self.sessions.get_mut(&key) {
+                s.armed = None;
+                s.handle_timeout(now, &mut self.rng, &mut self.out, &mut self.stats);
+                self.arm(key);
+            }
+        }
+        self.prune();
     }
 
     /// The next thing to do. Call after every `handle_*`, `add_session`,
@@ -332,10 +403,7 @@ impl<R: RngCore> Bfd<R> {
     /// after draining [`poll_output`](Self::poll_output).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.sessions
-            .values()
-            .filter_map(Session::next_deadline)
-            .min()
+        self.timers.peek().map(|Reverse((at, _))| *at)
     }
 
     /// The counters.
@@ -351,6 +419,44 @@ impl<R: RngCore> Bfd<R> {
     /// Snapshots of every session.
     pub fn sessions(&self) -> impl Iterator<Item = SessionInfo> + '_ {
         self.sessions.values().map(Session::info)
+    }
+
+    /// Puts a session's next deadline in the heap if it changed, then
+    /// drops stale entries from the top. Call after every change to a
+    /// session.
+    fn arm(&mut self, key: PeerKey) {
+        if let Some(s) = self.sessions.get_mut(&key) {
+            let next = s.next_deadline();
+            if next != s.armed {
+                s.armed = next;
+                if let Some(at) = next {
+                    self.timers.push(Reverse((at, key)));
+                }
+            }
+        }
+        self.prune();
+    }
+
+    /// Pops stale entries until the top is current (or the heap empty).
+    /// Each entry is popped once, so this is O(log n) amortised. Stale
+    /// entries below the top (deadlines moved earlier, sessions removed)
+    /// are swept when they outnumber the sessions, which takes O(n) once
+    /// per at least n stale pushes.
+    fn prune(&mut self) {
+        let current = |sessions: &HashMap<PeerKey, Session>, at: Instant, key: &PeerKey| {
+            sessions.get(key).is_some_and(|s| s.armed == Some(at))
+        };
+        while let Some(&Reverse((at, key))) = self.timers.peek() {
+            if current(&self.sessions, at, &key) {
+                break;
+            }
+            self.timers.pop();
+        }
+        if self.timers.len() > 2 * self.sessions.len() + STALE_SLACK {
+            let sessions = &self.sessions;
+            self.timers
+                .retain(|Reverse((at, key))| current(sessions, *at, key));
+        }
     }
 }
 
@@ -392,9 +498,12 @@ struct Session {
     heard: bool,
     next_tx: Option<Instant>,
     detect_at: Option<Instant>,
+    /// The deadline this session has in [`Bfd`]'s heap.
+    armed: Option<Instant>,
     received: u64,
     sent: u64,
     ups: u64,
+    downs: u64,
 }
 
 impl Session {
@@ -422,9 +531,11 @@ impl Session {
             heard: false,
             next_tx: None,
             detect_at: None,
+            armed: None,
             received: 0,
             sent: 0,
             ups: 0,
+            downs: 0,
         };
         s.schedule_tx_now(now);
         s
@@ -448,6 +559,7 @@ impl Session {
             received: self.received,
             sent: self.sent,
             ups: self.ups,
+            downs: self.downs,
         }
     }
 
@@ -528,14 +640,23 @@ impl Session {
         self.polling = true;
     }
 
-    fn change_state(&mut self, now: Instant, to: State, diag: Diag, out: &mut VecDeque<Output>) {
+    /// Moves to `to` and reports it; `cause` is `Some` exactly when the
+    /// session leaves Init or Up for Down or AdminDown.
+    fn change_state(
+        &mut self,
+        now: Instant,
+        to: State,
+        diag: Diag,
+        cause: Option<DownCause>,
+        out: &mut VecDeque<Output>,
+    ) {
         let from = self.state;
         if from == to {
             return;
         }
         self.state = to;
         self.diag = diag;
-        debug!(peer = %self.key.peer, %from, %to, %diag, "bfd state change");
+        debug!(peer = %self.key.peer, %from, %to, %diag, ?cause, "bfd state change");
         if to == State::Up {
             self.ups += 1;
             // Leave the slow (1 s) rate of §6.8.3 for the configured one.
@@ -544,6 +665,7 @@ impl Session {
                 self.profile.receive_interval,
             );
         } else if from == State::Up {
+            self.downs += 1;
             self.polling = false;
             self.desired_tx = slow(self.profile.transmit_interval);
             self.tx_in_use = self.desired_tx;
@@ -556,6 +678,7 @@ impl Session {
             from,
             to,
             diag,
+            cause,
         }));
     }
 
@@ -571,6 +694,10 @@ impl Session {
     ) {
         self.received += 1;
         let old_interval = self.may_transmit().then(|| self.tx_interval());
+        // Whether the peer replaced its session: §6.8.6 selected ours by
+        // source address (a new session does not know our discriminator
+        // yet), and bfd.RemoteDiscr simply takes the new value below.
+        let restarted = self.remote_discr != 0 && self.remote_discr != repr.my_discriminator.get();
         self.remote_discr = repr.my_discriminator.get();
         self.remote_state = repr.state;
         self.remote_min_rx = repr.required_min_rx;
@@ -590,16 +717,33 @@ impl Session {
 
         let before = self.state;
         match (self.state, repr.state) {
-            (State::Init | State::Up, State::AdminDown) => {
-                self.change_state(now, State::Down, Diag::NeighborSignaledSessionDown, out);
+            (State::Init | State::Up, State::AdminDown) => self.change_state(
+                now,
+                State::Down,
+                Diag::NeighborSignaledSessionDown,
+                Some(DownCause::NeighborAdminDown),
+                out,
+            ),
+            (State::Down, State::Down) => {
+                self.change_state(now, State::Init, Diag::None, None, out);
             }
-            (State::Down, State::Down) => self.change_state(now, State::Init, Diag::None, out),
             (State::Down, State::Init) | (State::Init, State::Init | State::Up) => {
-                self.change_state(now, State::Up, Diag::None, out);
+                self.change_state(now, State::Up, Diag::None, None, out);
             }
-            (State::Up, State::Down) => {
-                self.change_state(now, State::Down, Diag::NeighborSignaledSessionDown, out);
-            }
+            // §6.8.6 takes the session Down whatever the peer's reason
+            // (diag 3), so that the handshake starts again from Down on both
+            // sides; only the cause we report differs.
+            (State::Up, State::Down) => self.change_state(
+                now,
+                State::Down,
+                Diag::NeighborSignaledSessionDown,
+                Some(if restarted || !reports_failure(repr.diag) {
+                    DownCause::NeighborRestarted
+                } else {
+                    DownCause::NeighborDown
+                }),
+                out,
+            ),
             // Down hears Up (stale), Init hears Down (the peer restarts the
             // handshake from its side), Up hears Init or Up: no change.
             _ => {}
@@ -634,7 +778,13 @@ impl Session {
             self.detect_at = None;
             let was_up = matches!(self.state, State::Init | State::Up);
             if was_up {
-                self.change_state(now, State::Down, Diag::ControlDetectionTimeExpired, out);
+                self.change_state(
+                    now,
+                    State::Down,
+                    Diag::ControlDetectionTimeExpired,
+                    Some(DownCause::DetectionTimeExpired),
+                    out,
+                );
             }
             // §6.8.1: the peer's discriminator is forgotten when the
             // detection time passes; a passive session goes quiet again.
@@ -698,12 +848,32 @@ impl Session {
     }
 }
 
+/// Whether a peer that says Down with this diagnostic (its
+/// bfd.LocalDiag, RFC 5880 §4.1) detected a failure. Unknown codes count
+/// as failures. Diag 3 and 7 do not: they say that *we* signalled Down, or
+/// that the peer was taken down administratively, and a peer that tells an
+/// Up session so has reset its own.
+fn reports_failure(diag: Diag) -> bool {
+    match diag {
+        Diag::ControlDetectionTimeExpired
+        | Diag::EchoFunctionFailed
+        | Diag::ForwardingPlaneReset
+        | Diag::PathDown
+        | Diag::ConcatenatedPathDown
+        | Diag::ReverseConcatenatedPathDown
+        | Diag::Unknown(_) => true,
+        Diag::None | Diag::NeighborSignaledSessionDown | Diag::AdministrativelyDown => false,
+    }
+}
+
 /// §6.8.3: outside Up, Desired Min TX is at least one second.
 fn slow(tx: Duration) -> Duration {
     tx.max(SLOW_TX)
 }
 
 const SLOW_TX: Duration = Duration::from_secs(1);
+/// Stale timer entries tolerated beyond one per session before a sweep.
+const STALE_SLACK: usize = 16;
 
 #[cfg(test)]
 mod tests;

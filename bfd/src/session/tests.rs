@@ -99,7 +99,10 @@ impl Pair {
                     return;
                 }
                 if from_a {
-                    assert_eq!(t.key.peer, B);
+                    // A's other peers (if any) never answer.
+                    if t.key.peer != B {
+                        return;
+                    }
                     self.b.handle_packet(self.now, &t.packet, A, 255, false);
                 } else {
                     assert_eq!(t.key.peer, A);
@@ -123,6 +126,8 @@ impl Pair {
                     self.a.handle_timeout(self.now);
                     self.b.handle_timeout(self.now);
                     self.drain();
+                    self.a.check_timers();
+                    self.b.check_timers();
                 }
                 _ => break,
             }
@@ -153,6 +158,25 @@ impl Pair {
             .find(|(a, _)| *a == of_a)
             .unwrap()
             .1
+    }
+}
+
+impl<R: RngCore> Bfd<R> {
+    /// The timer heap agrees with a scan of every session, and stale
+    /// entries do not pile up.
+    fn check_timers(&self) {
+        let scan = self
+            .sessions
+            .values()
+            .filter_map(Session::next_deadline)
+            .min();
+        assert_eq!(self.poll_timeout(), scan);
+        assert!(
+            self.timers.len() <= 2 * self.sessions.len() + STALE_SLACK,
+            "{} heap entries for {} sessions",
+            self.timers.len(),
+            self.sessions.len()
+        );
     }
 }
 
@@ -218,8 +242,12 @@ fn detection_expiry_takes_the_session_down_with_diag_1() {
     p.run_until(ms(800));
     let down = p.last_event(true);
     assert_eq!(
-        (down.to, down.diag),
-        (State::Down, Diag::ControlDetectionTimeExpired)
+        (down.to, down.diag, down.cause),
+        (
+            State::Down,
+            Diag::ControlDetectionTimeExpired,
+            Some(DownCause::DetectionTimeExpired)
+        )
     );
     assert_eq!(
         down.at - last_rx,
@@ -228,10 +256,15 @@ fn detection_expiry_takes_the_session_down_with_diag_1() {
     );
     assert!(down.at - cut <= ms(150));
     // A's Down packets take B down too (diag 3), though B still hears A.
+    // Same discriminator: the peer's failure, not a restart.
     let b = p.last_event(false);
     assert_eq!(
-        (b.to, b.diag),
-        (State::Down, Diag::NeighborSignaledSessionDown)
+        (b.to, b.diag, b.cause),
+        (
+            State::Down,
+            Diag::NeighborSignaledSessionDown,
+            Some(DownCause::NeighborDown)
+        )
     );
     assert_eq!(b.at, down.at);
     // A forgot B's discriminator and is back at the slow rate.
@@ -304,13 +337,21 @@ fn admin_down_from_the_peer_is_down_with_diag_3() {
     p.drain();
     let b = p.last_event(false);
     assert_eq!(
-        (b.to, b.diag),
-        (State::AdminDown, Diag::AdministrativelyDown)
+        (b.to, b.diag, b.cause),
+        (
+            State::AdminDown,
+            Diag::AdministrativelyDown,
+            Some(DownCause::AdminDown)
+        )
     );
     let a = p.last_event(true);
     assert_eq!(
-        (a.to, a.diag),
-        (State::Down, Diag::NeighborSignaledSessionDown)
+        (a.to, a.diag, a.cause),
+        (
+            State::Down,
+            Diag::NeighborSignaledSessionDown,
+            Some(DownCause::NeighborAdminDown)
+        )
     );
     assert_eq!(a.at, p.now, "at once, not after the detection time");
     // A stays Down while B is AdminDown: no detection-time expiry either.
@@ -336,6 +377,133 @@ fn removing_a_session_sends_admin_down() {
         (State::Down, Diag::NeighborSignaledSessionDown)
     );
     assert!(p.b.session(key(A)).is_none());
+}
+
+/// FRR 8.4's bgpd replaces its BFD session once BGP is up: the new one
+/// has a new discriminator, does not know ours and says Down. RFC 5880
+/// §6.8.6 takes our session Down (diag 3) and the handshake starts over;
+/// the event tells this apart from a failure.
+#[test]
+fn a_peer_that_replaces_its_session_is_a_restart() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    p.run_until(ms(500));
+    let old = p.info_b().local_discriminator;
+    assert_eq!(p.info_a().remote_discriminator, old);
+    // B forgets its session without a word, and makes a new one.
+    p.b = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(5));
+    p.b.add_session(p.now, config(A, profile(50, 50, 3)));
+    let restart = p.now;
+    p.b.handle_timeout(p.now);
+    p.drain();
+    let new = p.info_b().local_discriminator;
+    assert_ne!(new, old);
+    let downs: Vec<Event> = p
+        .events
+        .iter()
+        .filter(|(a, e)| *a && e.from == State::Up)
+        .map(|(_, e)| *e)
+        .collect();
+    assert_eq!(downs.len(), 1);
+    assert_eq!(
+        (downs[0].to, downs[0].diag, downs[0].cause, downs[0].at),
+        (
+            State::Down,
+            Diag::NeighborSignaledSessionDown,
+            Some(DownCause::NeighborRestarted),
+            restart
+        )
+    );
+    // Every state change is sent at once: Up again without waiting for a
+    // timer (FRR waits for its next slow-rate packet, up to 1 s).
+    p.run_until(ms(2000));
+    let a = p.info_a();
+    assert_eq!((a.state, a.ups, a.downs), (State::Up, 2, 1));
+    assert_eq!(a.remote_discriminator, new);
+    let up_again = p.last_event(true);
+    assert_eq!((up_again.to, up_again.at), (State::Up, restart));
+    assert_eq!(p.info_b().state, State::Up);
+}
+
+/// What FRR 8.4's bfdd sends from a session it deletes (seen on the wire):
+/// Down, diag 3, both discriminators unchanged; then nothing. Only the
+/// peer's diagnostic tells this apart from a failure it detected.
+#[test]
+fn a_peer_down_is_a_failure_only_with_a_failure_diagnostic() {
+    let cases = [
+        (
+            Diag::NeighborSignaledSessionDown,
+            DownCause::NeighborRestarted,
+        ),
+        (Diag::None, DownCause::NeighborRestarted),
+        (Diag::AdministrativelyDown, DownCause::NeighborRestarted),
+        (Diag::ControlDetectionTimeExpired, DownCause::NeighborDown),
+        (Diag::PathDown, DownCause::NeighborDown),
+        (Diag::ForwardingPlaneReset, DownCause::NeighborDown),
+        (Diag::Unknown(20), DownCause::NeighborDown),
+    ];
+    for (diag, cause) in cases {
+        let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+        p.run_until(ms(500));
+        let (a, b) = (p.info_a(), p.info_b());
+        let down = Repr {
+            diag,
+            state: State::Down,
+            poll: false,
+            final_: false,
+            control_plane_independent: false,
+            detect_mult: NonZeroU8::new(3).unwrap(),
+            my_discriminator: NonZeroU32::new(b.local_discriminator).unwrap(),
+            your_discriminator: a.local_discriminator,
+            desired_min_tx: ms(1000),
+            required_min_rx: ms(50),
+            required_min_echo_rx: ms(50),
+        }
+        .to_bytes();
+        p.a.handle_packet(p.now, &down, B, 255, false);
+        p.drain();
+        let e = p.last_event(true);
+        assert_eq!(
+            (e.from, e.to, e.diag, e.cause),
+            (
+                State::Up,
+                State::Down,
+                Diag::NeighborSignaledSessionDown,
+                Some(cause)
+            ),
+            "peer diag {diag}"
+        );
+    }
+}
+
+/// Many sessions on one core, some answered and some not: the heap gives
+/// the same deadlines as a scan (checked at every step by `run_until`),
+/// and every session keeps its own rate.
+#[test]
+fn timer_heap_with_many_sessions() {
+    let mut p = Pair::new(profile(50, 50, 3), profile(50, 50, 3));
+    // A also talks to 100 peers that never answer, at 100-300 ms.
+    for i in 0..100u8 {
+        let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 1, i));
+        let tx = 100 + u64::from(i % 3) * 100;
+        p.a.add_session(p.now, config(peer, profile(tx, tx, 3)));
+    }
+    p.run_until(ms(5000));
+    assert_eq!(p.info_a().state, State::Up);
+    // Down, so each silent session sends at the 1 s slow rate: 4-6 in 5 s.
+    let silent: Vec<u64> =
+        p.a.sessions()
+            .filter(|s| s.key.peer != B)
+            .map(|s| s.sent)
+            .collect();
+    assert_eq!(silent.len(), 100);
+    assert!(silent.iter().all(|n| (4..=7).contains(n)), "{silent:?}");
+    // Removing sessions leaves no live timer behind.
+    for i in 0..100u8 {
+        assert!(p.a.remove_session(p.now, key(IpAddr::V4(Ipv4Addr::new(10, 0, 1, i)))));
+    }
+    p.a.check_timers();
+    p.run_until(ms(6000));
+    assert_eq!(p.info_a().state, State::Up);
 }
 
 #[test]

@@ -27,9 +27,11 @@ use tokio::signal::unix::{SignalKind, signal};
 ///
 /// Prints one JSON object per state change on standard output:
 ///   {"event":"state","peer":ADDR,"multihop":BOOL,"from":STATE,"to":STATE,
-///    "diag":DIAG,"ts_ms":UNIX_MS,"mono_ms":MS_SINCE_START}
+///    "diag":DIAG,"cause":CAUSE,"ts_ms":UNIX_MS,"mono_ms":MS_SINCE_START}
 /// STATE is AdminDown, Down, Init or Up; DIAG is the RFC 5880 diagnostic
-/// we set (e.g. ControlDetectionTimeExpired, NeighborSignaledSessionDown).
+/// we set (e.g. ControlDetectionTimeExpired, NeighborSignaledSessionDown);
+/// CAUSE is null, or why the session left Init or Up (`bfd::DownCause`,
+/// e.g. DetectionTimeExpired, NeighborRestarted).
 /// ts_ms is wall-clock time in milliseconds (with fractions), taken from
 /// the monotonic time the state changed at.
 ///
@@ -164,7 +166,7 @@ async fn run(args: Args) -> Result<(), String> {
         tokio::select! {
             e = events.recv() => {
                 let Some(e) = e else { return Err("driver stopped".into()) };
-                print(&event_json(&e.event, start));
+                print(&event_json(&e, start));
             }
             line = stdin.next_line(), if stdin_open => {
                 match line {
@@ -219,6 +221,7 @@ async fn command(speaker: &BfdSpeaker, args: &Args, line: &str) -> Result<bool, 
                         "received": s.received,
                         "sent": s.sent,
                         "ups": s.ups,
+                        "downs": s.downs,
                     })
                 })
                 .collect();
@@ -265,6 +268,7 @@ fn event_json(e: &Event, start: std::time::Instant) -> Value {
         "from": e.from.to_string(),
         "to": e.to.to_string(),
         "diag": e.diag.to_string(),
+        "cause": e.cause.map(|c| format!("{c:?}")),
         "ts_ms": wall.as_secs_f64() * 1000.0,
         "mono_ms": ms(e.at.saturating_duration_since(start)),
     })

@@ -6,10 +6,10 @@
 //! decisions are made here.
 //!
 //! [`BfdSpeaker`] is the API: add, change and remove sessions, hold them
-//! administratively down, read counters, and receive a stream of
-//! [`BfdEvent`]s. The speaker's reconcile loop (`crate::run`) takes a BGP
-//! peer's session down (Cease, subcode 10 "BFD Down", RFC 9384) on a
-//! `Down` event.
+//! administratively down, read counters, and receive a stream of the
+//! core's [`Event`]s. The speaker's reconcile loop (`crate::run`) passes
+//! them to a `bfd::client::Gate`, which decides when a BGP peer's session
+//! goes down (Cease, subcode 10 "BFD Down", RFC 9384).
 
 use std::collections::HashMap;
 use std::io;
@@ -65,18 +65,6 @@ pub struct DriverStats {
     pub send_errors: u64,
 }
 
-/// A state change of a session, with the peer's state as its last packet
-/// gave it: a `Down` caused by the peer's AdminDown is no path failure
-/// (RFC 5882 §3.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BfdEvent {
-    /// The core's event.
-    pub event: Event,
-    /// The remote state when the event happened (`Down` for a session
-    /// just removed).
-    pub remote_state: bfd::State,
-}
-
 enum Command {
     Add(SessionConfig, oneshot::Sender<io::Result<()>>),
     Remove(PeerKey, oneshot::Sender<bool>),
@@ -93,7 +81,7 @@ pub struct BfdSpeaker {
 impl BfdSpeaker {
     /// Starts the driver task (no sessions yet) and returns the stream of
     /// state changes.
-    pub fn spawn(options: Options) -> (Self, mpsc::UnboundedReceiver<BfdEvent>) {
+    pub fn spawn(options: Options) -> (Self, mpsc::UnboundedReceiver<Event>) {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (events, event_rx) = mpsc::unbounded_channel();
         let rng = match options.seed {
@@ -171,7 +159,7 @@ struct Driver {
     receivers: HashMap<Family, JoinHandle<()>>,
     datagram_tx: mpsc::Sender<(bool, Datagram)>,
     datagram_rx: mpsc::Receiver<(bool, Datagram)>,
-    events: mpsc::UnboundedSender<BfdEvent>,
+    events: mpsc::UnboundedSender<Event>,
     stats: DriverStats,
 }
 
@@ -313,20 +301,9 @@ impl Driver {
                 }
                 Output::Event(e) => {
                     if e.to == bfd::State::Up || e.from == bfd::State::Up {
-                        info!(peer = %e.key.peer, from = %e.from, to = %e.to, diag = %e.diag, "bfd session");
+                        info!(peer = %e.key.peer, from = %e.from, to = %e.to, diag = %e.diag, cause = ?e.cause, "bfd session");
                     }
-                    let remote_state = self
-                        .core
-                        .session(e.key)
-                        .map_or(bfd::State::Down, |s| s.remote_state);
-                    if e.to == bfd::State::Down && remote_state == bfd::State::AdminDown {
-                        info!(peer = %e.key.peer, "bfd peer signalled admin down");
-                    }
-                    let event = BfdEvent {
-                        event: e,
-                        remote_state,
-                    };
-                    if self.events.send(event).is_err() {
+                    if self.events.send(e).is_err() {
                         warn!("bfd event receiver dropped");
                     }
                 }
@@ -385,10 +362,10 @@ mod tests {
         })
         .await
         .unwrap();
-        async fn up(rx: &mut mpsc::UnboundedReceiver<BfdEvent>) -> Event {
+        async fn up(rx: &mut mpsc::UnboundedReceiver<Event>) -> Event {
             let fut = async {
                 loop {
-                    let e = rx.recv().await.unwrap().event;
+                    let e = rx.recv().await.unwrap();
                     if e.to == State::Up {
                         return e;
                     }
@@ -411,11 +388,13 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(down.remote_state, State::AdminDown);
-        let down = down.event;
         assert_eq!(
-            (down.to, down.diag),
-            (State::Down, bfd::Diag::NeighborSignaledSessionDown)
+            (down.to, down.diag, down.cause),
+            (
+                State::Down,
+                bfd::Diag::NeighborSignaledSessionDown,
+                Some(bfd::DownCause::NeighborAdminDown)
+            )
         );
     }
 }
