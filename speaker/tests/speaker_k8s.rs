@@ -254,7 +254,36 @@ struct Node {
     ns: Netns,
     proc: Proc,
     log: PathBuf,
+    args: Vec<String>,
+    node: String,
+    system: String,
     _forward: Forward,
+}
+
+fn spawn_speaker(ns: &Netns, node: &str, system: &str, extra: &[String], log: &Path) -> Proc {
+    let env = TestEnv::global();
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    // SPEAKER_BIN: benchmark another build (a release one) of the binary.
+    let bin = std::env::var("SPEAKER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_speaker").into());
+    let mut cmd = ns.command(bin);
+    cmd.env("NODE_NAME", node)
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["--namespace", system])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:7472",
+            "--log-level",
+            "debug,kube=info,hyper=info,tower=info,hyper_util=info",
+        ])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr);
+    ns.spawn_command(&mut cmd)
 }
 
 impl Node {
@@ -279,23 +308,22 @@ impl Node {
             .unwrap();
         let forward = Forward::loopback_port(&ns, port);
         let log = logs.join(&format!("{name}.log"));
-        let stderr = std::fs::File::create(&log).unwrap();
-        let mut cmd = ns.command(env!("CARGO_BIN_EXE_speaker"));
-        cmd.env("NODE_NAME", cluster.node(name))
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_path())
-            .args(["--namespace", &cluster.system])
-            .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug,kube=info,hyper=info,tower=info,hyper_util=info"])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(stderr);
-        let proc = ns.spawn_command(&mut cmd);
+        let args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let proc = spawn_speaker(&ns, &cluster.node(name), &cluster.system, &args, &log);
         Self {
             ns,
             proc,
             log,
+            args,
+            node: cluster.node(name),
+            system: cluster.system.clone(),
             _forward: forward,
         }
+    }
+
+    /// Starts the speaker again after a kill, appending to its log.
+    fn restart(&mut self) {
+        self.proc = spawn_speaker(&self.ns, &self.node, &self.system, &self.args, &self.log);
     }
 
     fn dump_log(&self) {
@@ -303,6 +331,21 @@ impl Node {
         let lines: Vec<&str> = text.lines().collect();
         let tail = &lines[lines.len().saturating_sub(60)..];
         eprintln!("--- {} ---\n{}", self.log.display(), tail.join("\n"));
+    }
+
+    /// The body of `GET /metrics`, empty when the speaker does not answer.
+    fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        self.ns.run_in(|| {
+            let Ok(mut c) = std::net::TcpStream::connect("127.0.0.1:7472") else {
+                return String::new();
+            };
+            let mut s = String::new();
+            if c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").is_ok() {
+                let _ = c.read_to_string(&mut s);
+            }
+            s
+        })
     }
 
     fn mac(&self) -> String {
@@ -619,4 +662,318 @@ fn layer2_memberlist_from_pods_failover_and_status() {
     });
     assert_eq!(neigh().as_deref(), Some(new_mac.as_str()));
     nodes.remove(w);
+}
+
+/// Percentile of sorted durations (nearest rank).
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary(name: &str, mut v: Vec<Duration>) {
+    v.sort();
+    eprintln!(
+        "{name}: n={} p50={:?} p90={:?} p99={:?} min={:?} max={:?}",
+        v.len(),
+        pct(&v, 50.0),
+        pct(&v, 90.0),
+        pct(&v, 99.0),
+        v[0],
+        v[v.len() - 1]
+    );
+}
+
+/// Benchmark (BENCHMARKS.md): L2 failover, kill -9 of the announcing
+/// speaker -> the client's neighbor entry holds another node's MAC.
+/// `L2_KILLS` rounds (default 20); the killed speaker is restarted and the
+/// election settles before the next round.
+#[test]
+#[ignore = "benchmark: run by hand, see BENCHMARKS.md"]
+fn bench_l2_failover() {
+    let rounds: usize = std::env::var("L2_KILLS").map_or(20, |v| v.parse().unwrap());
+    let cluster = Cluster::new("f");
+    cluster.apply_fixture("l2");
+    cluster.apply(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cluster.node("node3")},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
+    }));
+    let addrs = [
+        ("node1", "10.0.0.2"),
+        ("node2", "10.0.0.3"),
+        ("node3", "10.0.0.4"),
+    ];
+    let run = RunDir::new("speaker-k8s-l2-bench");
+    let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let joins: Vec<String> = addrs.iter().map(|(_, ip)| format!("{ip}:7946")).collect();
+    let mut nodes: Vec<Node> = addrs
+        .iter()
+        .map(|(name, ip)| {
+            let bind = format!("{ip}:7946");
+            let mut args = vec!["--memberlist-bind", bind.as_str()];
+            for j in joins.iter().filter(|j| **j != bind) {
+                args.extend(["--memberlist-join", j.as_str()]);
+            }
+            Node::start(&cluster, &bridge, name, ip, &args, &run)
+        })
+        .collect();
+    let macs: Vec<String> = nodes.iter().map(Node::mac).collect();
+    let lladdr = || {
+        let out = client.ip(["-j", "neigh", "show", "to", "10.0.0.100", "dev", "eth0"]);
+        let v: Value = serde_json::from_str(&out).ok()?;
+        v[0]["lladdr"].as_str().map(str::to_owned)
+    };
+    let announcing = |nodes: &[Node]| -> Vec<usize> {
+        (0..nodes.len())
+            .filter(|i| nodes[*i].metrics().contains("protocol=\"layer2\""))
+            .collect()
+    };
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        // Settle: one announcer, the client resolved to it.
+        // One announcer, and the client resolved to it afresh (the
+        // restarted node may win back within the client's ARP locktime of
+        // the failover, so that its gratuitous ARP is ignored: a client
+        // effect, not the round under test).
+        let w = eventually("a single announcer, resolved", T, &nodes, || {
+            let a = announcing(&nodes);
+            if a.len() != 1 {
+                return None;
+            }
+            client.ip(["neigh", "flush", "to", "10.0.0.100"]);
+            let _ = client.exec(["ping", "-c", "1", "-W", "1", "10.0.0.100"]);
+            (lladdr()? == macs[a[0]]).then(|| a[0])
+        });
+        std::thread::sleep(Duration::from_millis(1500));
+        let t0 = Instant::now();
+        nodes[w].proc.signal(Signal::SIGKILL);
+        let flipped = wait_until("flip", T, Duration::from_millis(5), || {
+            let mac = lladdr()?;
+            (mac != macs[w] && macs.contains(&mac)).then(|| t0.elapsed())
+        })
+        .unwrap_or_else(|e| {
+            nodes.iter().for_each(Node::dump_log);
+            panic!("round {round}: {e}")
+        });
+        eprintln!("l2-failover round {round}: {flipped:?}");
+        times.push(flipped);
+        let _ = nodes[w].proc.try_status();
+        nodes[w].restart();
+    }
+    summary("l2-failover kill -9 -> neighbor flip", times);
+}
+
+/// Benchmark (BENCHMARKS.md): Service status written -> the UPDATE at the
+/// router, and the speaker's memory with `BENCH_SERVICES` services
+/// (default 1,000) and 4 BGP peers (one BIRD, four local addresses).
+#[test]
+#[ignore = "benchmark: run by hand, see BENCHMARKS.md"]
+fn bench_status_to_route_and_rss() {
+    testnet::require_binary("tcpdump");
+    let services: usize = std::env::var("BENCH_SERVICES").map_or(1000, |v| v.parse().unwrap());
+    let cluster = Cluster::new("r");
+    let routers = ["10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7"];
+    let mut metallb = vec![
+        json!({
+            "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+            "metadata": {"name": "pool", "namespace": cluster.system},
+            "spec": {"addresses": ["198.51.0.0/16"]},
+        }),
+        json!({
+            "apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+            "metadata": {"name": "adv", "namespace": cluster.system},
+            "spec": {"ipAddressPools": ["pool"], "communities": ["64512:100"]},
+        }),
+    ];
+    for (i, r) in routers.iter().enumerate() {
+        metallb.push(json!({
+            "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+            "metadata": {"name": format!("r{i}"), "namespace": cluster.system},
+            "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": r, "connectTime": "1s"},
+        }));
+    }
+    metallb.push(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cluster.node("node1")},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]},
+    }));
+    for doc in metallb {
+        cluster.apply(doc);
+    }
+    let svc = |i: usize, with_status: bool| {
+        let ip = format!("198.51.{}.{}", i / 250, i % 250 + 1);
+        let mut s = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("s{i}"), "namespace": cluster.apps},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+                     "allocateLoadBalancerNodePorts": false},
+        });
+        if with_status {
+            s["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+        }
+        (s, ip)
+    };
+    let slice = |i: usize| {
+        json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("s{i}-1"), "namespace": cluster.apps,
+                         "labels": {"kubernetes.io/service-name": format!("s{i}")}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.244.1.5"], "nodeName": cluster.node("node1"),
+                           "conditions": {"ready": true}}],
+        })
+    };
+    let t = Instant::now();
+    for i in 0..services {
+        cluster.apply(slice(i));
+        cluster.apply(svc(i, true).0);
+    }
+    eprintln!("created {services} services in {:?}", t.elapsed());
+
+    let run = RunDir::new("speaker-k8s-rss");
+    let bridge = Bridge::new("lan");
+    // Four routers, each a BIRD in its own namespace.
+    let birds: Vec<testnet::Bird> = routers
+        .iter()
+        .map(|r| {
+            let ns = Netns::new("rtr");
+            bridge.attach(&ns, "eth0");
+            ns.add_addr("eth0", &format!("{r}/24"));
+            testnet::Bird::start(
+                &ns,
+                &format!(
+                    "router id {r};\nprotocol device {{}}\nprotocol bgp node {{ local {r} as 64500; \
+                     neighbor 10.0.0.2 as 64512; ipv4 {{ import all; export none; }}; }}\n"
+                ),
+            )
+        })
+        .collect();
+    let node = Node::start(&cluster, &bridge, "node1", "10.0.0.2", &[], &run);
+    let t = Instant::now();
+    let count = |birds: &[testnet::Bird]| -> usize {
+        birds
+            .iter()
+            .map(|b| {
+                // "1000 of 1000 routes for 1000 networks in table master4"
+                b.birdc("show route count")
+                    .lines()
+                    .find_map(|l| l.split_whitespace().next()?.parse::<usize>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    };
+    eventually(
+        "every route at every peer",
+        Duration::from_secs(120),
+        std::slice::from_ref(&node),
+        || (count(&birds) == services * routers.len()).then_some(()),
+    );
+    eprintln!(
+        "all {} routes at the 4 peers {:?} after start",
+        services * routers.len(),
+        t.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", node.proc.pid())).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    eprintln!(
+        "rss with {services} services, 4 peers: {} | {}",
+        field("VmRSS"),
+        field("VmHWM")
+    );
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", node.proc.pid())).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        // utime and stime: fields 14 and 15, i.e. 12 and 13 after ')'.
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let (c0, t0) = (cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(30));
+    let ticks = cpu() - c0;
+    eprintln!(
+        "idle cpu over {:?}: {} ticks = {:.3} % of a core",
+        t0.elapsed(),
+        ticks,
+        ticks as f64 / 100.0 / t0.elapsed().as_secs_f64() * 100.0
+    );
+
+    // Status -> UPDATE at the router: tcpdump in the router namespace
+    // timestamps each segment from the speaker longer than a KEEPALIVE.
+    let dump_path = run.join("updates.txt");
+    let mut dump = birds[0].netns().spawn(
+        [
+            "tcpdump",
+            "-i",
+            "eth0",
+            "-n",
+            "-l",
+            "-tt",
+            "-Q",
+            "in",
+            "--immediate-mode",
+            "src host 10.0.0.2 and tcp dst port 179 and greater 110",
+        ],
+        &dump_path,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let rounds: usize = std::env::var("BENCH_ROUNDS").map_or(20, |v| v.parse().unwrap());
+    let mut lat = Vec::new();
+    for k in 0..rounds {
+        let i = services + k;
+        cluster.apply(slice(i));
+        cluster.apply(svc(i, false).0);
+        std::thread::sleep(Duration::from_millis(300));
+        let before = std::fs::read_to_string(&dump_path)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        let (s, _) = svc(i, true);
+        let api: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(cluster.client.clone(), &cluster.apps);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        cluster
+            .rt
+            .block_on(api.patch_status(
+                &format!("s{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": s["status"]})),
+            ))
+            .unwrap();
+        let at = eventually(
+            "the UPDATE at the router",
+            CHANGE,
+            std::slice::from_ref(&node),
+            || {
+                let text = std::fs::read_to_string(&dump_path).ok()?;
+                // One line per segment from each of the 4 sessions; the first
+                // after the write is the first peer's.
+                let line = text.lines().nth(before)?;
+                line.split_whitespace().next()?.parse::<f64>().ok()
+            },
+        );
+        let d = Duration::from_secs_f64((at - wall).max(0.0));
+        eprintln!("status-to-update round {k}: {d:?}");
+        lat.push(d);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    dump.stop();
+    summary("status written -> first UPDATE at the router", lat);
+    drop(birds);
 }

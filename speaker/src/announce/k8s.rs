@@ -2,7 +2,8 @@
 //! Pure conversions: the Kubernetes source watches the objects and calls
 //! these; the file source builds the view from YAML instead.
 
-use std::collections::BTreeSet;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use api::validate::{Config, Problem};
@@ -14,31 +15,71 @@ use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy
 impl ClusterView {
     /// Builds the view of `this_node` from watched objects.
     ///
-    /// Services that cannot be read ([`service`]) are left out and
-    /// reported, which withdraws them. `members` and the speaker's flags
-    /// (`load_balancer_class`, `ignore_exclude_lb`) are the caller's to
-    /// set.
-    pub fn from_k8s(
+    /// Only `LoadBalancer` services are converted (the others are never
+    /// announced). Services that cannot be read ([`service`]) are left out
+    /// and reported, which withdraws them. `members` and the speaker's
+    /// flags (`load_balancer_class`, `ignore_exclude_lb`) are the caller's
+    /// to set.
+    ///
+    /// The objects may be owned or shared (`Arc`, as the Kubernetes
+    /// source's caches hold them). EndpointSlices are grouped by service
+    /// first, so the cost is linear in the number of objects.
+    pub fn from_k8s<N, S, E, X>(
         this_node: &str,
         config: Config,
-        nodes: &[corev1::Node],
-        services: &[corev1::Service],
-        slices: &[discoveryv1::EndpointSlice],
-        secrets: &[corev1::Secret],
-    ) -> (Self, Vec<Problem>) {
+        nodes: &[N],
+        services: &[S],
+        slices: &[E],
+        secrets: &[X],
+    ) -> (Self, Vec<Problem>)
+    where
+        N: Borrow<corev1::Node>,
+        S: Borrow<corev1::Service>,
+        E: Borrow<discoveryv1::EndpointSlice>,
+        X: Borrow<corev1::Secret>,
+    {
+        let mut by_service: BTreeMap<(&str, &str), Vec<&discoveryv1::EndpointSlice>> =
+            BTreeMap::new();
+        for slice in slices.iter().map(Borrow::borrow) {
+            let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+            if let Some(name) = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            {
+                by_service.entry((ns, name)).or_default().push(slice);
+            }
+        }
         let mut problems = Vec::new();
         let view = Self {
             node: this_node.to_owned(),
             nodes: nodes
                 .iter()
-                .map(node)
+                .map(|n| node(n.borrow()))
                 .map(|n| (n.name.clone(), n))
                 .collect(),
             config,
-            secrets: secrets.iter().filter_map(secret_password).collect(),
+            secrets: secrets
+                .iter()
+                .filter_map(|s| secret_password(s.borrow()))
+                .collect(),
             services: services
                 .iter()
-                .filter_map(|s| service(s, slices).map_err(|p| problems.push(p)).ok())
+                .map(Borrow::borrow)
+                .filter(|s: &&corev1::Service| {
+                    s.spec.as_ref().and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
+                })
+                .filter_map(|s| {
+                    let key = (
+                        s.metadata.namespace.as_deref().unwrap_or_default(),
+                        s.metadata.name.as_deref().unwrap_or_default(),
+                    );
+                    let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
+                    service(s, group.iter().copied())
+                        .map_err(|p| problems.push(p))
+                        .ok()
+                })
                 .collect(),
             members: None,
             load_balancer_class: None,
@@ -87,9 +128,9 @@ pub fn node(n: &corev1::Node) -> Node {
 /// An ingress entry with a hostname and no IP is skipped; one whose IP does
 /// not parse makes the whole service unreadable, as MetalLB then withdraws
 /// it (`invalidIP`).
-pub fn service(
+pub fn service<'a>(
     s: &corev1::Service,
-    slices: &[discoveryv1::EndpointSlice],
+    slices: impl IntoIterator<Item = &'a discoveryv1::EndpointSlice>,
 ) -> Result<Service, Problem> {
     let key = ObjectKey::new(
         s.metadata.namespace.clone().unwrap_or_default(),
@@ -119,7 +160,7 @@ pub fn service(
         }
     }
     let endpoints = slices
-        .iter()
+        .into_iter()
         .filter(|slice| {
             slice.metadata.namespace.as_deref() == Some(key.namespace.as_str())
                 && slice
@@ -445,7 +486,7 @@ mod tests {
             Config::default(),
             &[n],
             &[k8s_service(&["192.0.2.1"]), k8s_service(&["bad"])],
-            &[],
+            &[] as &[discoveryv1::EndpointSlice],
             &[secret, no_password],
         );
         assert_eq!(problems.len(), 1);

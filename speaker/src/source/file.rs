@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::validate::{self, Config, ConfigError, Problem};
@@ -172,13 +173,18 @@ fn load_file(snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> 
             message: e.to_string(),
         };
         match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => snap.nodes.push(serde_json::from_value(doc).map_err(bad)?),
+            ("v1", "Node") => snap
+                .nodes
+                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
             ("v1", "Service") => snap
                 .services
-                .push(serde_json::from_value(doc).map_err(bad)?),
-            ("v1", "Secret") => snap.secrets.push(serde_json::from_value(doc).map_err(bad)?),
+                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
+            ("v1", "Secret") => snap
+                .secrets
+                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
             ("discovery.k8s.io/v1", "EndpointSlice") => {
-                snap.slices.push(serde_json::from_value(doc).map_err(bad)?);
+                snap.slices
+                    .push(Arc::new(serde_json::from_value(doc).map_err(bad)?));
             }
             _ => {}
         }
@@ -203,9 +209,16 @@ fn default_namespaces(snap: &mut Snapshot) {
         .for_each(|o| set(&mut o.metadata));
     c.bfd_profiles.iter_mut().for_each(|o| set(&mut o.metadata));
     c.communities.iter_mut().for_each(|o| set(&mut o.metadata));
-    snap.services.iter_mut().for_each(|o| set(&mut o.metadata));
-    snap.slices.iter_mut().for_each(|o| set(&mut o.metadata));
-    snap.secrets.iter_mut().for_each(|o| set(&mut o.metadata));
+    // Just parsed: each Arc is unique, make_mut does not copy.
+    snap.services
+        .iter_mut()
+        .for_each(|o| set(&mut Arc::make_mut(o).metadata));
+    snap.slices
+        .iter_mut()
+        .for_each(|o| set(&mut Arc::make_mut(o).metadata));
+    snap.secrets
+        .iter_mut()
+        .for_each(|o| set(&mut Arc::make_mut(o).metadata));
 }
 
 const DEFAULT_NAMESPACE: &str = "default";

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::v1beta1::{BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement};
@@ -75,13 +76,9 @@ pub fn start(
     let (changed_tx, changed) = watch::channel(());
     let all = |c: &Client| c.clone();
     let ns = opts.namespace.as_str();
-    let nodes = reflect::<Node>(Api::all(all(client)), &changed_tx, |n| {
-        if let Some(status) = n.status.as_mut() {
-            status.images = None;
-        }
-    });
-    let services = reflect::<Service>(Api::all(all(client)), &changed_tx, |_| {});
-    let slices = reflect::<EndpointSlice>(Api::all(all(client)), &changed_tx, |_| {});
+    let nodes = reflect::<Node>(Api::all(all(client)), &changed_tx, trim_node);
+    let services = reflect::<Service>(Api::all(all(client)), &changed_tx, trim_service);
+    let slices = reflect::<EndpointSlice>(Api::all(all(client)), &changed_tx, trim_slice);
     let secrets = reflect::<Secret>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
     let pools = reflect::<IPAddressPool>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
     let peers = reflect::<BGPPeer>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
@@ -153,14 +150,30 @@ impl Caches {
                 bfd_profiles: sorted(&self.profiles),
                 communities: sorted(&self.communities),
             },
-            nodes: sorted(&self.nodes),
-            services: sorted(&self.services),
-            slices: sorted(&self.slices),
-            secrets: sorted(&self.secrets),
+            nodes: shared(&self.nodes),
+            services: shared(&self.services),
+            slices: shared(&self.slices),
+            secrets: shared(&self.secrets),
         }
     }
 }
 
+/// The cache's objects, shared.
+fn shared<K>(store: &Store<K>) -> Vec<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let mut items = store.state();
+    items.sort_by(|a, b| {
+        (a.meta().namespace.as_deref(), a.meta().name.as_deref())
+            .cmp(&(b.meta().namespace.as_deref(), b.meta().name.as_deref()))
+    });
+    items
+}
+
+/// The cache's objects, copied (the metallb.io kinds, few and small,
+/// which validation takes by value).
 fn sorted<K>(store: &Store<K>) -> Vec<K>
 where
     K: Resource + Clone + 'static,
@@ -240,6 +253,57 @@ where
         }
     });
     reader
+}
+
+/// Keeps of a Node what the view reads: labels, conditions, addresses.
+fn trim_node(n: &mut Node) {
+    n.spec = None;
+    if let Some(status) = n.status.as_mut() {
+        status.images = None;
+        status.node_info = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.capacity = None;
+        status.allocatable = None;
+        status.daemon_endpoints = None;
+        if let Some(conditions) = status.conditions.as_mut() {
+            for c in conditions {
+                c.message = None;
+                c.reason = None;
+            }
+        }
+    }
+}
+
+/// Keeps of a Service what the view reads (type, class, traffic policy,
+/// ingress, labels, annotations) and what events name (uid).
+fn trim_service(s: &mut Service) {
+    if let Some(spec) = s.spec.as_mut() {
+        spec.ports = None;
+        spec.selector = None;
+        spec.cluster_ip = None;
+        spec.cluster_ips = None;
+        spec.external_ips = None;
+        spec.ip_families = None;
+        spec.session_affinity_config = None;
+    }
+    if let Some(status) = s.status.as_mut() {
+        status.conditions = None;
+    }
+}
+
+/// Keeps of an EndpointSlice its endpoints' node, conditions and whether
+/// they have addresses.
+fn trim_slice(e: &mut EndpointSlice) {
+    e.ports = None;
+    for ep in e.endpoints.iter_mut().flatten() {
+        ep.addresses.truncate(1);
+        ep.target_ref = None;
+        ep.hints = None;
+        ep.hostname = None;
+        ep.zone = None;
+        ep.deprecated_topology = None;
+    }
 }
 
 /// Sends the IPs of the running speaker Pods (with `hostNetwork`, the

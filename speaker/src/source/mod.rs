@@ -11,21 +11,25 @@ pub mod file;
 pub mod k8s;
 pub mod keyring;
 
+use std::sync::Arc;
+
 use api::validate::Config;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
-/// Every object the speaker reads, as one consistent set.
+/// Every object the speaker reads, as one consistent set. The Kubernetes
+/// objects are shared (`Arc`) with the source's caches, so a snapshot of a
+/// large cluster costs pointers, not copies.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// The metallb.io objects.
     pub config: Config,
     /// Nodes.
-    pub nodes: Vec<corev1::Node>,
+    pub nodes: Vec<Arc<corev1::Node>>,
     /// Services, with their status (ingress IPs).
-    pub services: Vec<corev1::Service>,
+    pub services: Vec<Arc<corev1::Service>>,
     /// EndpointSlices.
-    pub slices: Vec<discoveryv1::EndpointSlice>,
+    pub slices: Vec<Arc<discoveryv1::EndpointSlice>>,
     /// Secrets (BGP passwords).
-    pub secrets: Vec<corev1::Secret>,
+    pub secrets: Vec<Arc<corev1::Secret>>,
 }
