@@ -50,6 +50,7 @@ pub struct TestEnv {
     run_dir: PathBuf,
     kubeconfig: PathBuf,
     server: String,
+    bin: PathBuf,
     pids: Pids,
     config: kube::Config,
     supervisor: Mutex<Option<Supervisor>>,
@@ -134,11 +135,13 @@ impl TestEnv {
         };
         let kubeconfig = PathBuf::from(field("KUBECONFIG")?);
         let server = field("SERVER")?;
+        let bin = PathBuf::from(field("BIN")?);
         let config = load_config(&kubeconfig)?;
         Ok(Self {
             run_dir,
             kubeconfig,
             server,
+            bin,
             pids,
             config,
             supervisor: Mutex::new(Some(supervisor)),
@@ -171,6 +174,22 @@ impl TestEnv {
     #[must_use]
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The directory of the pinned etcd, kube-apiserver and kubectl binaries
+    /// this environment runs.
+    #[must_use]
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// A `kubectl` command for this environment: the pinned kubectl from
+    /// [`TestEnv::bin_dir`], with `KUBECONFIG` set to the admin kubeconfig.
+    #[must_use]
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(self.bin.join("kubectl"));
+        cmd.env("KUBECONFIG", &self.kubeconfig);
+        cmd
     }
 
     /// The apiserver's URL, `https://127.0.0.1:<port>`.
