@@ -19,15 +19,18 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
@@ -88,13 +91,7 @@ pub async fn run(
         l2: Kind::new::<ServiceL2Status>(&client, &opts, "l2-"),
         bgp: Kind::new::<ServiceBGPStatus>(&client, &opts, "bgp-"),
         states: Api::namespaced(client.clone(), &opts.namespace),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "metallb-speaker".into(),
-                instance: Some(opts.node.clone()),
-            },
-        ),
+        client,
         evented: Announcements::new(),
         config_written: None,
         services,
@@ -129,7 +126,7 @@ struct Writer {
     l2: Kind,
     bgp: Kind,
     states: Api<ConfigurationState>,
-    recorder: Recorder,
+    client: Client,
     /// What events have been recorded for.
     evented: Announcements,
     config_written: Option<ConfigResult>,
@@ -190,20 +187,35 @@ impl Writer {
         else {
             return;
         };
+        // Created directly rather than through kube-runtime's Recorder: its
+        // de-duplication cache keeps every event for the process's life,
+        // and these events are one per service and change.
+        let reference: ObjectReference = svc.object_ref(&());
+        let now = Timestamp::now();
         let ev = Event {
-            type_: EventType::Normal,
-            reason: "nodeAssigned".into(),
+            metadata: ObjectMeta {
+                // As client-go names events: the object, a dot, the time.
+                name: Some(format!("{}.{:x}", key.name, now.as_nanosecond())),
+                namespace: Some(key.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some("Normal".into()),
+            reason: Some("nodeAssigned".into()),
+            action: Some("Announce".into()),
             note: Some(format!(
                 "announcing from node {:?} with protocol {protocol:?}",
                 self.opts.node
             )),
-            action: "Announce".into(),
-            secondary: None,
+            regarding: Some(reference),
+            reporting_controller: Some(REPORTING_CONTROLLER.into()),
+            reporting_instance: Some(format!("{REPORTING_CONTROLLER}-{}", self.opts.node)),
+            ..Event::default()
         };
-        let reference: ObjectReference = svc.object_ref(&());
-        match self.recorder.publish(&ev, &reference).await {
-            Ok(()) => info!(service = %key, protocol, "nodeAssigned event recorded"),
-            Err(e) => debug!(service = %key, error = %e, "event not recorded"),
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.create(&PostParams::default(), &ev).await {
+            Ok(_) => info!(service = %key, protocol, "nodeAssigned event recorded"),
+            Err(e) => warn!(service = %key, error = %e, "event not recorded"),
         }
     }
 
@@ -247,7 +259,9 @@ struct Kind {
     resource: ApiResource,
     prefix: &'static str,
     /// This node's objects by service: (name, status). `None`: list first.
-    known: Option<BTreeMap<ObjectKey, (String, Value)>>,
+    /// The status is kept as a digest: a thousand services' JSON bodies
+    /// would cost more than the rest of this task.
+    known: Option<BTreeMap<ObjectKey, (String, u64)>>,
 }
 
 impl Kind {
@@ -270,7 +284,7 @@ impl Kind {
     async fn list(
         &self,
         opts: &Options,
-    ) -> Result<BTreeMap<ObjectKey, (String, Value)>, kube::Error> {
+    ) -> Result<BTreeMap<ObjectKey, (String, u64)>, kube::Error> {
         let lp = ListParams::default().labels(&format!("{LABEL_NODE}={}", opts.node));
         let mut known = BTreeMap::new();
         for o in self.api.list(&lp).await?.items {
@@ -283,7 +297,7 @@ impl Kind {
                     .unwrap_or_default(),
                 name: labels.get(LABEL_SERVICE_NAME).cloned().unwrap_or_default(),
             };
-            let status = o.data.get("status").cloned().unwrap_or(Value::Null);
+            let status = digest(o.data.get("status").unwrap_or(&Value::Null));
             match known.entry(key) {
                 Entry::Occupied(_) => self.delete(&name).await?,
                 Entry::Vacant(v) => {
@@ -317,7 +331,7 @@ impl Kind {
         }
         for (key, status) in want {
             let name = match known.get(key) {
-                Some((_, have)) if have == status => continue,
+                Some((_, have)) if *have == digest(status) => continue,
                 Some((name, _)) => name.clone(),
                 None => self.create(opts, key).await?,
             };
@@ -332,7 +346,7 @@ impl Kind {
             self.api
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            known.insert(key.clone(), (name, status.clone()));
+            known.insert(key.clone(), (name, digest(status)));
         }
         self.known = Some(known);
         Ok(())
@@ -373,6 +387,14 @@ impl Kind {
     }
 }
 
+/// A digest of a status body. serde_json's maps are sorted, so the same
+/// content read back from the API digests the same.
+fn digest(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
 /// The owner reference to the speaker Pod, when known.
 fn owner(opts: &Options) -> Option<OwnerReference> {
     let (name, uid) = opts.pod.as_ref()?;
@@ -385,6 +407,9 @@ fn owner(opts: &Options) -> Option<OwnerReference> {
         block_owner_deletion: Some(false),
     })
 }
+
+/// The `reportingController` of events (MetalLB's speaker component).
+const REPORTING_CONTROLLER: &str = "metallb-speaker";
 
 /// The field manager of server-side applies.
 const FIELD_MANAGER: &str = "ferrolb-speaker";

@@ -94,6 +94,12 @@ pub async fn run(
     }
     let mut r = Reconciler {
         members: ml.as_ref().map(|_| BTreeSet::from([opts.node.clone()])),
+        // With memberlist, layer 2 waits for the first members to be known:
+        // deciding alone, every starting node would elect itself for a
+        // moment and send gratuitous ARP for addresses it does not keep.
+        l2_hold: ml
+            .as_ref()
+            .map(|_| std::time::Instant::now() + L2_HOLD_ALONE),
         opts,
         snapshot: None,
         bgp,
@@ -123,8 +129,18 @@ pub async fn run(
             }
             Some(ev) = recv_opt(&mut member_events) => {
                 if r.member_event(&ev.event) {
+                    if r.l2_hold.is_some() && matches!(ev.event, Event::Up(_)) {
+                        // A join brings the whole member list in one
+                        // exchange: decide shortly after the first member.
+                        let soon = std::time::Instant::now() + L2_HOLD_SETTLE;
+                        r.l2_hold = r.l2_hold.map(|h| h.min(soon));
+                    }
                     r.reconcile().await;
                 }
+            }
+            () = sleep_opt(r.l2_hold) => {
+                r.l2_hold = None;
+                r.reconcile().await;
             }
             Some(ev) = bgp_events.recv() => {
                 if let PeerEvent::Established { .. } | PeerEvent::Down { .. } = ev {
@@ -170,6 +186,9 @@ struct Reconciler {
     snapshot: Option<Snapshot>,
     /// Live memberlist members, this node included; `None` when off.
     members: Option<BTreeSet<String>>,
+    /// Until when layer 2 decisions wait for memberlist to converge at
+    /// start (`None`: they don't).
+    l2_hold: Option<std::time::Instant>,
     bgp: BgpSpeaker,
     /// What each BGP peer was given.
     peers: BTreeMap<String, Applied>,
@@ -273,7 +292,8 @@ impl Reconciler {
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
         let bgp = bgp_plan(&view);
-        let l2 = (!view.config.l2_advertisements.is_empty()).then(|| l2_plan(&view));
+        let l2 = (!view.config.l2_advertisements.is_empty() && self.l2_hold.is_none())
+            .then(|| l2_plan(&view));
         problems.extend(bgp.problems.iter().cloned());
         problems.extend(l2.iter().flat_map(|p| p.problems.iter().cloned()));
         self.report(&problems);
@@ -669,5 +689,11 @@ async fn recv_opt<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
 
 /// The RFC 9003 message sent to a peer removed from the configuration.
 const PEER_REMOVED: &str = "peer removed from ferrolb configuration";
+/// How long layer 2 waits at start for memberlist to find a first member;
+/// a node alone (or whose seeds are all down) then decides by itself.
+const L2_HOLD_ALONE: Duration = Duration::from_secs(3);
+/// After the first member is up, how long the rest of the list has to
+/// arrive (a join's push-pull brings it at once).
+const L2_HOLD_SETTLE: Duration = Duration::from_millis(100);
 /// How often driver counters are copied into the metrics.
 const METRICS_REFRESH: Duration = Duration::from_secs(1);
