@@ -25,11 +25,11 @@ RUN rustup toolchain install \
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p controller -p speaker \
+    cargo build --profile dist --locked -p controller -p speaker \
         --target x86_64-unknown-linux-musl \
  && mkdir /out \
- && cp target/x86_64-unknown-linux-musl/release/controller /out/ \
- && cp target/x86_64-unknown-linux-musl/release/speaker /out/
+ && cp target/x86_64-unknown-linux-musl/dist/controller /out/ \
+ && cp target/x86_64-unknown-linux-musl/dist/speaker /out/
 
 # The controller needs no privilege: it runs as distroless' nonroot user
 # (65532), as config/controller/deployment.yaml requires.
