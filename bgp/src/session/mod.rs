@@ -66,8 +66,10 @@ pub struct GracefulRestartConfig {
     /// How long the peer should keep our routes as stale after the session
     /// drops (at most 4095 s).
     pub restart_time: Duration,
-    /// Set `R`: this session starts after our own restart, so the peer
-    /// keeps the stale routes until our End-of-RIB.
+    /// Set `R` in the first OPEN this session sends: it starts after our
+    /// own restart, so the peer keeps the stale routes until our
+    /// End-of-RIB. Once it has been Established, later reconnections of
+    /// the same session are no restart of ours and send `R` = 0.
     pub restarting: bool,
     /// Set `F` per family: forwarding (the service IPs) kept working while
     /// the speaker was down.
@@ -835,7 +837,7 @@ impl<R: RngCore> Session<R> {
                 })
                 .collect();
             caps.push(Capability::GracefulRestart(GracefulRestart {
-                flags: if gr.restarting {
+                flags: if gr.restarting && self.stats.established == 0 {
                     GracefulRestart::RESTART_STATE
                 } else {
                     0

@@ -810,6 +810,48 @@ fn graceful_restart_capability() {
 }
 
 #[test]
+fn restart_state_only_until_first_established() {
+    let mut c = config();
+    c.graceful_restart = Some(GracefulRestartConfig {
+        restart_time: Duration::from_secs(120),
+        restarting: true,
+        forwarding_preserved: true,
+    });
+    let mut h = Harness::new(c);
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    // The peer goes away; the next OPEN is no restart of ours.
+    h.s.handle_closed(h.now, conn);
+    let again = (0..10)
+        .find_map(|_| {
+            h.fire();
+            h.drain().into_iter().find_map(|o| match o {
+                Output::Connect(c) => Some(c),
+                _ => None,
+            })
+        })
+        .expect("a reconnect");
+    h.s.handle_connected(
+        h.now,
+        again,
+        LOCAL.parse().unwrap(),
+        REMOTE.parse().unwrap(),
+    );
+    let r_bits: Vec<bool> = h
+        .take_sent()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Open(open) => open.capabilities.iter().find_map(|c| match c {
+                Capability::GracefulRestart(gr) => Some(gr.restart_state()),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(r_bits, vec![false], "second OPEN must clear R");
+}
+
+#[test]
 fn received_routes_are_counted_and_dropped() {
     let mut h = Harness::new(config());
     let conn = h.establish(peer_open(90, modern_caps()));

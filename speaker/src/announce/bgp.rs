@@ -622,7 +622,10 @@ fn peer_plan(
     if spec.enable_graceful_restart == Some(true) {
         session.graceful_restart = Some(GracefulRestartConfig {
             restart_time: GRACEFUL_RESTART_TIME,
-            restarting: false,
+            // Every start of the speaker is a restart to the peer, which
+            // may hold our routes as stale (after --preserve-bgp-on-exit):
+            // R in the first OPEN of each session (RFC 4724 §3).
+            restarting: true,
             forwarding_preserved: true,
         });
     }

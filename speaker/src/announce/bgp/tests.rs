@@ -120,7 +120,7 @@ fn peer_session_config() {
     assert_eq!(c.session.hostname.as_deref(), Some(ME));
     let gr = c.session.graceful_restart.unwrap();
     assert_eq!(gr.restart_time, Duration::from_secs(120));
-    assert!(!gr.restarting && gr.forwarding_preserved);
+    assert!(gr.restarting && gr.forwarding_preserved);
     assert_eq!(c.connect.bind, Some("10.0.0.1".parse().unwrap()));
     assert_eq!(c.connect.device.as_deref(), Some("red"));
     assert_eq!(c.connect.md5_key.as_deref(), Some(&b"s3cret"[..]));
