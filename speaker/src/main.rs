@@ -5,7 +5,7 @@
 // The `Args` doc comment is clap's --help text, not rustdoc.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -111,10 +111,12 @@ struct Args {
     /// running a speaker.
     #[arg(long)]
     memberlist_bind: Option<SocketAddr>,
-    /// The address other members reach this one at (default: the bind
-    /// address, which must then not be 0.0.0.0 or ::).
-    #[arg(long, requires = "memberlist_bind")]
-    memberlist_advertise: Option<SocketAddr>,
+    /// The address other members reach this one at: ADDR:PORT, or an IP
+    /// alone to use the --memberlist-bind port (so a DaemonSet can pass
+    /// $(POD_IP), IPv4 or IPv6). Default: the bind address, which must
+    /// then not be 0.0.0.0 or ::.
+    #[arg(long, requires = "memberlist_bind", value_parser = parse_advertise)]
+    memberlist_advertise: Option<Advertise>,
     /// A member to join, ADDR:PORT; repeat for more (in Kubernetes mode
     /// the speaker Pods are joined as well).
     #[arg(long = "memberlist-join", requires = "memberlist_bind")]
@@ -259,7 +261,7 @@ async fn start_kubernetes(
         (Some(ml), Some(bind)) => {
             let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel();
             let ml = ml.clone();
-            let own = args.memberlist_advertise.unwrap_or(bind);
+            let own = advertise_addr(args.memberlist_advertise, bind);
             tokio::spawn(async move {
                 while let Some(ips) = seeds_rx.recv().await {
                     let addrs = k8s::seed_addrs(&ips, own.port(), own);
@@ -311,7 +313,7 @@ fn start_memberlist(
         }
     };
     let name = Name::new(&args.node_name).map_err(|e| format!("--node-name: {e}"))?;
-    let advertise = args.memberlist_advertise.unwrap_or(bind);
+    let advertise = advertise_addr(args.memberlist_advertise, bind);
     let mut swim = memberlist::Config::lan(name, advertise, security);
     // Seconds since the epoch: a restarted member is taken back at once
     // instead of first refuting its recorded death.
@@ -322,6 +324,28 @@ fn start_memberlist(
     let mut config = MemberlistConfig::new(swim, bind);
     config.seeds.clone_from(&args.memberlist_join);
     Memberlist::start(config).map_err(|e| format!("--memberlist-bind {bind}: {e}"))
+}
+
+/// `--memberlist-advertise`: a full address, or an IP for the bind port.
+#[derive(Debug, Clone, Copy)]
+enum Advertise {
+    Addr(SocketAddr),
+    Ip(IpAddr),
+}
+
+fn parse_advertise(s: &str) -> Result<Advertise, String> {
+    s.parse::<SocketAddr>()
+        .map(Advertise::Addr)
+        .or_else(|_| s.parse::<IpAddr>().map(Advertise::Ip))
+        .map_err(|_| format!("{s:?} is neither ADDR:PORT nor an IP address"))
+}
+
+fn advertise_addr(advertise: Option<Advertise>, bind: SocketAddr) -> SocketAddr {
+    match advertise {
+        Some(Advertise::Addr(a)) => a,
+        Some(Advertise::Ip(ip)) => SocketAddr::new(ip, bind.port()),
+        None => bind,
+    }
 }
 
 /// The RFC 9003 Shutdown Communication sent to peers on exit.
