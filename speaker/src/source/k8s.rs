@@ -245,6 +245,11 @@ where
                     }
                 }
                 Ok(None) => return,
+                // 410 Gone: the watch's resource version was compacted
+                // away; the watcher lists again. Routine, not a failure.
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                    debug!(kind, "watch expired, listing again");
+                }
                 Err(e) => warn!(kind, error = %e, "watch failed, retrying"),
             }
             if changed.is_closed() {
