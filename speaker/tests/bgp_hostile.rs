@@ -254,6 +254,78 @@ fn route_refresh_flood_from_a_peer_that_never_reads() {
     );
 }
 
+/// RFC 9687: a peer that keeps its session alive (KEEPALIVEs) but stops
+/// reading. A ROUTE-REFRESH burst makes us send more than the socket
+/// buffers hold but less than the driver's 4 MiB bound; with nothing
+/// written for `--send-hold-time` (3 s), the session is given up with
+/// NOTIFICATION 8 (Send Hold Timer Expired), and reconnects.
+#[test]
+fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
+    testnet::require_root();
+    let node = Netns::new("node");
+    let hostile = Netns::new("hostile");
+    veth_pair(&node, "eth0", &hostile, "eth0");
+    node.add_addr("eth0", "10.0.1.2/24");
+    hostile.add_addr("eth0", "10.0.1.1/24");
+    let listener = hostile.run_in(|| TcpListener::bind(CALM_PEER).unwrap());
+    let mut ours = Ferrolb::start(
+        &node,
+        &[
+            "--local-as",
+            "64512",
+            "--router-id",
+            "10.0.1.2",
+            "--peer",
+            CALM_PEER,
+            "--peer-as",
+            "64500",
+            "--hold-time",
+            "9",
+            "--send-hold-time",
+            "3",
+            "--connect-retry",
+            "1",
+            "--mode",
+            "active",
+            "--route",
+            ROUTE,
+        ],
+    );
+    let mut p = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
+    // About 60 octets re-sent per request: some 2.4 MB, past what the
+    // kernel buffers of a closed window hold, well under 4 MiB queued.
+    let burst = raw(ROUTE_REFRESH, &[0, 1, 0, 1]).repeat(40_000);
+    p.stream.write_all(&burst).unwrap();
+    let start = Instant::now();
+    let down = loop {
+        p.stream.write_all(&keepalive()).unwrap();
+        thread::sleep(Duration::from_millis(500));
+        let down = ours
+            .seen
+            .iter()
+            .find(|v| v["event"] == "down" && v["peer"].as_str() == Some(CALM_PEER))
+            .cloned();
+        if let Some(d) = down {
+            break d;
+        }
+        let _ = peer_stats(&mut ours, CALM_PEER);
+        assert!(start.elapsed() < T, "no send hold expiry: {:?}", ours.seen);
+    };
+    let reason = down["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("NOTIFICATION 8/0"),
+        "given up for the wrong reason: {reason}"
+    );
+    let s = peer_stats(&mut ours, CALM_PEER);
+    assert_eq!(s["send_hold_expired"], 1, "{s}");
+    // Not the byte bound, and not before the peer had 3 s to read.
+    assert!(start.elapsed() >= Duration::from_secs(3));
+    // The session comes back with a peer that reads again.
+    drop(p);
+    let _p2 = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
+    ours.wait_established(2, T);
+}
+
 // --- the fatal catalog ---------------------------------------------------
 
 /// Where the connection is when the case's bytes are sent.

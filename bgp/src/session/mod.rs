@@ -115,6 +115,10 @@ pub struct Config {
     pub next_hop_v6: Option<Ipv6Addr>,
     /// Link-local next hop to add for IPv6 routes (single-hop peers).
     pub link_local_v6: Option<Ipv6Addr>,
+    /// SendHoldTime (RFC 9687): how long the transport may hold bytes it
+    /// cannot write before the session is given up. `None`: the RFC's
+    /// default, 8 minutes or twice the negotiated hold time if larger.
+    pub send_hold_time: Option<Duration>,
 }
 
 impl Config {
@@ -139,6 +143,7 @@ impl Config {
             next_hop_v4: None,
             next_hop_v6: None,
             link_local_v6: None,
+            send_hold_time: None,
         }
     }
 }
@@ -313,6 +318,9 @@ pub struct Stats {
     pub prefixes_skipped: u64,
     /// Times the session reached Established.
     pub established: u64,
+    /// Times the SendHoldTimer expired (RFC 9687): the peer stopped
+    /// reading.
+    pub send_hold_expired: u64,
 }
 
 #[derive(Debug)]
@@ -362,6 +370,8 @@ pub enum StopMode {
     PreserveForwarding,
 }
 
+/// RFC 9687 §3: the smallest default SendHoldTime.
+const SEND_HOLD_MIN: Duration = Duration::from_secs(8 * 60);
 /// RFC 4271 §8: "HoldTimer to a large value"; 4 minutes is suggested.
 const OPEN_HOLD: Duration = Duration::from_secs(240);
 /// First backoff after a failed session; doubles up to `connect_retry`.
@@ -607,6 +617,48 @@ impl<R: RngCore> Session<R> {
         Some(id)
     }
 
+    /// The transport of `conn` holds bytes it could not write yet (its
+    /// socket buffer is full): starts the SendHoldTimer (RFC 9687 §3) unless
+    /// it runs. Call it when bytes are queued and not written at once.
+    pub fn handle_send_blocked(&mut self, now: Instant, conn: ConnId) {
+        if self.conn(conn).is_none() || self.timers.get(Timer::SendHold(conn)).is_some() {
+            return;
+        }
+        if let Some(d) = self.send_hold_time(conn) {
+            self.timers.set(Timer::SendHold(conn), now + d);
+        }
+    }
+
+    /// The transport of `conn` wrote bytes: the peer reads. With bytes
+    /// still queued the SendHoldTimer starts over; with none it stops.
+    pub fn handle_send_progress(&mut self, now: Instant, conn: ConnId, drained: bool) {
+        if self.conn(conn).is_none() {
+            return;
+        }
+        self.timers.stop(Timer::SendHold(conn));
+        if !drained {
+            self.handle_send_blocked(now, conn);
+        }
+    }
+
+    /// RFC 9687 §3: the configured SendHoldTime, or 8 minutes or twice the
+    /// negotiated hold time, whichever is larger. None when the negotiated
+    /// hold time is zero (no hold timer: the peer asked for none either).
+    fn send_hold_time(&self, conn: ConnId) -> Option<Duration> {
+        let hold = match self.conn(conn).map(|c| &c.state) {
+            Some(ConnState::OpenConfirm(n) | ConnState::Established(n)) => Some(n.hold_time),
+            _ => None,
+        };
+        if hold.is_some_and(|h| h.is_zero()) {
+            return None;
+        }
+        Some(
+            self.config.send_hold_time.unwrap_or_else(|| {
+                SEND_HOLD_MIN.max(hold.unwrap_or(Duration::ZERO).saturating_mul(2))
+            }),
+        )
+    }
+
     /// The connection closed or failed (event 18, TcpConnectionFails).
     pub fn handle_closed(&mut self, now: Instant, conn: ConnId) {
         if self.conn(conn).is_some() {
@@ -683,6 +735,19 @@ impl<R: RngCore> Session<R> {
                 Timer::Keepalive(slot) => {
                     if let Some(id) = self.conns[slot.slot()].as_ref().map(|c| c.id) {
                         self.send_keepalive(now, id);
+                    }
+                }
+                Timer::SendHold(slot) => {
+                    // RFC 9687 §4: the peer has not read for SendHoldTime.
+                    // The NOTIFICATION is queued behind what it did not
+                    // read, so it will rarely arrive; the driver closes the
+                    // connection without waiting for it.
+                    if let Some(id) = self.conns[slot.slot()].as_ref().map(|c| c.id) {
+                        let n = Notification::new(ErrorCode::SendHoldTimerExpired, 0, Bytes::new());
+                        debug!(conn = %id, "send hold timer expired");
+                        self.stats.send_hold_expired += 1;
+                        self.close(now, id, Some(n.clone()), DownReason::NotificationSent(n));
+                        self.after_failure(now);
                     }
                 }
                 Timer::DelayOpen(slot) => {

@@ -960,3 +960,90 @@ fn ipv6_transport_uses_global_and_link_local_next_hop() {
             .any(|r| matches!(r, MpReach::Ipv6Unicast { next_hop, .. } if *next_hop == expected))
     );
 }
+
+/// Sent NOTIFICATIONs' error codes.
+fn notification_codes(sent: &[Message]) -> Vec<u8> {
+    sent.iter()
+        .filter_map(|m| match m {
+            Message::Notification(n) => Some(n.code.into()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
+    // RFC 9687: hold time 90 s negotiated, so SendHoldTime is 8 minutes.
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    h.s.handle_send_blocked(h.now, conn);
+    // Keepalives and their answers keep the hold timer happy meanwhile.
+    let t0 = h.now;
+    while h.now + Duration::from_secs(29) < t0 + Duration::from_secs(480) {
+        h.now += Duration::from_secs(29);
+        h.s.handle_message(h.now, conn, Message::Keepalive);
+        h.s.handle_timeout(h.now);
+        // Being blocked again changes nothing: the timer keeps its start.
+        h.s.handle_send_blocked(h.now, conn);
+    }
+    assert_eq!(h.s.state(), State::Established);
+    h.now = t0 + Duration::from_secs(480);
+    h.s.handle_timeout(h.now);
+    let sent = h.take_sent();
+    assert_eq!(
+        notification_codes(&sent),
+        vec![8],
+        "Send Hold Timer Expired"
+    );
+    assert_ne!(h.s.state(), State::Established);
+    assert_eq!(h.s.stats().send_hold_expired, 1);
+    assert!(h.outputs.iter().any(|o| matches!(
+        o,
+        Output::Down(DownReason::NotificationSent(n)) if n.code == ErrorCode::SendHoldTimerExpired
+    )));
+}
+
+#[test]
+fn send_hold_timer_restarts_on_progress_and_stops_when_drained() {
+    let mut c = config();
+    c.send_hold_time = Some(Duration::from_secs(3));
+    let mut h = Harness::new(c);
+    let conn = h.establish(peer_open(90, modern_caps()));
+    h.take_sent();
+    let t0 = h.now;
+    h.s.handle_send_blocked(h.now, conn);
+    // Slow progress every 2 s: never 3 s without a byte written.
+    for i in 1..=5 {
+        h.now = t0 + Duration::from_secs(2 * i);
+        h.s.handle_timeout(h.now);
+        h.s.handle_send_progress(h.now, conn, false);
+    }
+    assert_eq!(h.s.state(), State::Established);
+    // Drained: no timer runs any more, however long it stays quiet.
+    h.s.handle_send_progress(h.now, conn, true);
+    h.now += Duration::from_secs(30);
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.s.state(), State::Established);
+    assert!(notification_codes(&h.take_sent()).is_empty());
+    // Blocked again and no progress: given up 3 s later.
+    h.s.handle_send_blocked(h.now, conn);
+    h.now += Duration::from_secs(3);
+    h.s.handle_timeout(h.now);
+    assert_eq!(notification_codes(&h.take_sent()), vec![8]);
+}
+
+#[test]
+fn no_send_hold_timer_without_hold_time() {
+    // RFC 9687 ties SendHoldTime to the hold time; a peer that negotiated
+    // none (0) gets no send hold timer either.
+    let mut h = Harness::new(config());
+    let conn = h.establish(peer_open(0, modern_caps()));
+    h.take_sent();
+    h.s.handle_send_blocked(h.now, conn);
+    h.now += Duration::from_secs(3600);
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.s.state(), State::Established);
+    assert_eq!(h.s.stats().send_hold_expired, 0);
+}

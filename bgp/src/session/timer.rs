@@ -19,12 +19,15 @@ pub enum Timer {
     Keepalive(ConnId),
     /// DelayOpenTimer of a connection.
     DelayOpen(ConnId),
+    /// SendHoldTimer of a connection (RFC 9687): armed while the transport
+    /// holds bytes it cannot write, re-armed on every progress.
+    SendHold(ConnId),
 }
 
 /// Deadlines for every [`Timer`].
 #[derive(Debug, Default, Clone)]
 pub(crate) struct TimerTable {
-    slots: [Option<Instant>; 8],
+    slots: [Option<Instant>; 10],
 }
 
 impl TimerTable {
@@ -35,6 +38,7 @@ impl TimerTable {
             Timer::Hold(c) => 2 + c.slot(),
             Timer::Keepalive(c) => 4 + c.slot(),
             Timer::DelayOpen(c) => 6 + c.slot(),
+            Timer::SendHold(c) => 8 + c.slot(),
         }
     }
 
@@ -55,6 +59,7 @@ impl TimerTable {
         self.stop(Timer::Hold(conn));
         self.stop(Timer::Keepalive(conn));
         self.stop(Timer::DelayOpen(conn));
+        self.stop(Timer::SendHold(conn));
     }
 
     /// The earliest deadline.
@@ -74,7 +79,12 @@ impl TimerTable {
         }
         for slot in 0..2 {
             let c = ConnId::from_slot(slot);
-            for t in [Timer::Hold(c), Timer::DelayOpen(c), Timer::Keepalive(c)] {
+            for t in [
+                Timer::Hold(c),
+                Timer::SendHold(c),
+                Timer::DelayOpen(c),
+                Timer::Keepalive(c),
+            ] {
                 if self.get(t).is_some_and(|at| at <= now) {
                     self.stop(t);
                     return Some(t);

@@ -169,7 +169,7 @@ enum_with_unknown! {
 }
 
 enum_with_unknown! {
-    /// NOTIFICATION error codes (RFC 4271 §4.5, RFC 7313).
+    /// NOTIFICATION error codes (RFC 4271 §4.5, RFC 7313, RFC 9687).
     pub enum ErrorCode(u8) {
         /// Message Header Error.
         MessageHeader = 1,
@@ -185,6 +185,8 @@ enum_with_unknown! {
         Cease = 6,
         /// ROUTE-REFRESH Message Error (RFC 7313).
         RouteRefresh = 7,
+        /// Send Hold Timer Expired (RFC 9687).
+        SendHoldTimerExpired = 8,
     }
 }
 
@@ -297,6 +299,7 @@ pub fn error_code_name(code: u8) -> &'static str {
         ErrorCode::Fsm => "Finite State Machine Error",
         ErrorCode::Cease => "Cease",
         ErrorCode::RouteRefresh => "ROUTE-REFRESH Message Error",
+        ErrorCode::SendHoldTimerExpired => "Send Hold Timer Expired",
         ErrorCode::Unknown(_) => "Unknown",
     }
 }

@@ -96,6 +96,11 @@ struct Args {
     /// Offer IPv4 routes with IPv6 next hops (RFC 8950).
     #[arg(long)]
     extended_next_hop: bool,
+    /// SendHoldTime in seconds (RFC 9687): give a peer up when what we send
+    /// has not moved for this long. Default: 8 minutes or twice the hold
+    /// time, whichever is larger.
+    #[arg(long)]
+    send_hold_time: Option<u64>,
     /// Next hop for IPv4 routes (default: the local transport address).
     #[arg(long)]
     next_hop_v4: Option<Ipv4Addr>,
@@ -233,6 +238,7 @@ async fn run(args: Args) -> Result<()> {
     session.next_hop_v4 = args.next_hop_v4;
     session.next_hop_v6 = args.next_hop_v6;
     session.link_local_v6 = args.link_local;
+    session.send_hold_time = args.send_hold_time.map(Duration::from_secs);
     session.graceful_restart = args.graceful_restart.map(|secs| GracefulRestartConfig {
         restart_time: Duration::from_secs(secs),
         restarting: args.restarting,
@@ -442,6 +448,7 @@ fn status_json(peer: &str, st: &PeerStatus) -> serde_json::Value {
         "prefixes_skipped": s.prefixes_skipped,
         "route_refreshes_received": s.route_refreshes_received,
         "notifications_sent": s.notifications_sent,
+        "send_hold_expired": s.send_hold_expired,
         "notifications_received": s.notifications_received,
         "established": s.established,
     })

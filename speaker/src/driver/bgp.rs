@@ -336,6 +336,8 @@ enum ConnEvent {
     Frame(ConnId, Bytes),
     FrameError(ConnId, HeaderError),
     Closed(ConnId),
+    /// The writer wrote a chunk; `true` when nothing is left queued.
+    Written(ConnId, bool),
 }
 
 struct ConnIo {
@@ -504,6 +506,13 @@ impl PeerDriver {
                     .handle_decode_error(now(), id, &DecodeError::Header(e));
             }
             ConnEvent::Closed(id) => self.session.handle_closed(now(), id),
+            // RFC 9687's SendHoldTimer lives in the session; this is its
+            // evidence that the peer reads.
+            ConnEvent::Written(id, drained) => {
+                if self.conns.contains_key(&id) {
+                    self.session.handle_send_progress(now(), id, drained);
+                }
+            }
         }
     }
 
@@ -511,7 +520,13 @@ impl PeerDriver {
         let (read, write) = stream.into_split();
         let (writer, rx) = mpsc::unbounded_channel();
         let unsent = Arc::new(AtomicUsize::new(0));
-        let write_task = tokio::spawn(write_loop(write, rx, Arc::clone(&unsent)));
+        let write_task = tokio::spawn(write_loop(
+            id,
+            write,
+            rx,
+            Arc::clone(&unsent),
+            self.conn_tx.clone(),
+        ));
         let extended = Arc::new(AtomicBool::new(false));
         let frames = BgpFrames {
             extended: Arc::clone(&extended),
@@ -578,8 +593,12 @@ impl PeerDriver {
                         let cost = queued_cost(&bytes);
                         let queued = io.unsent.fetch_add(cost, Ordering::Relaxed) + cost;
                         let _ = io.writer.send(bytes);
-                        // A peer that does not read (RFC 9687's case) must not
-                        // make us queue without limit: give the connection up.
+                        // Pending bytes start the session's SendHoldTimer
+                        // (RFC 9687); the writer's progress restarts or
+                        // stops it. A peer that does not read must not make
+                        // us queue without limit either: past MAX_UNSENT the
+                        // connection is given up at once.
+                        self.session.handle_send_blocked(now(), conn);
                         if queued > MAX_UNSENT {
                             stalled.push(conn);
                         }
@@ -595,7 +614,17 @@ impl PeerDriver {
                         io.reader.abort();
                         drop(io.writer);
                         self.closing.retain(|t| !t.is_finished());
-                        self.closing.push(io.write_task);
+                        // A peer that does not read would keep the flush,
+                        // and the socket, forever: bound it.
+                        let mut task = io.write_task;
+                        self.closing.push(tokio::spawn(async move {
+                            if tokio::time::timeout(FLUSH_ON_CLOSE, &mut task)
+                                .await
+                                .is_err()
+                            {
+                                task.abort();
+                            }
+                        }));
                     }
                 }
                 Output::Negotiated { conn, decode } => {
@@ -664,15 +693,27 @@ impl PeerDriver {
 }
 
 async fn write_loop(
+    id: ConnId,
     mut write: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     unsent: Arc<AtomicUsize>,
+    progress: mpsc::Sender<ConnEvent>,
 ) {
     while let Some(bytes) = rx.recv().await {
         if write.write_all(&bytes).await.is_err() {
             return;
         }
-        unsent.fetch_sub(queued_cost(&bytes), Ordering::Relaxed);
+        let cost = queued_cost(&bytes);
+        let left = unsent
+            .fetch_sub(cost, Ordering::Relaxed)
+            .saturating_sub(cost);
+        if progress
+            .send(ConnEvent::Written(id, left == 0))
+            .await
+            .is_err()
+        {
+            return;
+        }
     }
     let _ = write.shutdown().await;
 }
@@ -704,6 +745,10 @@ async fn read_loop(id: ConnId, read: OwnedReadHalf, codec: BgpFrames, tx: mpsc::
 /// 0.6 MB of UPDATEs, so this leaves room for several full re-sends on top
 /// of what the socket buffers hold.
 const MAX_UNSENT: usize = 4 << 20;
+
+/// How long a closing connection may take to flush what is queued (the
+/// NOTIFICATION, typically) before the socket is dropped.
+const FLUSH_ON_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Memory a queued chunk costs: its octets plus the channel node, the
 /// `Bytes` header and the allocation's own overhead (about 128 octets),
