@@ -1130,7 +1130,6 @@ fn ipv6_over_bgp_and_ndp() {
 /// As in [`ipv6_over_bgp_and_ndp`], the test writes the IPv6 Service's
 /// status itself (single-stack testenv), with the controller stopped.
 #[test]
-#[ignore = "bug: over an IPv4 session (dualStackAddressFamily) IPv6 routes carry the IPv4-mapped next hop ::ffff:10.0.0.N instead of the node's global IPv6 address; FRR's zebra fails to install them (see bgp/src/session/mod.rs `egress`)"]
 fn ipv6_over_ipv4_session_dual_stack_address_family() {
     let mut lab = Lab::start(
         "m",

@@ -401,6 +401,9 @@ pub struct Session<R> {
     /// A ROUTE-REFRESH asked for this family: frame the re-send with
     /// BoRR/EoRR (RFC 7313) when enhanced route refresh was negotiated.
     refresh: Option<Family>,
+    /// A global IPv6 address of the interface the session runs over, as
+    /// the transport found it ([`Session::set_interface_v6`]).
+    interface_v6: Option<Ipv6Addr>,
 }
 
 impl<R: RngCore> Session<R> {
@@ -422,6 +425,7 @@ impl<R: RngCore> Session<R> {
             stats: Stats::default(),
             pending_eor: false,
             refresh: None,
+            interface_v6: None,
         }
     }
 
@@ -657,6 +661,16 @@ impl<R: RngCore> Session<R> {
                 SEND_HOLD_MIN.max(hold.unwrap_or(Duration::ZERO).saturating_mul(2))
             }),
         )
+    }
+
+    /// A global IPv6 address of the interface the session's IPv4 transport
+    /// uses, found by the driver (`None`: it has none). IPv6 routes sent
+    /// over IPv4 carry it as their next hop unless [`Config::next_hop_v6`]
+    /// is set: a next hop the peer can install, as FRR picks the
+    /// interface's global address. Without one, the IPv4-mapped address
+    /// is the fallback (RFC 4291 §2.5.5.2), which a router can rarely use.
+    pub fn set_interface_v6(&mut self, addr: Option<Ipv6Addr>) {
+        self.interface_v6 = addr;
     }
 
     /// The connection closed or failed (event 18, TcpConnectionFails).
@@ -1345,8 +1359,8 @@ impl<R: RngCore> Session<R> {
             (Some(a), _) => a,
             (None, IpAddr::V6(a)) => a,
             // Over IPv4 transport without a configured IPv6 next hop: the
-            // IPv4-mapped address (RFC 4291 §2.5.5.2), as FRR does.
-            (None, IpAddr::V4(a)) => a.to_ipv6_mapped(),
+            // interface's global IPv6 address, else the IPv4-mapped one.
+            (None, IpAddr::V4(a)) => self.interface_v6.unwrap_or_else(|| a.to_ipv6_mapped()),
         };
         let next_hop_v6 = Some(NextHop::V6 {
             global: global_v6,

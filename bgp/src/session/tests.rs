@@ -1047,3 +1047,30 @@ fn no_send_hold_timer_without_hold_time() {
     assert_eq!(h.s.state(), State::Established);
     assert_eq!(h.s.stats().send_hold_expired, 0);
 }
+
+#[test]
+fn ipv6_routes_over_ipv4_use_the_interface_global_address() {
+    let mut h = Harness::new(config());
+    h.s.announce(
+        "2001:db8::10/128".parse().unwrap(),
+        Arc::new(RouteAttrs::default()),
+    );
+    let global: Ipv6Addr = "fd00::2".parse().unwrap();
+    h.s.set_interface_v6(Some(global));
+    h.establish(peer_open(90, modern_caps()));
+    let next_hops: Vec<Ipv6Addr> = h
+        .take_sent()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Update(u) => match u.mp_reach() {
+                Some(MpReach::Ipv6Unicast {
+                    next_hop: NextHop::V6 { global, .. },
+                    nlri,
+                }) if !nlri.is_empty() => Some(*global),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(next_hops, vec![global], "not the IPv4-mapped address");
+}

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use tokio_util::codec::{Decoder, FramedRead};
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::net::addrs;
 use crate::net::tcp::{self, ConnectOptions};
 
 /// Everything needed to run a session with one peer.
@@ -466,9 +467,20 @@ impl PeerDriver {
         let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
             return;
         };
+        self.learn_interface_v6(local);
         match self.session.handle_incoming(now(), local, remote) {
             Some(id) => self.spawn_io(id, stream),
             None => debug!(%remote, "incoming connection refused"),
+        }
+    }
+
+    /// Over IPv4, the IPv6 next hop for IPv6 routes: a global address of
+    /// the interface the connection uses.
+    fn learn_interface_v6(&mut self, local: SocketAddr) {
+        if let IpAddr::V4(v4) = local.ip() {
+            let v6 = addrs::global_v6_beside(v4);
+            debug!(%local, next_hop_v6 = ?v6, "interface IPv6 address for IPv6 routes");
+            self.session.set_interface_v6(v6);
         }
     }
 
@@ -481,6 +493,7 @@ impl PeerDriver {
                     return;
                 };
                 self.spawn_io(id, stream);
+                self.learn_interface_v6(local);
                 self.session.handle_connected(now(), id, local, remote);
             }
             ConnEvent::ConnectFailed(id, e) => {
