@@ -282,7 +282,8 @@ fn init_logs(format: LogFormat, level: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
+        // No colour codes: the logs go to files and collectors.
+        LogFormat::Text => builder.with_ansi(false).init(),
         LogFormat::Json => builder.json().init(),
     }
 }
