@@ -123,9 +123,36 @@ fn add_rules(crd: &mut CustomResourceDefinition) {
             optional_spec(&mut value);
         }
         add_selector_rules(&mut value);
+        kubernetes_formats(&mut value);
         if let Ok(props) = serde_json::from_value(value) {
             *schema = props;
         }
+    }
+}
+
+/// Replaces the integer formats schemars writes for Rust's unsigned and
+/// small types (`uint32`, `uint16`, `uint8`, ...), which the apiserver warns
+/// about on every apply ("unrecognized format"), with the OpenAPI formats
+/// Kubernetes knows: `int32` when every value fits, else `int64`. The
+/// `minimum: 0` schemars adds for unsigned types stays, so the range is
+/// still enforced.
+fn kubernetes_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::String(format)) = map.get_mut("format") {
+                let known = match format.as_str() {
+                    "uint8" | "uint16" | "int8" | "int16" => Some("int32"),
+                    "uint32" | "uint64" | "uint" => Some("int64"),
+                    _ => None,
+                };
+                if let Some(k) = known {
+                    *format = k.to_owned();
+                }
+            }
+            map.values_mut().for_each(kubernetes_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(kubernetes_formats),
+        _ => {}
     }
 }
 
