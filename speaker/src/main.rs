@@ -121,10 +121,17 @@ struct Args {
     /// the speaker Pods are joined as well).
     #[arg(long = "memberlist-join", requires = "memberlist_bind")]
     memberlist_join: Vec<SocketAddr>,
-    /// File of AES-256 keys, one per line (hex or base64; first is
-    /// primary). Without it memberlist runs in plaintext (lab use only).
+    /// File of AES-256 keys, one per line (64 hex digits or base64 of 32
+    /// octets; the first is primary, the others accepted, for rotation). Any
+    /// other line is a passphrase whose SHA-256 is the key, so MetalLB's
+    /// `memberlist` Secret (secretkey) works as it is. Re-read every
+    /// --memberlist-key-reload-ms: a rotated Secret applies without a
+    /// restart. Without it memberlist runs in plaintext (lab use only).
     #[arg(long, requires = "memberlist_bind")]
     memberlist_key_file: Option<PathBuf>,
+    /// How often the memberlist key file is re-read, in milliseconds.
+    #[arg(long, default_value_t = 10_000, requires = "memberlist_key_file")]
+    memberlist_key_reload_ms: u64,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "0.0.0.0:7472")]
     metrics_addr: SocketAddr,
@@ -323,7 +330,46 @@ fn start_memberlist(
     swim.incarnation = u32::try_from(secs).unwrap_or(u32::MAX);
     let mut config = MemberlistConfig::new(swim, bind);
     config.seeds.clone_from(&args.memberlist_join);
-    Memberlist::start(config).map_err(|e| format!("--memberlist-bind {bind}: {e}"))
+    let started =
+        Memberlist::start(config).map_err(|e| format!("--memberlist-bind {bind}: {e}"))?;
+    if let Some(path) = &args.memberlist_key_file {
+        let every = Duration::from_millis(args.memberlist_key_reload_ms.max(100));
+        tokio::spawn(reload_keys(path.clone(), every, started.0.clone()));
+    }
+    Ok(started)
+}
+
+/// Re-reads the key file every `every` and hands a changed keyring
+/// to memberlist (a Secret volume is updated in place when the Secret
+/// changes). A file that cannot be read or parsed is logged and the keys
+/// in use stay.
+async fn reload_keys(path: PathBuf, every: Duration, ml: Memberlist) {
+    let mut last = std::fs::read_to_string(&path).ok();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "memberlist key file unreadable; keys unchanged");
+                continue;
+            }
+        };
+        if last.as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        match keyring::parse(&text) {
+            Ok(ring) => {
+                info!(keys = ring.keys().count(), "memberlist keys reloaded");
+                if ml.set_keyring(ring).is_err() {
+                    return;
+                }
+                last = Some(text);
+            }
+            Err(e) => warn!(error = %e, "memberlist key file rejected; keys unchanged"),
+        }
+    }
 }
 
 /// `--memberlist-advertise`: a full address, or an IP for the bind port.

@@ -40,6 +40,8 @@ pub struct Snapshot {
     pub last_reload_success: bool,
     /// Whether a configuration has been applied (`/readyz`).
     pub ready: bool,
+    /// memberlist, when it runs.
+    pub memberlist: Option<MemberlistMetrics>,
     /// Per BFD peer address: MetalLB's FRR-mode `metallb_bfd_*`.
     pub bfd_sessions: BTreeMap<String, BfdSessionMetrics>,
     /// BFD Control packets dropped, by reason (see [`BFD_DROP_REASONS`]).
@@ -72,6 +74,19 @@ pub const BFD_DROP_REASONS: [&str; 5] = [
     "unknown_session",
     "send_failed",
 ];
+
+/// memberlist's values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberlistMetrics {
+    /// Members alive or suspect, this one included.
+    pub members: u64,
+    /// Messages under a known key id that failed to authenticate.
+    pub auth_failures: u64,
+    /// Messages under a key id no key of ours has (a key mismatch).
+    pub unknown_key: u64,
+    /// Plaintext messages to an encrypted member, or the reverse.
+    pub mode_mismatch: u64,
+}
 
 /// One BGP session's values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -189,6 +204,30 @@ impl Snapshot {
         for (name, kind, help, value) in scalars {
             head(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
+        }
+        if let Some(m) = self.memberlist {
+            let name = "ferrolb_memberlist_members";
+            head(
+                &mut out,
+                name,
+                "gauge",
+                "memberlist members alive or suspect, this one included",
+            );
+            let _ = writeln!(out, "{name} {}", m.members);
+            let name = "ferrolb_memberlist_rejected_total";
+            head(
+                &mut out,
+                name,
+                "counter",
+                "memberlist messages dropped for their keys, by reason",
+            );
+            for (reason, value) in [
+                ("authentication", m.auth_failures),
+                ("unknown_key", m.unknown_key),
+                ("mode_mismatch", m.mode_mismatch),
+            ] {
+                let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {value}");
+            }
         }
         self.render_bfd(&mut out);
         out
@@ -353,6 +392,12 @@ mod tests {
             )]),
             config_errors: 4,
             last_reload_success: true,
+            memberlist: Some(MemberlistMetrics {
+                members: 3,
+                auth_failures: 7,
+                unknown_key: 1,
+                mode_mismatch: 0,
+            }),
             ..Snapshot::default()
         };
         let text = snap.render();
@@ -364,6 +409,9 @@ mod tests {
             "metallb_layer2_requests_received 0\n",
             "ferrolb_config_errors_total 4\n",
             "ferrolb_config_last_reload_success 1\n",
+            "ferrolb_memberlist_members 3\n",
+            "ferrolb_memberlist_rejected_total{reason=\"authentication\"} 7\n",
+            "ferrolb_memberlist_rejected_total{reason=\"unknown_key\"} 1\n",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

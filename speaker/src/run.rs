@@ -35,7 +35,7 @@ use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
-use crate::metrics::{self, PeerMetrics, Protocol};
+use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
 use crate::source::{Snapshot, file};
 
@@ -94,6 +94,7 @@ pub async fn run(
     }
     let mut r = Reconciler {
         members: ml.as_ref().map(|_| BTreeSet::from([opts.node.clone()])),
+        ml: ml.clone(),
         // With memberlist, layer 2 waits for the first members to be known:
         // deciding alone, every starting node would elect itself for a
         // moment and send gratuitous ARP for addresses it does not keep.
@@ -186,6 +187,8 @@ struct Reconciler {
     snapshot: Option<Snapshot>,
     /// Live memberlist members, this node included; `None` when off.
     members: Option<BTreeSet<String>>,
+    /// The memberlist handle, for its counters.
+    ml: Option<Memberlist>,
     /// Until when layer 2 decisions wait for memberlist to converge at
     /// start (`None`: they don't).
     l2_hold: Option<std::time::Instant>,
@@ -586,8 +589,18 @@ impl Reconciler {
             Some(bfd) => bfd.stats().await.ok(),
             None => None,
         };
+        let ml = match &self.ml {
+            Some(ml) => ml.stats().await.ok().map(|s| MemberlistMetrics {
+                members: s.members_up as u64 + 1,
+                auth_failures: s.core.auth_failures,
+                unknown_key: s.core.unknown_key,
+                mode_mismatch: s.core.mode_mismatch,
+            }),
+            None => None,
+        };
         let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
         m.peers = peers;
+        m.memberlist = ml;
         if let Some((stats, sessions)) = bfd {
             (m.bfd_sessions, m.bfd_dropped) = bfd_metrics(&stats, &sessions);
         }

@@ -38,6 +38,17 @@ struct Node {
 
 impl Node {
     fn start(bridge: &Bridge, name: &str, addr: &str, dir: &Path, logs: &RunDir) -> Self {
+        Self::start_with(bridge, name, addr, dir, logs, &[])
+    }
+
+    fn start_with(
+        bridge: &Bridge,
+        name: &str,
+        addr: &str,
+        dir: &Path,
+        logs: &RunDir,
+        extra: &[&str],
+    ) -> Self {
         let ns = Netns::new(name);
         bridge.attach(&ns, "eth0");
         ns.add_addr("eth0", &format!("{addr}/24"));
@@ -48,6 +59,7 @@ impl Node {
             .args(["--config-dir".as_ref(), dir.as_os_str()])
             .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug"])
             .args(["--reload-interval-ms", "200"])
+            .args(extra)
             .stdout(std::process::Stdio::null())
             .stderr(stderr);
         let proc = ns.spawn_command(&mut cmd);
@@ -383,4 +395,131 @@ fn layer2_elected_speaker_answers_arp() {
         },
     )
     .unwrap();
+}
+
+/// The memberlist key file is re-read while running: a three-step rotation
+/// (accept the new key everywhere, make it primary node by node, drop the
+/// old one) keeps both members together with no message rejected; a node
+/// given a key nobody else has is then cut off, its messages counted as
+/// authentication failures. The first key is a MetalLB-style Secret value
+/// (a passphrase, hashed).
+#[test]
+fn memberlist_keys_rotate_without_restart() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-keys");
+    let dir = config_dir(&run, "l2");
+    let bridge = Bridge::new("lan");
+    let old = "q8v0Ytq3cVhK6j0lZk1oWm4pU2xN9rT5bL7dE3gF1hJ2kA4sD6fG8hJ0kL2zX4cV6bN8mQ0wE2rT4yU6iO8pA1sD3fG5hJ7kL9zX1cV3bN5mQ7wE9rT1yU3iO5pA7sD9fG1hJ3kL5zX7cV9bN1mQ3wE5rT7yU9iO1pA3sD5fG7hJ9kL1zX3cV5bN7mQ9wE1rT3yU5iO7pA9sD1fG3hJ5kL7zX9cV1bN3mQ5w==";
+    let new = "3333333333333333333333333333333333333333333333333333333333333333";
+    let stranger = "4444444444444444444444444444444444444444444444444444444444444444";
+    let keys = |n: &str| run.join(&format!("{n}.keys"));
+    let write = |n: &str, text: &str| {
+        let tmp = run.join(&format!(".{n}.keys.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, keys(n)).unwrap();
+    };
+    write("node1", old);
+    write("node2", old);
+    let nodes: Vec<Node> = [("node1", "10.0.0.2"), ("node2", "10.0.0.3")]
+        .iter()
+        .map(|(name, addr)| {
+            let bind = format!("{addr}:7946");
+            let key_file = keys(name).display().to_string();
+            let other = if *name == "node1" {
+                "10.0.0.3:7946"
+            } else {
+                "10.0.0.2:7946"
+            };
+            Node::start_with(
+                &bridge,
+                name,
+                addr,
+                &dir,
+                &run,
+                &[
+                    "--memberlist-bind",
+                    &bind,
+                    "--memberlist-join",
+                    other,
+                    "--memberlist-key-file",
+                    &key_file,
+                    "--memberlist-key-reload-ms",
+                    "200",
+                ],
+            )
+        })
+        .collect();
+    let metric = |n: &Node, name: &str| -> Option<u64> {
+        n.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} "))?.trim().parse().ok())
+    };
+    let together = |what: &str| {
+        wait_until(what, T, Duration::from_millis(100), || {
+            nodes
+                .iter()
+                .all(|n| metric(n, "ferrolb_memberlist_members") == Some(2))
+                .then_some(())
+        })
+        .unwrap_or_else(|e| {
+            nodes.iter().for_each(Node::dump_log);
+            panic!("{e}")
+        });
+    };
+    together("the two members to form");
+    let failures = |n: &Node| {
+        ["authentication", "unknown_key", "mode_mismatch"]
+            .iter()
+            .map(|r| {
+                metric(
+                    n,
+                    &format!("ferrolb_memberlist_rejected_total{{reason=\"{r}\"}}"),
+                )
+                .unwrap_or(0)
+            })
+            .sum::<u64>()
+    };
+
+    // Step 1: both accept the new key; step 2: it becomes primary, one node
+    // after the other; step 3: the old key goes.
+    for (step, (k1, k2)) in [
+        (format!("{old}\n{new}\n"), format!("{old}\n{new}\n")),
+        (format!("{new}\n{old}\n"), format!("{old}\n{new}\n")),
+        (format!("{new}\n{old}\n"), format!("{new}\n{old}\n")),
+        (format!("{new}\n"), format!("{new}\n")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        write("node1", &k1);
+        write("node2", &k2);
+        // Several reload periods and probe rounds.
+        std::thread::sleep(Duration::from_secs(2));
+        together(&format!("the members to stay together after step {step}"));
+        for n in &nodes {
+            assert_eq!(
+                failures(n),
+                0,
+                "{} rejected messages at step {step}",
+                n.ns.name()
+            );
+        }
+        for n in &nodes {
+            let log = std::fs::read_to_string(&n.log).unwrap();
+            assert!(log.contains("memberlist keys reloaded"), "no reload logged");
+        }
+    }
+
+    // A key only node2 has: node1's messages fail to open there.
+    write("node2", stranger);
+    wait_until(
+        "node2 to reject node1's messages",
+        T,
+        Duration::from_millis(100),
+        || (failures(&nodes[1]) > 0).then_some(()),
+    )
+    .unwrap_or_else(|e| {
+        nodes.iter().for_each(Node::dump_log);
+        panic!("{e}")
+    });
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use memberlist::{Event, Member, Meta, Output, Swim, frame};
+use memberlist::{Event, Keyring, Member, Meta, Output, Swim, frame};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -130,6 +130,7 @@ pub struct Stopped;
 enum Command {
     Join(Vec<SocketAddr>),
     SetMeta(Meta),
+    SetKeyring(Keyring),
     Members(oneshot::Sender<Vec<Member>>),
     Stats(oneshot::Sender<Stats>),
     Leave(oneshot::Sender<()>),
@@ -207,6 +208,13 @@ impl Memberlist {
     /// Replaces this member's metadata; others see it as `Updated`.
     pub fn set_meta(&self, meta: Meta) -> Result<(), Stopped> {
         self.send(Command::SetMeta(meta))
+    }
+
+    /// Replaces the keyring (a rotated key file): the primary key encrypts
+    /// from the next message on, every key is accepted. A no-op in
+    /// plaintext mode.
+    pub fn set_keyring(&self, keyring: Keyring) -> Result<(), Stopped> {
+        self.send(Command::SetKeyring(keyring))
     }
 
     /// Every member known, this one first, in any state.
@@ -361,6 +369,11 @@ impl Driver {
                 cmd = commands.recv() => match cmd {
                     Some(Command::Join(seeds)) => self.swim.join(now(), seeds),
                     Some(Command::SetMeta(meta)) => self.swim.set_metadata(now(), meta),
+                    Some(Command::SetKeyring(ring)) => {
+                        if let Some(k) = self.swim.keyring_mut() {
+                            *k = ring;
+                        }
+                    }
                     Some(Command::Members(tx)) => {
                         let mut all = vec![self.swim.local().clone()];
                         all.extend(self.swim.members().cloned());

@@ -3,10 +3,15 @@
 //! skipped. The first key is primary (encrypts), the others are accepted
 //! when decrypting (key rotation). Pure parsing, no I/O.
 //!
+//! A line that is neither (MetalLB's `memberlist` Secret holds
+//! `openssl rand -base64 128`, 172 characters) is a passphrase: its key is
+//! the SHA-256 of the line, so an existing MetalLB Secret works unchanged.
+//!
 //! The same format as `ferrolb-memberlist --key-file`, whose private copy
 //! of this parser predates this module.
 
 use memberlist::{Key, Keyring};
+use sha2::{Digest, Sha256};
 
 /// The keyring of a key file's text.
 pub fn parse(text: &str) -> Result<Keyring, String> {
@@ -31,7 +36,11 @@ fn parse_key(s: &str) -> Result<Key, String> {
             .map(|p| Ok(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
             .collect::<Result<Vec<u8>, String>>()?
     } else {
-        base64(s)?
+        match base64(s) {
+            Ok(b) if b.len() == 32 => b,
+            // A passphrase (MetalLB's Secret): its SHA-256.
+            _ => Sha256::digest(s.as_bytes()).to_vec(),
+        }
     };
     Key::from_slice(&bytes).map_err(|e| e.to_string())
 }
@@ -82,7 +91,26 @@ mod tests {
         assert_eq!(parse_key(&hex).unwrap(), parse_key(b64).unwrap());
         let ring = parse(&format!("# rotation\n{hex}\n\n{}\n", "11".repeat(32))).unwrap();
         assert_eq!(ring.keys().count(), 2);
-        assert!(parse_key("abcd").is_err());
         assert!(parse("").is_err());
+        assert!(parse("# only a comment\n").is_err());
+    }
+
+    #[test]
+    fn metallb_secret_is_a_passphrase() {
+        // `openssl rand -base64 128`: 172 characters, 128 octets.
+        let secret = "A".repeat(170) + "==";
+        let key = parse_key(&secret).unwrap();
+        assert_eq!(
+            key,
+            Key::from_slice(&Sha256::digest(secret.as_bytes())).unwrap()
+        );
+        // Short or odd strings too; distinct passphrases, distinct keys.
+        assert_ne!(parse_key("abcd").unwrap(), parse_key("abce").unwrap());
+        // 32 octets of base64 stay the key itself.
+        let b64 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAP8=";
+        assert_ne!(
+            parse_key(b64).unwrap(),
+            Key::from_slice(&Sha256::digest(b64.as_bytes())).unwrap()
+        );
     }
 }
