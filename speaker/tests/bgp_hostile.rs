@@ -292,10 +292,23 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
         ],
     );
     let mut p = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
-    // About 60 octets re-sent per request: some 2.4 MB, past what the
-    // kernel buffers of a closed window hold, well under 4 MiB queued.
-    let burst = raw(ROUTE_REFRESH, &[0, 1, 0, 1]).repeat(40_000);
-    p.stream.write_all(&burst).unwrap();
+    // ROUTE-REFRESH bursts (about 60 octets re-sent each) until the kernel
+    // buffers are full and ours holds over 1 MiB it cannot write (never
+    // transient: a socket with room takes that in microseconds), then
+    // nothing more: well under the driver's 4 MiB bound, whatever size the
+    // socket buffers grew to.
+    let burst = raw(ROUTE_REFRESH, &[0, 1, 0, 1]).repeat(2_000);
+    let flood = Instant::now();
+    loop {
+        p.stream.write_all(&burst).unwrap();
+        p.stream.write_all(&keepalive()).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        let s = peer_stats(&mut ours, CALM_PEER);
+        if s["unsent_bytes"].as_u64() > Some(1 << 20) {
+            break;
+        }
+        assert!(flood.elapsed() < T, "ours never stopped writing: {s}");
+    }
     let start = Instant::now();
     let down = loop {
         p.stream.write_all(&keepalive()).unwrap();

@@ -435,6 +435,7 @@ fn status_json(peer: &str, st: &PeerStatus) -> serde_json::Value {
         "peer": peer,
         "state": st.state.map(|s| s.to_string()),
         "advertised": st.advertised,
+        "unsent_bytes": st.unsent,
         "opens_sent": s.opens_sent,
         "keepalives_sent": s.keepalives_sent,
         "messages_received": s.messages_received,

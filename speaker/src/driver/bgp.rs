@@ -84,6 +84,9 @@ pub struct PeerStatus {
     pub stats: Stats,
     /// Prefixes the peer has from us.
     pub advertised: usize,
+    /// Octets queued for the peer that its socket has not taken yet (the
+    /// peer is slow or does not read).
+    pub unsent: usize,
 }
 
 enum Command {
@@ -680,6 +683,11 @@ impl PeerDriver {
             state: Some(self.session.state()),
             stats: *self.session.stats(),
             advertised: self.session.rib().sent().len(),
+            unsent: self
+                .conns
+                .values()
+                .map(|io| io.unsent.load(Ordering::Relaxed))
+                .sum(),
         };
         self.status.send_if_modified(|s| {
             let changed = *s != status;
