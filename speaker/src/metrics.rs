@@ -97,6 +97,24 @@ pub struct PeerMetrics {
     pub updates: u64,
     /// Prefixes the peer has from us.
     pub announced_prefixes: u64,
+    /// UPDATE messages received.
+    pub updates_received: u64,
+    /// OPEN messages sent.
+    pub opens_sent: u64,
+    /// OPEN messages received.
+    pub opens_received: u64,
+    /// NOTIFICATION messages sent.
+    pub notifications_sent: u64,
+    /// KEEPALIVE messages sent.
+    pub keepalives_sent: u64,
+    /// KEEPALIVE messages received.
+    pub keepalives_received: u64,
+    /// ROUTE-REFRESH messages sent (the speaker never asks for one).
+    pub route_refresh_sent: u64,
+    /// Messages sent, any type.
+    pub total_sent: u64,
+    /// Messages received, any type.
+    pub total_received: u64,
 }
 
 /// How a service IP is announced.
@@ -128,7 +146,9 @@ impl Snapshot {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        let per_peer: [Family<PeerMetrics>; 3] = [
+        // The first three as MetalLB's native mode; the rest as its FRR mode
+        // (the same names, the same meaning).
+        let per_peer: [Family<PeerMetrics>; 12] = [
             (
                 "metallb_bgp_session_up",
                 "gauge",
@@ -146,6 +166,60 @@ impl Snapshot {
                 "gauge",
                 "Number of prefixes currently being advertised on the BGP session",
                 |p| p.announced_prefixes,
+            ),
+            (
+                "metallb_bgp_updates_total_received",
+                "counter",
+                "Number of BGP UPDATE messages received",
+                |p| p.updates_received,
+            ),
+            (
+                "metallb_bgp_opens_sent",
+                "counter",
+                "Number of BGP open messages sent",
+                |p| p.opens_sent,
+            ),
+            (
+                "metallb_bgp_opens_received",
+                "counter",
+                "Number of BGP open messages received",
+                |p| p.opens_received,
+            ),
+            (
+                "metallb_bgp_notifications_sent",
+                "counter",
+                "Number of BGP notification messages sent",
+                |p| p.notifications_sent,
+            ),
+            (
+                "metallb_bgp_keepalives_sent",
+                "counter",
+                "Number of BGP keepalive messages sent",
+                |p| p.keepalives_sent,
+            ),
+            (
+                "metallb_bgp_keepalives_received",
+                "counter",
+                "Number of BGP keepalive messages received",
+                |p| p.keepalives_received,
+            ),
+            (
+                "metallb_bgp_route_refresh_sent",
+                "counter",
+                "Number of BGP route refresh messages sent",
+                |p| p.route_refresh_sent,
+            ),
+            (
+                "metallb_bgp_total_sent",
+                "counter",
+                "Number of total BGP messages sent",
+                |p| p.total_sent,
+            ),
+            (
+                "metallb_bgp_total_received",
+                "counter",
+                "Number of total BGP messages received",
+                |p| p.total_received,
             ),
         ];
         for (name, kind, help, value) in per_peer {
@@ -383,6 +457,9 @@ mod tests {
                     up: true,
                     updates: 3,
                     announced_prefixes: 2,
+                    keepalives_received: 5,
+                    total_sent: 9,
+                    ..PeerMetrics::default()
                 },
             )]),
             announced: BTreeSet::from([(
@@ -405,6 +482,9 @@ mod tests {
             "metallb_bgp_session_up{peer=\"10.0.0.1:179\"} 1\n",
             "metallb_bgp_updates_total{peer=\"10.0.0.1:179\"} 3\n",
             "metallb_bgp_announced_prefixes_total{peer=\"10.0.0.1:179\"} 2\n",
+            "metallb_bgp_keepalives_received{peer=\"10.0.0.1:179\"} 5\n",
+            "metallb_bgp_total_sent{peer=\"10.0.0.1:179\"} 9\n",
+            "metallb_bgp_route_refresh_sent{peer=\"10.0.0.1:179\"} 0\n",
             "metallb_speaker_announced{ip=\"192.0.2.10\",node=\"n1\",protocol=\"bgp\",service=\"default/web\"} 1\n",
             "metallb_layer2_requests_received 0\n",
             "ferrolb_config_errors_total 4\n",

@@ -32,7 +32,7 @@ use crate::announce::{
     l2_plan,
 };
 use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
-use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent};
+use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
@@ -571,14 +571,7 @@ impl Reconciler {
             .iter()
             .map(|(name, a)| {
                 let status = self.bgp.status(name).unwrap_or_default();
-                (
-                    a.config.address.to_string(),
-                    PeerMetrics {
-                        up: status.state == Some(State::Established),
-                        updates: status.stats.updates_sent,
-                        announced_prefixes: status.advertised as u64,
-                    },
-                )
+                (a.config.address.to_string(), peer_metrics(&status))
             })
             .collect();
         let l2 = match &self.l2 {
@@ -609,6 +602,25 @@ impl Reconciler {
             m.l2_responses_sent = s.responses_sent();
             m.l2_gratuitous_sent = s.gratuitous_sent();
         }
+    }
+}
+
+/// A session's counters under MetalLB's metric names.
+fn peer_metrics(status: &PeerStatus) -> PeerMetrics {
+    let s = &status.stats;
+    PeerMetrics {
+        up: status.state == Some(State::Established),
+        updates: s.updates_sent,
+        announced_prefixes: status.advertised as u64,
+        updates_received: s.updates_received,
+        opens_sent: s.opens_sent,
+        opens_received: s.opens_received,
+        notifications_sent: s.notifications_sent,
+        keepalives_sent: s.keepalives_sent,
+        keepalives_received: s.keepalives_received,
+        route_refresh_sent: 0,
+        total_sent: s.opens_sent + s.keepalives_sent + s.updates_sent + s.notifications_sent,
+        total_received: s.messages_received,
     }
 }
 

@@ -255,6 +255,33 @@ fn three_speakers_ecmp_reload_local_policy_and_shutdown() {
         !lab.nodes[0].metrics().contains("service=\"demo/local\""),
         "node1 must not announce demo/local"
     );
+    // MetalLB's FRR-mode counters, from the session's own: FRR's OPEN and
+    // at least the KEEPALIVE that completed the handshake were received.
+    for name in [
+        "metallb_bgp_opens_received",
+        "metallb_bgp_keepalives_received",
+    ] {
+        let prefix = format!("{name}{{peer=\"10.0.0.1:179\"}} ");
+        let value: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"));
+        assert!(value >= 1, "{name} {value}");
+    }
+    for name in [
+        "metallb_bgp_opens_sent",
+        "metallb_bgp_notifications_sent",
+        "metallb_bgp_updates_total_received",
+        "metallb_bgp_keepalives_sent",
+        "metallb_bgp_route_refresh_sent",
+        "metallb_bgp_total_sent",
+        "metallb_bgp_total_received",
+    ] {
+        assert!(
+            metrics.contains(&format!("{name}{{peer=\"10.0.0.1:179\"}} ")),
+            "{name} missing:\n{metrics}"
+        );
+    }
 
     // A second community: every path gets it within a few seconds.
     let metallb = lab.read("metallb.yaml");

@@ -298,6 +298,10 @@ pub struct Stats {
     pub notifications_sent: u64,
     /// Messages received, any type.
     pub messages_received: u64,
+    /// OPEN messages received.
+    pub opens_received: u64,
+    /// KEEPALIVE messages received.
+    pub keepalives_received: u64,
     /// UPDATE messages received.
     pub updates_received: u64,
     /// NOTIFICATION messages received.
@@ -692,8 +696,14 @@ impl<R: RngCore> Session<R> {
         self.stats.messages_received += 1;
         trace!(%conn, %msg, "received");
         match msg {
-            Message::Open(open) => self.on_open(now, conn, open),
-            Message::Keepalive => self.on_keepalive(now, conn),
+            Message::Open(open) => {
+                self.stats.opens_received += 1;
+                self.on_open(now, conn, open);
+            }
+            Message::Keepalive => {
+                self.stats.keepalives_received += 1;
+                self.on_keepalive(now, conn);
+            }
             Message::Update(update) => self.on_update(now, conn, &update),
             Message::Notification(n) => self.on_notification(now, conn, n),
             Message::RouteRefresh(rr) => self.on_route_refresh(now, conn, rr),
