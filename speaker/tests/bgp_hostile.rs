@@ -194,37 +194,11 @@ fn hostile_peers_get_exact_notifications_and_frr_is_undisturbed() {
 /// request queues a full re-send of the Adj-RIB-Out behind a socket that
 /// does not drain; without a bound, 200k requests with one route took
 /// VmRSS from 8 to 34 MB. The driver gives such a peer up once 4 MiB are
-/// queued (in the spirit of RFC 9687's send hold timer): memory stays flat.
+/// queued, long before RFC 9687's send hold timer (next test) would: memory
+/// stays flat.
 #[test]
 fn route_refresh_flood_from_a_peer_that_never_reads() {
-    testnet::require_root();
-    let node = Netns::new("node");
-    let hostile = Netns::new("hostile");
-    veth_pair(&node, "eth0", &hostile, "eth0");
-    node.add_addr("eth0", "10.0.1.2/24");
-    hostile.add_addr("eth0", "10.0.1.1/24");
-    let listener = hostile.run_in(|| TcpListener::bind(CALM_PEER).unwrap());
-    let mut ours = Ferrolb::start(
-        &node,
-        &[
-            "--local-as",
-            "64512",
-            "--router-id",
-            "10.0.1.2",
-            "--peer",
-            CALM_PEER,
-            "--peer-as",
-            "64500",
-            "--hold-time",
-            "9",
-            "--connect-retry",
-            "1",
-            "--mode",
-            "active",
-            "--route",
-            ROUTE,
-        ],
-    );
+    let (_node, _hostile, listener, mut ours) = one_calm_peer(&[]);
     let pid = ferrolb_pid(ours.proc.pid());
     let mut p = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
     let rss_before = proc_status_kb(pid, "VmRSS");
@@ -261,36 +235,7 @@ fn route_refresh_flood_from_a_peer_that_never_reads() {
 /// NOTIFICATION 8 (Send Hold Timer Expired), and reconnects.
 #[test]
 fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
-    testnet::require_root();
-    let node = Netns::new("node");
-    let hostile = Netns::new("hostile");
-    veth_pair(&node, "eth0", &hostile, "eth0");
-    node.add_addr("eth0", "10.0.1.2/24");
-    hostile.add_addr("eth0", "10.0.1.1/24");
-    let listener = hostile.run_in(|| TcpListener::bind(CALM_PEER).unwrap());
-    let mut ours = Ferrolb::start(
-        &node,
-        &[
-            "--local-as",
-            "64512",
-            "--router-id",
-            "10.0.1.2",
-            "--peer",
-            CALM_PEER,
-            "--peer-as",
-            "64500",
-            "--hold-time",
-            "9",
-            "--send-hold-time",
-            "3",
-            "--connect-retry",
-            "1",
-            "--mode",
-            "active",
-            "--route",
-            ROUTE,
-        ],
-    );
+    let (_node, _hostile, listener, mut ours) = one_calm_peer(&["--send-hold-time", "3"]);
     let mut p = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
     // ROUTE-REFRESH bursts (about 60 octets re-sent each) until the kernel
     // buffers are full and ours holds over 1 MiB it cannot write (never
@@ -337,6 +282,40 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
     drop(p);
     let _p2 = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
     ours.wait_established(2, T);
+}
+
+/// ferrolb-bgp in one namespace with one route, actively connecting to a
+/// scripted peer listening on [`CALM_PEER`] in another (hold time 9 s);
+/// `extra` adds flags.
+fn one_calm_peer(extra: &[&str]) -> (Netns, Netns, TcpListener, Ferrolb) {
+    testnet::require_root();
+    let node = Netns::new("node");
+    let hostile = Netns::new("hostile");
+    veth_pair(&node, "eth0", &hostile, "eth0");
+    node.add_addr("eth0", "10.0.1.2/24");
+    hostile.add_addr("eth0", "10.0.1.1/24");
+    let listener = hostile.run_in(|| TcpListener::bind(CALM_PEER).unwrap());
+    let mut args = vec![
+        "--local-as",
+        "64512",
+        "--router-id",
+        "10.0.1.2",
+        "--peer",
+        CALM_PEER,
+        "--peer-as",
+        "64500",
+        "--hold-time",
+        "9",
+        "--connect-retry",
+        "1",
+        "--mode",
+        "active",
+        "--route",
+        ROUTE,
+    ];
+    args.extend_from_slice(extra);
+    let ours = Ferrolb::start(&node, &args);
+    (node, hostile, listener, ours)
 }
 
 // --- the fatal catalog ---------------------------------------------------
