@@ -243,7 +243,7 @@ impl Snapshot {
                 escape(service)
             );
         }
-        let scalars = [
+        let mut scalars = vec![
             (
                 "metallb_layer2_requests_received",
                 "counter",
@@ -275,19 +275,19 @@ impl Snapshot {
                 u64::from(self.last_reload_success),
             ),
         ];
+        if let Some(m) = self.memberlist {
+            scalars.push((
+                "ferrolb_memberlist_members",
+                "gauge",
+                "memberlist members alive or suspect, this one included",
+                m.members,
+            ));
+        }
         for (name, kind, help, value) in scalars {
             head(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
         if let Some(m) = self.memberlist {
-            let name = "ferrolb_memberlist_members";
-            head(
-                &mut out,
-                name,
-                "gauge",
-                "memberlist members alive or suspect, this one included",
-            );
-            let _ = writeln!(out, "{name} {}", m.members);
             let name = "ferrolb_memberlist_rejected_total";
             head(
                 &mut out,

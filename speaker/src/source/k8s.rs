@@ -173,18 +173,13 @@ where
 }
 
 /// The cache's objects, copied (the metallb.io kinds, few and small,
-/// which validation takes by value).
+/// which validation takes by value), in [`shared`]'s order.
 fn sorted<K>(store: &Store<K>) -> Vec<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    let mut items: Vec<K> = store.state().iter().map(|o| (**o).clone()).collect();
-    items.sort_by(|a, b| {
-        (a.meta().namespace.as_deref(), a.meta().name.as_deref())
-            .cmp(&(b.meta().namespace.as_deref(), b.meta().name.as_deref()))
-    });
-    items
+    shared(store).iter().map(|o| (**o).clone()).collect()
 }
 
 /// Builds and sends a snapshot after the caches are complete and after
