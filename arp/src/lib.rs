@@ -20,6 +20,7 @@ pub mod responder;
 pub mod wire;
 
 pub use announce::Burst;
+pub use announce::Config;
 pub use ethernet::{EtherType, EthernetAddress};
-pub use responder::{Config, DropReason, Output, Responder, Stats, Timer, Transmit};
+pub use responder::{Arp, DropReason, Output, Responder, Stats, Timer, Transmit};
 pub use wire::{FrameRepr, Operation, Packet, Repr};

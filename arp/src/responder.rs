@@ -22,23 +22,14 @@
 //!
 //! Everything else is dropped and counted in [`Stats`] by [`DropReason`].
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::net::Ipv4Addr;
-use std::time::Instant;
 
 use tracing::trace;
 
-use crate::announce::{self, Announced, Burst, Round};
+use crate::announce::{self, Announced, Round};
 use crate::ethernet::EthernetAddress;
 use crate::wire::{self, FRAME_LEN, FrameRepr, Operation, Repr};
-
-/// What a responder is configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Config {
-    /// Gratuitous ARP bursts on takeover.
-    pub burst: Burst,
-}
 
 /// The timer of an announcement burst (see [`Output::Arm`]).
 pub type Timer = announce::Timer<Ipv4Addr>;
@@ -50,21 +41,6 @@ pub struct Transmit {
     pub ifindex: u32,
     /// The whole Ethernet frame (no padding: the NIC pads it to 60 octets).
     pub frame: [u8; FRAME_LEN],
-}
-
-/// Something the driver must do, from [`Responder::poll_output`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
-    /// Send this frame.
-    Transmit(Transmit),
-    /// Call [`Responder::handle_timer`] with `timer` at `at`. Timers are not
-    /// cancelled: a stale one is ignored when it comes back.
-    Arm {
-        /// When to hand the timer back.
-        at: Instant,
-        /// The timer.
-        timer: Timer,
-    },
 }
 
 /// Why a received frame got no reply.
@@ -202,115 +178,29 @@ impl Stats {
     }
 }
 
-/// The ARP responder of one node: which IPv4 addresses it answers for on
-/// which interfaces, and the gratuitous ARP bursts under way.
-#[derive(Debug, Clone)]
-pub struct Responder {
-    announced: Announced<Ipv4Addr>,
-    outputs: VecDeque<Output>,
-    stats: Stats,
-}
+/// Something the driver must do, from [`Responder::poll_output`].
+pub type Output = announce::Output<Transmit, Ipv4Addr>;
 
-impl Responder {
-    /// A responder that announces nothing yet.
-    pub fn new(config: Config) -> Self {
-        Self {
-            announced: Announced::new(config.burst),
-            outputs: VecDeque::new(),
-            stats: Stats::default(),
-        }
-    }
+/// The ARP responder of one node: the shared [`announce::Responder`] with
+/// the ARP (IPv4) protocol.
+pub type Responder = announce::Responder<Arp>;
 
-    /// Sets the MAC address of `ifindex`. If it changes, every address
-    /// announced there starts a new gratuitous burst. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn set_interface(
-        &mut self,
-        now: Instant,
+/// The ARP (IPv4) protocol of [`Responder`].
+#[derive(Debug, Clone, Copy)]
+pub struct Arp;
+
+impl announce::Protocol for Arp {
+    type Addr = Ipv4Addr;
+    type Transmit = Transmit;
+    type Stats = Stats;
+    type Drop = DropReason;
+
+    fn answer(
+        announced: &Announced<Ipv4Addr>,
+        stats: &mut Stats,
         ifindex: u32,
-        mac: EthernetAddress,
-    ) -> Result<(), announce::Error> {
-        for round in self.announced.set_interface(now, ifindex, mac)? {
-            self.queue_round(round);
-        }
-        Ok(())
-    }
-
-    /// Forgets `ifindex` and withdraws every address on it.
-    pub fn remove_interface(&mut self, ifindex: u32) {
-        self.announced.remove_interface(ifindex);
-    }
-
-    /// Answers for `ip` on `ifindex` from now on. A new address starts a
-    /// gratuitous ARP burst (drain [`poll_output`](Self::poll_output)); an
-    /// address already announced there is left alone, burst included, so
-    /// resyncs may call this freely.
-    pub fn announce(
-        &mut self,
-        now: Instant,
-        ip: Ipv4Addr,
-        ifindex: u32,
-    ) -> Result<(), announce::Error> {
-        if let Some(round) = self.announced.announce(now, ip, ifindex)? {
-            self.queue_round(round);
-        }
-        Ok(())
-    }
-
-    /// Stops answering for `ip` on `ifindex` and cancels its pending
-    /// announcements; returns whether it was announced.
-    pub fn withdraw(&mut self, ip: Ipv4Addr, ifindex: u32) -> bool {
-        self.announced.withdraw(ip, ifindex)
-    }
-
-    /// Whether `ip` is announced on `ifindex`.
-    pub fn is_announced(&self, ip: Ipv4Addr, ifindex: u32) -> bool {
-        self.announced.contains(ip, ifindex)
-    }
-
-    /// Call with every frame received on `ifindex`; returns the ARP reply
-    /// to send back on `ifindex`, if the frame is a request we answer.
-    ///
-    /// `now` is not used yet; it is there so rate limits can be added
-    /// without changing the drivers.
-    pub fn handle_frame(&mut self, now: Instant, ifindex: u32, frame: &[u8]) -> Option<Transmit> {
-        let _ = now;
-        match self.answer(ifindex, frame) {
-            Ok(reply) => {
-                self.stats.responses_sent = self.stats.responses_sent.wrapping_add(1);
-                Some(reply)
-            }
-            Err(reason) => {
-                self.stats.count(reason);
-                None
-            }
-        }
-    }
-
-    /// Call when a timer from [`Output::Arm`] expires: sends the next round
-    /// of its burst, unless the timer is stale. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn handle_timer(&mut self, now: Instant, timer: Timer) {
-        if let Some(round) = self.announced.handle_timer(now, timer) {
-            self.queue_round(round);
-        } else {
-            trace!(ip = %timer.addr(), ifindex = timer.ifindex(), "stale timer");
-        }
-    }
-
-    /// The next thing to do; call after every `announce`, `set_interface`
-    /// and `handle_timer` until it returns `None`.
-    #[must_use]
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn answer(&mut self, ifindex: u32, frame: &[u8]) -> Result<Transmit, DropReason> {
+        frame: &[u8],
+    ) -> Result<Transmit, DropReason> {
         let request = FrameRepr::parse(frame).map_err(|err| {
             trace!(ifindex, %err, "arp frame dropped");
             DropReason::from(&err)
@@ -320,15 +210,13 @@ impl Responder {
             reason
         };
         let arp = &request.arp;
-        if self.announced.is_own_mac(request.eth_src)
-            || self.announced.is_own_mac(arp.source_hardware_addr)
-        {
+        if announced.is_own_mac(request.eth_src) || announced.is_own_mac(arp.source_hardware_addr) {
             return Err(drop(DropReason::OwnMac));
         }
         if arp.operation != Operation::Request {
             return Err(drop(DropReason::NotRequest));
         }
-        let Some(mac) = self.announced.interface_mac(ifindex) else {
+        let Some(mac) = announced.interface_mac(ifindex) else {
             return Err(drop(DropReason::NotOurs));
         };
         if !request.eth_dst.is_broadcast() && request.eth_dst != mac {
@@ -341,10 +229,10 @@ impl Responder {
         {
             return Err(drop(DropReason::BadSender));
         }
-        if !self.announced.contains(arp.target_protocol_addr, ifindex) {
+        if !announced.contains(arp.target_protocol_addr, ifindex) {
             return Err(drop(DropReason::NotOurs));
         }
-        self.stats.requests_received = self.stats.requests_received.wrapping_add(1);
+        stats.requests_received = stats.requests_received.wrapping_add(1);
         let reply = FrameRepr {
             eth_src: mac,
             // The sender hardware address, as Linux answers (arp_process).
@@ -362,13 +250,13 @@ impl Responder {
         Ok(emit(ifindex, &reply))
     }
 
-    /// Queues the gratuitous ARPs of one round and the timer of the next.
+    /// Queues the gratuitous ARPs of one round.
     ///
     /// Both forms go out, broadcast, like MetalLB: a request (RFC 5227
     /// §2.3 ARP Announcement: sender and target protocol address ours,
     /// target hardware address zero) and a reply (target hardware address
     /// broadcast), because some hosts only update their cache from one.
-    fn queue_round(&mut self, round: Round<Ipv4Addr>) {
+    fn announcements(round: &Round<Ipv4Addr>, stats: &mut Stats, send: &mut dyn FnMut(Transmit)) {
         for (operation, target_hardware_addr) in [
             (Operation::Request, EthernetAddress::UNSPECIFIED),
             (Operation::Reply, EthernetAddress::BROADCAST),
@@ -385,13 +273,17 @@ impl Responder {
                 },
             };
             trace!(ifindex = round.ifindex, %frame, "gratuitous arp");
-            self.outputs
-                .push_back(Output::Transmit(emit(round.ifindex, &frame)));
-            self.stats.announcements_sent = self.stats.announcements_sent.wrapping_add(1);
+            send(emit(round.ifindex, &frame));
+            stats.announcements_sent = stats.announcements_sent.wrapping_add(1);
         }
-        if let Some((at, timer)) = round.next {
-            self.outputs.push_back(Output::Arm { at, timer });
-        }
+    }
+
+    fn count_drop(stats: &mut Stats, reason: DropReason) {
+        stats.count(reason);
+    }
+
+    fn count_response(stats: &mut Stats) {
+        stats.responses_sent = stats.responses_sent.wrapping_add(1);
     }
 }
 
@@ -403,9 +295,10 @@ fn emit(ifindex: u32, repr: &FrameRepr) -> Transmit {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::announce::Config;
 
     const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0a]);
     const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0b]);

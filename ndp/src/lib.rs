@@ -15,8 +15,9 @@
 pub mod responder;
 pub mod wire;
 
+pub use arp::announce::Config;
 pub use arp::{Burst, EthernetAddress};
-pub use responder::{Config, DropReason, Output, Responder, Stats, Timer, Transmit};
+pub use responder::{DropReason, Ndp, Output, Responder, Stats, Timer, Transmit};
 pub use wire::{
     ALL_NODES, FrameRepr, NdiscRepr, NeighborFlags, is_solicited_node, multicast_mac,
     solicited_node, solicited_node_mac,

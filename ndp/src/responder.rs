@@ -28,25 +28,15 @@
 //!
 //! Everything else is dropped and counted in [`Stats`] by [`DropReason`].
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::net::Ipv6Addr;
-use std::time::Instant;
 
-use arp::EthernetAddress;
-use arp::announce::{self, Announced, Burst, Round};
+use arp::announce::{self, Announced, Round};
 use tracing::trace;
 
 use crate::wire::{
     self, ALL_NODES, FrameRepr, NdiscRepr, NeighborFlags, icmpv6, multicast_mac, ndisc,
 };
-
-/// What a responder is configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Config {
-    /// Unsolicited advertisement bursts on takeover.
-    pub burst: Burst,
-}
 
 /// The timer of an announcement burst (see [`Output::Arm`]).
 pub type Timer = announce::Timer<Ipv6Addr>;
@@ -62,21 +52,6 @@ pub struct Transmit {
     pub ifindex: u32,
     /// The whole Ethernet frame.
     pub frame: [u8; FRAME_LEN],
-}
-
-/// Something the driver must do, from [`Responder::poll_output`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
-    /// Send this frame.
-    Transmit(Transmit),
-    /// Call [`Responder::handle_timer`] with `timer` at `at`. Timers are not
-    /// cancelled: a stale one is ignored when it comes back.
-    Arm {
-        /// When to hand the timer back.
-        at: Instant,
-        /// The timer.
-        timer: Timer,
-    },
 }
 
 /// Why a received frame got no advertisement.
@@ -227,118 +202,29 @@ impl Stats {
     }
 }
 
-/// The NDP responder of one node: which IPv6 addresses it answers for on
-/// which interfaces, and the unsolicited advertisement bursts under way.
-#[derive(Debug, Clone)]
-pub struct Responder {
-    announced: Announced<Ipv6Addr>,
-    outputs: VecDeque<Output>,
-    stats: Stats,
-}
+/// Something the driver must do, from [`Responder::poll_output`].
+pub type Output = announce::Output<Transmit, Ipv6Addr>;
 
-impl Responder {
-    /// A responder that announces nothing yet.
-    pub fn new(config: Config) -> Self {
-        Self {
-            announced: Announced::new(config.burst),
-            outputs: VecDeque::new(),
-            stats: Stats::default(),
-        }
-    }
+/// The NDP responder of one node: the shared [`announce::Responder`] with
+/// the NDP (IPv6) protocol.
+pub type Responder = announce::Responder<Ndp>;
 
-    /// Sets the MAC address of `ifindex`. If it changes, every address
-    /// announced there starts a new burst. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn set_interface(
-        &mut self,
-        now: Instant,
+/// The NDP (IPv6) protocol of [`Responder`].
+#[derive(Debug, Clone, Copy)]
+pub struct Ndp;
+
+impl announce::Protocol for Ndp {
+    type Addr = Ipv6Addr;
+    type Transmit = Transmit;
+    type Stats = Stats;
+    type Drop = DropReason;
+
+    fn answer(
+        announced: &Announced<Ipv6Addr>,
+        stats: &mut Stats,
         ifindex: u32,
-        mac: EthernetAddress,
-    ) -> Result<(), announce::Error> {
-        for round in self.announced.set_interface(now, ifindex, mac)? {
-            self.queue_round(round);
-        }
-        Ok(())
-    }
-
-    /// Forgets `ifindex` and withdraws every address on it.
-    pub fn remove_interface(&mut self, ifindex: u32) {
-        self.announced.remove_interface(ifindex);
-    }
-
-    /// Answers for `addr` on `ifindex` from now on. A new address starts an
-    /// unsolicited advertisement burst (drain
-    /// [`poll_output`](Self::poll_output)); an address already announced
-    /// there is left alone, burst included, so resyncs may call this freely.
-    /// The driver must also join [`crate::solicited_node_mac`]`(addr)` on
-    /// the interface to hear multicast solicitations.
-    pub fn announce(
-        &mut self,
-        now: Instant,
-        addr: Ipv6Addr,
-        ifindex: u32,
-    ) -> Result<(), announce::Error> {
-        if let Some(round) = self.announced.announce(now, addr, ifindex)? {
-            self.queue_round(round);
-        }
-        Ok(())
-    }
-
-    /// Stops answering for `addr` on `ifindex` and cancels its pending
-    /// announcements; returns whether it was announced.
-    pub fn withdraw(&mut self, addr: Ipv6Addr, ifindex: u32) -> bool {
-        self.announced.withdraw(addr, ifindex)
-    }
-
-    /// Whether `addr` is announced on `ifindex`.
-    pub fn is_announced(&self, addr: Ipv6Addr, ifindex: u32) -> bool {
-        self.announced.contains(addr, ifindex)
-    }
-
-    /// Call with every frame received on `ifindex`; returns the Neighbor
-    /// Advertisement to send back on `ifindex`, if the frame is a
-    /// solicitation we answer.
-    ///
-    /// `now` is not used yet; it is there so rate limits can be added
-    /// without changing the drivers.
-    pub fn handle_frame(&mut self, now: Instant, ifindex: u32, frame: &[u8]) -> Option<Transmit> {
-        let _ = now;
-        match self.answer(ifindex, frame) {
-            Ok(reply) => {
-                self.stats.responses_sent = self.stats.responses_sent.wrapping_add(1);
-                Some(reply)
-            }
-            Err(reason) => {
-                self.stats.count(reason);
-                None
-            }
-        }
-    }
-
-    /// Call when a timer from [`Output::Arm`] expires: sends the next round
-    /// of its burst, unless the timer is stale. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn handle_timer(&mut self, now: Instant, timer: Timer) {
-        if let Some(round) = self.announced.handle_timer(now, timer) {
-            self.queue_round(round);
-        } else {
-            trace!(addr = %timer.addr(), ifindex = timer.ifindex(), "stale timer");
-        }
-    }
-
-    /// The next thing to do; call after every `announce`, `set_interface`
-    /// and `handle_timer` until it returns `None`.
-    #[must_use]
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn answer(&mut self, ifindex: u32, frame: &[u8]) -> Result<Transmit, DropReason> {
+        frame: &[u8],
+    ) -> Result<Transmit, DropReason> {
         let request = FrameRepr::parse(frame).map_err(|err| {
             trace!(ifindex, %err, "ndp frame dropped");
             DropReason::from(&err)
@@ -353,26 +239,26 @@ impl Responder {
                 lladdr,
             } => (target_addr, lladdr),
             NdiscRepr::NeighborAdvert { lladdr, .. } => {
-                if self.announced.is_own_mac(request.eth_src)
-                    || lladdr.is_some_and(|mac| self.announced.is_own_mac(mac))
+                if announced.is_own_mac(request.eth_src)
+                    || lladdr.is_some_and(|mac| announced.is_own_mac(mac))
                 {
                     return Err(drop(DropReason::OwnMac));
                 }
                 return Err(drop(DropReason::NotSolicit));
             }
         };
-        if self.announced.is_own_mac(request.eth_src)
-            || source_lladdr.is_some_and(|mac| self.announced.is_own_mac(mac))
+        if announced.is_own_mac(request.eth_src)
+            || source_lladdr.is_some_and(|mac| announced.is_own_mac(mac))
         {
             return Err(drop(DropReason::OwnMac));
         }
-        let Some(mac) = self.announced.interface_mac(ifindex) else {
+        let Some(mac) = announced.interface_mac(ifindex) else {
             return Err(drop(DropReason::NotOurs));
         };
         if !request.eth_dst.is_multicast() && request.eth_dst != mac {
             return Err(drop(DropReason::OtherHost));
         }
-        if !self.announced.contains(target_addr, ifindex) {
+        if !announced.contains(target_addr, ifindex) {
             return Err(drop(DropReason::NotOurs));
         }
         // RFC 4861 §7.2.4.
@@ -389,7 +275,7 @@ impl Responder {
                 NeighborFlags::SOLICITED | NeighborFlags::OVERRIDE,
             )
         };
-        self.stats.requests_received = self.stats.requests_received.wrapping_add(1);
+        stats.requests_received = stats.requests_received.wrapping_add(1);
         let reply = FrameRepr {
             eth_src: mac,
             eth_dst,
@@ -407,8 +293,8 @@ impl Responder {
 
     /// Queues the unsolicited advertisement of one round (RFC 4861 §7.2.6:
     /// to all-nodes, S=0; O=1 so neighbours replace the old owner's MAC)
-    /// and the timer of the next.
-    fn queue_round(&mut self, round: Round<Ipv6Addr>) {
+    ///.
+    fn announcements(round: &Round<Ipv6Addr>, stats: &mut Stats, send: &mut dyn FnMut(Transmit)) {
         let frame = FrameRepr {
             eth_src: round.mac,
             eth_dst: multicast_mac(ALL_NODES),
@@ -421,16 +307,19 @@ impl Responder {
             },
         };
         trace!(ifindex = round.ifindex, %frame, "unsolicited neighbor advertisement");
-        self.outputs
-            .push_back(Output::Transmit(emit(round.ifindex, &frame)));
-        self.stats.announcements_sent = self.stats.announcements_sent.wrapping_add(1);
-        if let Some((at, timer)) = round.next {
-            self.outputs.push_back(Output::Arm { at, timer });
-        }
+        send(emit(round.ifindex, &frame));
+        stats.announcements_sent = stats.announcements_sent.wrapping_add(1);
+    }
+
+    fn count_drop(stats: &mut Stats, reason: DropReason) {
+        stats.count(reason);
+    }
+
+    fn count_response(stats: &mut Stats) {
+        stats.responses_sent = stats.responses_sent.wrapping_add(1);
     }
 }
 
-/// Our frames are always NAs with a TLLA option: exactly FRAME_LEN octets.
 fn emit(ifindex: u32, repr: &FrameRepr) -> Transmit {
     debug_assert_eq!(repr.buffer_len(), FRAME_LEN);
     let mut frame = [0; FRAME_LEN];
@@ -440,10 +329,12 @@ fn emit(ifindex: u32, repr: &FrameRepr) -> Transmit {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
     use crate::wire::{ipv6, solicited_node};
+    use arp::EthernetAddress;
+    use arp::announce::Config;
 
     const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0a]);
     const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0b]);
