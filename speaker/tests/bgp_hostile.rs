@@ -229,35 +229,40 @@ fn route_refresh_flood_from_a_peer_that_never_reads() {
 }
 
 /// RFC 9687: a peer that keeps its session alive (KEEPALIVEs) but stops
-/// reading. A ROUTE-REFRESH burst makes us send more than the socket
+/// reading. ROUTE-REFRESH requests make us queue more than the socket
 /// buffers hold but less than the driver's 4 MiB bound; with nothing
 /// written for `--send-hold-time` (3 s), the session is given up with
 /// NOTIFICATION 8 (Send Hold Timer Expired), and reconnects.
+///
+/// The flood is steered by what ferrolb reports, not by a guess at socket
+/// buffer sizes (they differ between machines; `tcp_wmem` lets a send
+/// buffer grow to 4 MiB here) or at timing: a step of requests whose
+/// answers total [`STEP_BYTES`] goes out only when ferrolb has handled
+/// every earlier request and holds nothing unwritten (the kernel still
+/// had room). Once the kernel buffers are full, ferrolb's queue stops
+/// draining and no more steps go: the queue ends at most one step's
+/// answers above zero, far below the byte bound, whatever the buffers
+/// took and however slowly either side runs.
 #[test]
 fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
+    /// The answers of one flood step, in octets.
+    const STEP_BYTES: usize = 128 << 10;
     let (_node, _hostile, listener, mut ours) = one_calm_peer(&["--send-hold-time", "3"]);
     let mut p = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
-    // ROUTE-REFRESH bursts (about 60 octets re-sent each) until the kernel
-    // buffers are full and ours holds over 1 MiB it cannot write (never
-    // transient: a socket with room takes that in microseconds), then
-    // nothing more: well under the driver's 4 MiB bound, whatever size the
-    // socket buffers grew to.
-    let burst = raw(ROUTE_REFRESH, &[0, 1, 0, 1]).repeat(2_000);
+    // What one request costs ferrolb to answer, read off the wire while
+    // this side still reads: the UPDATE carrying our one route.
+    let refresh = raw(ROUTE_REFRESH, &[0, 1, 0, 1]);
+    let answer = p.refresh_answer_len(&refresh);
+    let per_step = (STEP_BYTES / answer).max(1);
+    let step = refresh.repeat(per_step);
+    // ferrolb wrote (the answer above was read) just before this instant:
+    // its send hold timer cannot expire earlier than 3 s after it.
     let flood = Instant::now();
-    loop {
-        p.stream.write_all(&burst).unwrap();
-        p.stream.write_all(&keepalive()).unwrap();
-        thread::sleep(Duration::from_millis(50));
-        let s = peer_stats(&mut ours, CALM_PEER);
-        if s["unsent_bytes"].as_u64() > Some(1 << 20) {
-            break;
-        }
-        assert!(flood.elapsed() < T, "ours never stopped writing: {s}");
-    }
-    let start = Instant::now();
+    let mut sent = peer_stats(&mut ours, CALM_PEER)["route_refreshes_received"]
+        .as_u64()
+        .unwrap();
+    let (mut steps, mut most_held) = (0u64, 0u64);
     let down = loop {
-        p.stream.write_all(&keepalive()).unwrap();
-        thread::sleep(Duration::from_millis(500));
         let down = ours
             .seen
             .iter()
@@ -266,18 +271,34 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
         if let Some(d) = down {
             break d;
         }
-        let _ = peer_stats(&mut ours, CALM_PEER);
-        assert!(start.elapsed() < T, "no send hold expiry: {:?}", ours.seen);
+        let s = peer_stats(&mut ours, CALM_PEER);
+        let handled = s["route_refreshes_received"].as_u64().unwrap();
+        let held = s["unsent_bytes"].as_u64().unwrap();
+        most_held = most_held.max(held);
+        // Once ferrolb has given the connection up, a write may fail:
+        // the down event is then on its way.
+        if handled >= sent && held == 0 {
+            let _ = p.stream.write_all(&step);
+            sent += per_step as u64;
+            steps += 1;
+        }
+        // KEEPALIVEs keep ferrolb's hold timer (9 s) happy.
+        let _ = p.stream.write_all(&keepalive());
+        assert!(
+            flood.elapsed() < 2 * T,
+            "no send hold expiry after {steps} steps of {per_step} requests: {s}"
+        );
+        thread::sleep(Duration::from_millis(20));
     };
     let reason = down["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("NOTIFICATION 8/0"),
-        "given up for the wrong reason: {reason}"
+        "given up for the wrong reason after {steps} steps, {most_held} octets held: {reason}"
     );
     let s = peer_stats(&mut ours, CALM_PEER);
     assert_eq!(s["send_hold_expired"], 1, "{s}");
-    // Not the byte bound, and not before the peer had 3 s to read.
-    assert!(start.elapsed() >= Duration::from_secs(3));
+    // Not before the peer had 3 s to read.
+    assert!(flood.elapsed() >= Duration::from_secs(3));
     // The session comes back with a peer that reads again.
     drop(p);
     let _p2 = Script::establish(&listener, CALM_PEER, &open(peer_id(CALM_PEER)));
@@ -906,6 +927,8 @@ struct Script {
     name: String,
     stream: TcpStream,
     buf: Vec<u8>,
+    /// Octets of the last message `recv` returned.
+    last_len: usize,
 }
 
 impl Script {
@@ -928,6 +951,7 @@ impl Script {
             name: name.to_owned(),
             stream,
             buf: Vec::new(),
+            last_len: 0,
         }
     }
 
@@ -943,6 +967,7 @@ impl Script {
             match frame::decode(&self.buf, &CTX) {
                 Ok(Some(len)) => {
                     let bytes: Vec<u8> = self.buf.drain(..len).collect();
+                    self.last_len = len;
                     return match Message::parse(&bytes, &CTX) {
                         Ok(m) => Recv::Msg(m),
                         Err(e) => panic!("{}: ferrolb sent a bad message: {e}", self.name),
@@ -1024,6 +1049,19 @@ impl Script {
             }
         }
         assert!(route, "{}: no {ROUTE} before End-of-RIB", self.name);
+    }
+
+    /// Sends `refresh` (a ROUTE-REFRESH for IPv4 unicast) and returns the
+    /// length in octets of ferrolb's answer, the UPDATE with our route.
+    fn refresh_answer_len(&mut self, refresh: &[u8]) -> usize {
+        self.send(refresh);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        match self.next("the UPDATE answering ROUTE-REFRESH", deadline) {
+            Message::Update(u) if u.nlri.iter().any(|n| n.prefix == route_prefix()) => {
+                self.last_len
+            }
+            m => panic!("{}: expected our route, got {m}", self.name),
+        }
     }
 
     /// The session still works: a ROUTE-REFRESH gets our route again, and
