@@ -60,9 +60,14 @@ impl Bird {
             dir,
             ns: ns.clone(),
         };
-        wait_ready(&mut bird.proc, "its control socket", START_TIMEOUT, || {
-            ctl.exists()
-        });
+        // BIRD writes its PID file after it opens the control socket.
+        let pid_file = bird.dir.join("bird.pid");
+        wait_ready(
+            &mut bird.proc,
+            "its control socket and PID file",
+            START_TIMEOUT,
+            || ctl.exists() && fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')),
+        );
         bird
     }
 

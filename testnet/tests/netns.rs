@@ -118,9 +118,16 @@ fn run_in_binds_sockets_inside() {
     let mut buf = [0; 2];
     server.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"hi");
-    // The test thread itself is still in the host namespace: 10.9.0.2 is not
-    // reachable from here.
-    assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+    // The test thread itself is still in the host namespace, where neither
+    // address exists (checked by binding, which sends nothing).
+    for ip in ["10.9.0.1:0", "10.9.0.2:0"] {
+        let err = TcpListener::bind(ip).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::AddrNotAvailable,
+            "{ip}: {err}"
+        );
+    }
 
     let caught = panic::catch_unwind(|| a.run_in(|| panic!("inside")));
     assert!(caught.is_err());
@@ -188,9 +195,11 @@ fn killed_test_process_leaks_nothing() {
 
     child.kill().unwrap();
     child.wait().unwrap();
+    // The watchdog has no deadline of its own; a minute is only where a
+    // watchdog that never ran stops the test.
     wait_until(
         "the watchdog to clean up",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         Duration::from_millis(20),
         || (!netns_list().contains(&name) && gone(with_sig) && gone(without_sig)).then_some(()),
     )
@@ -211,6 +220,18 @@ fn orphan_child() {
         .args(["netns", "exec", ns.name(), "sleep", "600"])
         .spawn()
         .unwrap();
+    // Printed only once both are inside: `spawn` returns after exec, before
+    // `ip netns exec` has entered the namespace, and the watchdog kills what
+    // `ip netns pids` lists.
+    for pid in [with_sig.pid(), without_sig.id()] {
+        wait_until(
+            "the sleepers to enter the namespace",
+            Duration::from_secs(60),
+            Duration::from_millis(10),
+            || in_netns(pid, &ns.path()).then_some(()),
+        )
+        .unwrap();
+    }
     println!(
         "ORPHAN {} {} {}",
         ns.name(),
@@ -225,6 +246,21 @@ fn orphan_child() {
 fn netns_list() -> String {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The process runs in the namespace mounted at `path` (and has exec'd its
+/// final program: `ip netns exec` enters the namespace before exec).
+fn in_netns(pid: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let (Ok(ns), Ok(proc_ns)) = (
+        std::fs::metadata(path),
+        std::fs::metadata(format!("/proc/{pid}/ns/net")),
+    ) else {
+        return false;
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    (ns.dev(), ns.ino()) == (proc_ns.dev(), proc_ns.ino())
+        && exe.file_name().is_some_and(|n| n == "sleep")
 }
 
 /// The process is gone or a zombie (reaped later by whoever is its parent).
