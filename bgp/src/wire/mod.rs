@@ -23,6 +23,7 @@
 pub mod attr;
 pub mod error;
 pub mod iana;
+#[cfg(feature = "json")]
 pub mod json;
 pub mod nlri;
 pub mod notification;
