@@ -2,10 +2,16 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use bytes::Bytes;
+
 use super::*;
 use crate::frame;
 use crate::wire::iana::{cease_subcode, open_subcode};
-use crate::wire::{AttrType, AttrValue, MpReach, Nlri};
+use crate::wire::open::{ExtendedNextHop, GracefulRestart};
+use crate::wire::{
+    Afi, AttrType, AttrValue, Capability, DecodeCtx, ErrorCode, HoldTime, MpReach, NextHop, Nlri,
+    Open, RefreshSubtype, RouteRefresh, Safi, Update,
+};
 
 /// A deterministic generator (SplitMix64) for the timer jitter.
 struct TestRng(u64);
@@ -347,6 +353,48 @@ fn unexpected_messages_are_fsm_errors_with_the_state_subcode() {
     let n = notification(&h.take_sent()).cloned().unwrap();
     assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 3));
     assert!(h.outputs.iter().any(|o| matches!(o, Output::Down(_))));
+}
+
+#[test]
+fn unexpected_messages_before_open_sent_are_unspecified_fsm_errors() {
+    // KEEPALIVE while DelayOpen waits for the peer's OPEN: 5/0, no OPEN
+    // of ours first.
+    let mut c = config();
+    c.delay_open = Some(Duration::from_secs(2));
+    let mut h = Harness::new(c);
+    let conn = h.connect();
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    let sent = h.take_sent();
+    assert!(matches!(sent[..], [Message::Notification(_)]), "{sent:?}");
+    let n = notification(&sent).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 0));
+    assert!(h.outputs.iter().any(|o| *o == Output::Disconnect(conn)));
+
+    // ROUTE-REFRESH in OpenSent: 5/1, as every other unexpected message.
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    let rr = RouteRefresh {
+        afi: Afi::Ipv4,
+        subtype: RefreshSubtype::Request,
+        safi: Safi::Unicast,
+    };
+    h.s.handle_message(h.now, conn, Message::RouteRefresh(rr));
+    let n = notification(&h.take_sent()).cloned().unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Fsm, 1));
+}
+
+#[test]
+fn a_repeated_connected_report_changes_nothing() {
+    let mut h = Harness::new(config());
+    let conn = h.connect();
+    h.take_sent();
+    h.s.handle_connected(h.now, conn, LOCAL.parse().unwrap(), REMOTE.parse().unwrap());
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.s.state(), State::OpenSent);
+    // The session still completes on that connection.
+    h.s.handle_message(h.now, conn, Message::Open(peer_open(90, modern_caps())));
+    h.s.handle_message(h.now, conn, Message::Keepalive);
+    assert_eq!(h.s.state(), State::Established);
 }
 
 #[test]

@@ -879,6 +879,23 @@ impl PathAttribute {
 pub(crate) struct Parsed {
     pub(crate) attributes: Vec<PathAttribute>,
     pub(crate) errors: Vec<AttrError>,
+    /// Every type code met, kept or not (a malformed attribute that was
+    /// dropped is in `errors` under its type code).
+    pub(crate) seen: TypeSet,
+}
+
+/// A set of attribute type codes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TypeSet([u64; 4]);
+
+impl TypeSet {
+    pub(crate) fn contains(&self, code: u8) -> bool {
+        self.0[usize::from(code / 64)] & (1 << (code % 64)) != 0
+    }
+
+    fn insert(&mut self, code: u8) {
+        self.0[usize::from(code / 64)] |= 1 << (code % 64);
+    }
 }
 
 /// Why a single attribute failed, before the RFC 7606 action is chosen.
@@ -891,18 +908,63 @@ const fn fault(subcode: u8, reason: &'static str) -> Fault {
     Fault { subcode, reason }
 }
 
-/// Parses the path attribute area `r` of the message `msg`.
+/// Where an attribute sits in the message, for its errors.
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+impl Span {
+    /// The error for fault `f`, with the attribute's octets as data.
+    #[cold]
+    fn error(self, msg: &[u8], f: Fault) -> UpdateError {
+        UpdateError {
+            subcode: f.subcode,
+            offset: self.start,
+            reason: f.reason,
+            data: Bytes::copy_from_slice(msg.get(self.start..self.end).unwrap_or_default()),
+        }
+    }
+
+    /// A malformed attribute of type `t`: recorded with the RFC 7606 §7
+    /// action for its type, or a session reset where there is none.
+    #[cold]
+    fn record(
+        self,
+        msg: &[u8],
+        t: AttrType,
+        type_code: u8,
+        f: Fault,
+        errors: &mut Vec<AttrError>,
+    ) -> Result<(), UpdateError> {
+        let Some(action) = action_for(t) else {
+            return Err(self.error(msg, f));
+        };
+        errors.push(AttrError {
+            action,
+            type_code,
+            error: self.error(msg, f),
+        });
+        Ok(())
+    }
+}
+
+/// Parses the path attribute area `area` of the message `msg`.
 ///
 /// Returns `Err` only for the cases RFC 7606 still answers with a session
 /// reset; everything else is recorded in `Parsed::errors`.
 pub(crate) fn parse_all(
-    mut r: Reader<'_>,
+    area: Reader<'_>,
     msg: &[u8],
     ctx: &DecodeCtx,
 ) -> Result<Parsed, UpdateError> {
+    // A cursor of our own: the argument lives in the caller's memory, and
+    // reads through it were stores per field (measured).
+    let mut r = Reader::with_base(area.rest(), area.offset());
     let mut attrs = Vec::with_capacity(8);
     let mut errors = Vec::new();
-    let mut seen = [0u64; 4];
+    let mut seen = TypeSet::default();
     let mut seen_mp = false;
     while !r.is_empty() {
         let start = r.offset();
@@ -928,13 +990,14 @@ pub(crate) fn parse_all(
             });
             break;
         };
-        let end = value.offset() + value.remaining();
         // The attribute octets are NOTIFICATION data; copied only on error.
-        let whole = || Bytes::copy_from_slice(msg.get(start..end).unwrap_or_default());
+        let at = Span {
+            start,
+            end: value.offset() + value.remaining(),
+        };
         let t = AttrType::from(type_code);
         let is_mp = matches!(t, AttrType::MpReachNlri | AttrType::MpUnreachNlri);
-        let (word, bit) = (usize::from(type_code / 64), type_code % 64);
-        if seen[word] & (1 << bit) != 0 {
+        if seen.contains(type_code) {
             let error = UpdateError {
                 subcode: sub::MALFORMED_ATTRIBUTE_LIST,
                 offset: start,
@@ -953,18 +1016,19 @@ pub(crate) fn parse_all(
             });
             continue;
         }
-        seen[word] |= 1 << bit;
+        seen.insert(type_code);
         seen_mp |= is_mp;
 
         let Some(expected) = expected_flags(t) else {
             if flags & AttrFlags::OPTIONAL == 0 {
                 // RFC 4271 §6.3; RFC 7606 keeps the session reset.
-                return Err(UpdateError {
-                    subcode: sub::UNRECOGNIZED_WELL_KNOWN_ATTRIBUTE,
-                    offset: start,
-                    reason: "unrecognized well-known attribute",
-                    data: whole(),
-                });
+                return Err(at.error(
+                    msg,
+                    fault(
+                        sub::UNRECOGNIZED_WELL_KNOWN_ATTRIBUTE,
+                        "unrecognized well-known attribute",
+                    ),
+                ));
             }
             let data = Bytes::copy_from_slice(value.rest());
             attrs.push(PathAttribute {
@@ -973,70 +1037,41 @@ pub(crate) fn parse_all(
             });
             continue;
         };
-        let flags_ok = flags & (AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE) == expected;
-        let parsed = parse_value(t, value, ctx);
-        let record = |errors: &mut Vec<AttrError>, f: Fault| {
-            let Some(action) = action_for(t) else {
-                return Err(UpdateError {
-                    subcode: f.subcode,
-                    offset: start,
-                    reason: f.reason,
-                    data: whole(),
-                });
-            };
-            errors.push(AttrError {
-                action,
-                type_code,
-                error: UpdateError {
-                    subcode: f.subcode,
-                    offset: start,
-                    reason: f.reason,
-                    data: whole(),
-                },
-            });
-            Ok(())
-        };
-        match parsed {
-            Ok((value, extra)) => {
-                if !flags_ok {
-                    // RFC 7606 §3 (c): wrong O/T bits make it malformed.
-                    record(
-                        &mut errors,
-                        fault(
-                            sub::ATTRIBUTE_FLAGS_ERROR,
-                            "attribute flags conflict with type",
-                        ),
-                    )?;
-                    if action_for(t) == Some(Action::Discard) {
-                        continue;
-                    }
-                }
-                if let Some(f) = extra {
-                    // RFC 7606 §7.11: the NLRI could still be located (a
-                    // bad next hop length), so treat-as-withdraw, not the
-                    // session reset `record` gives MP attributes.
-                    errors.push(AttrError {
-                        action: Action::TreatAsWithdraw,
-                        type_code,
-                        error: UpdateError {
-                            subcode: f.subcode,
-                            offset: start,
-                            reason: f.reason,
-                            data: whole(),
-                        },
-                    });
-                }
-                attrs.push(PathAttribute {
-                    flags: AttrFlags(canonical_flags(t, flags)),
-                    value,
-                });
+        // A fault MP_REACH_NLRI reports beside its value (RFC 7606 §7.11:
+        // a bad next hop length, with NLRI that could still be located).
+        let mut beside = None;
+        let kept = AttrFlags(canonical_flags(t, flags));
+        if let Err(f) = push_value(t, value, ctx, kept, &mut attrs, &mut beside) {
+            at.record(msg, t, type_code, f, &mut errors)?;
+            continue;
+        }
+        if flags & (AttrFlags::OPTIONAL | AttrFlags::TRANSITIVE) != expected {
+            // RFC 7606 §3 (c): wrong O/T bits make it malformed.
+            let f = fault(
+                sub::ATTRIBUTE_FLAGS_ERROR,
+                "attribute flags conflict with type",
+            );
+            at.record(msg, t, type_code, f, &mut errors)?;
+            if action_for(t) == Some(Action::Discard) {
+                // Malformed, so not kept after all.
+                attrs.pop();
+                continue;
             }
-            Err(f) => record(&mut errors, f)?,
+        }
+        if let Some(f) = beside {
+            // Treat-as-withdraw, not the session reset `record` gives MP
+            // attributes.
+            errors.push(AttrError {
+                action: Action::TreatAsWithdraw,
+                type_code,
+                error: at.error(msg, f),
+            });
         }
     }
     Ok(Parsed {
         attributes: attrs,
         errors,
+        seen,
     })
 }
 
@@ -1068,17 +1103,28 @@ fn action_for(t: AttrType) -> Option<Action> {
     }
 }
 
-/// A value, plus a non-fatal fault to record next to it (MP_REACH_NLRI with
-/// a bad next hop keeps its NLRI but is treated as withdrawn).
-type ValueResult = Result<(AttrValue, Option<Fault>), Fault>;
-
-fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
+/// Decodes the value of a known attribute of type `t` and appends it to
+/// `out` with `flags`. A non-fatal fault to record next to the value goes
+/// to `beside` (MP_REACH_NLRI with a bad next hop keeps its NLRI but is
+/// treated as withdrawn).
+///
+/// Each arm appends its own variant: built in place in the vector, where
+/// returning the value would copy the whole 80-octet enum twice (measured).
+fn push_value(
+    t: AttrType,
+    mut v: Reader<'_>,
+    ctx: &DecodeCtx,
+    flags: AttrFlags,
+    out: &mut Vec<PathAttribute>,
+    beside: &mut Option<Fault>,
+) -> Result<(), Fault> {
+    let mut keep = |value| out.push(PathAttribute { flags, value });
     let len = v.remaining();
     let length_error = fault(
         sub::ATTRIBUTE_LENGTH_ERROR,
         "attribute length is wrong for its type",
     );
-    let value = match t {
+    match t {
         AttrType::Origin => {
             if len != 1 {
                 return Err(length_error);
@@ -1086,19 +1132,19 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
             let o = v
                 .u8()
                 .map_err(|_| fault(sub::ATTRIBUTE_LENGTH_ERROR, "empty ORIGIN"))?;
-            AttrValue::Origin(Origin::from_wire(o).ok_or(fault(
+            keep(AttrValue::Origin(Origin::from_wire(o).ok_or(fault(
                 sub::INVALID_ORIGIN_ATTRIBUTE,
                 "undefined ORIGIN value",
-            ))?)
+            ))?));
         }
-        AttrType::AsPath => AttrValue::AsPath(
+        AttrType::AsPath => keep(AttrValue::AsPath(
             AsPath::parse(v, ctx.as4)
                 .ok_or(fault(sub::MALFORMED_AS_PATH, "malformed AS_PATH segment"))?,
-        ),
-        AttrType::As4Path => AttrValue::As4Path(AsPath::parse(v, true).ok_or(fault(
+        )),
+        AttrType::As4Path => keep(AttrValue::As4Path(AsPath::parse(v, true).ok_or(fault(
             sub::OPTIONAL_ATTRIBUTE_ERROR,
             "malformed AS4_PATH segment",
-        ))?),
+        ))?)),
         AttrType::NextHop => {
             let octets: [u8; 4] = fixed(&mut v, length_error)?;
             let addr = Ipv4Addr::from(octets);
@@ -1113,22 +1159,25 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
                     "NEXT_HOP is not a host address",
                 ));
             }
-            AttrValue::NextHop(addr)
+            keep(AttrValue::NextHop(addr));
         }
-        AttrType::MultiExitDisc => {
-            AttrValue::MultiExitDisc(u32::from_be_bytes(fixed(&mut v, length_error)?))
-        }
-        AttrType::LocalPref => {
-            AttrValue::LocalPref(u32::from_be_bytes(fixed(&mut v, length_error)?))
-        }
-        AttrType::OriginatorId => {
-            AttrValue::OriginatorId(Ipv4Addr::from(fixed::<4>(&mut v, length_error)?))
-        }
+        AttrType::MultiExitDisc => keep(AttrValue::MultiExitDisc(u32::from_be_bytes(fixed(
+            &mut v,
+            length_error,
+        )?))),
+        AttrType::LocalPref => keep(AttrValue::LocalPref(u32::from_be_bytes(fixed(
+            &mut v,
+            length_error,
+        )?))),
+        AttrType::OriginatorId => keep(AttrValue::OriginatorId(Ipv4Addr::from(fixed::<4>(
+            &mut v,
+            length_error,
+        )?))),
         AttrType::AtomicAggregate => {
             if len != 0 {
                 return Err(length_error);
             }
-            AttrValue::AtomicAggregate
+            keep(AttrValue::AtomicAggregate);
         }
         AttrType::Aggregator => {
             let aggregator = if ctx.as4 {
@@ -1144,40 +1193,48 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
                     addr: Ipv4Addr::new(b[2], b[3], b[4], b[5]),
                 }
             };
-            AttrValue::Aggregator(aggregator)
+            keep(AttrValue::Aggregator(aggregator));
         }
         AttrType::As4Aggregator => {
             let b: [u8; 8] = fixed(&mut v, length_error)?;
-            AttrValue::As4Aggregator(Aggregator {
+            keep(AttrValue::As4Aggregator(Aggregator {
                 asn: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                 addr: Ipv4Addr::new(b[4], b[5], b[6], b[7]),
-            })
+            }));
         }
-        AttrType::Communities => AttrValue::Communities(records::<4, _>(v, length_error, |b| {
-            Community(u32::from_be_bytes(*b))
-        })?),
-        AttrType::ClusterList => {
-            AttrValue::ClusterList(records::<4, _>(v, length_error, |b| Ipv4Addr::from(*b))?)
-        }
-        AttrType::ExtendedCommunities => {
-            AttrValue::ExtendedCommunities(records::<8, _>(v, length_error, |b| {
-                ExtendedCommunity(*b)
-            })?)
-        }
+        AttrType::Communities => keep(AttrValue::Communities(records::<4, _>(
+            v,
+            length_error,
+            |b| Community(u32::from_be_bytes(*b)),
+        )?)),
+        AttrType::ClusterList => keep(AttrValue::ClusterList(records::<4, _>(
+            v,
+            length_error,
+            |b| Ipv4Addr::from(*b),
+        )?)),
+        AttrType::ExtendedCommunities => keep(AttrValue::ExtendedCommunities(records::<8, _>(
+            v,
+            length_error,
+            |b| ExtendedCommunity(*b),
+        )?)),
         AttrType::Ipv6ExtendedCommunities => {
-            AttrValue::Ipv6ExtendedCommunities(records::<20, _>(v, length_error, |b| {
-                Ipv6ExtendedCommunity(*b)
-            })?)
+            keep(AttrValue::Ipv6ExtendedCommunities(records::<20, _>(
+                v,
+                length_error,
+                |b| Ipv6ExtendedCommunity(*b),
+            )?))
         }
-        AttrType::LargeCommunities => {
-            AttrValue::LargeCommunities(records::<12, _>(v, length_error, |b| LargeCommunity {
+        AttrType::LargeCommunities => keep(AttrValue::LargeCommunities(records::<12, _>(
+            v,
+            length_error,
+            |b| LargeCommunity {
                 global_admin: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                 local_data1: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
                 local_data2: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
-            })?)
-        }
-        AttrType::MpReachNlri => return parse_mp_reach(v, ctx),
-        AttrType::MpUnreachNlri => AttrValue::MpUnreach(parse_mp_unreach(v, ctx)?),
+            },
+        )?)),
+        AttrType::MpReachNlri => keep(AttrValue::MpReach(parse_mp_reach(v, ctx, beside)?)),
+        AttrType::MpUnreachNlri => keep(AttrValue::MpUnreach(parse_mp_unreach(v, ctx)?)),
         // Unknown types are kept raw by the caller and never get here.
         AttrType::Unknown(_) => {
             return Err(fault(
@@ -1185,8 +1242,8 @@ fn parse_value(t: AttrType, mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
                 "unknown attribute type",
             ));
         }
-    };
-    Ok((value, None))
+    }
+    Ok(())
 }
 
 /// Reads a value of exactly `N` octets.
@@ -1221,7 +1278,11 @@ fn nlri_fault(e: NlriError) -> Fault {
     }
 }
 
-fn parse_mp_reach(mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
+fn parse_mp_reach(
+    mut v: Reader<'_>,
+    ctx: &DecodeCtx,
+    beside: &mut Option<Fault>,
+) -> Result<MpReach, Fault> {
     let short = |_| fault(sub::OPTIONAL_ATTRIBUTE_ERROR, "MP_REACH_NLRI truncated");
     let afi = Afi::from(v.u16().map_err(short)?);
     let safi = Safi::from(v.u8().map_err(short)?);
@@ -1237,10 +1298,10 @@ fn parse_mp_reach(mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
         nlri: Bytes::copy_from_slice(v.rest()),
     };
     let bad_next_hop = || {
-        Some(fault(
+        fault(
             sub::OPTIONAL_ATTRIBUTE_ERROR,
             "MP_REACH_NLRI next hop length invalid for the address family",
-        ))
+        )
     };
     let value = match family {
         Some(Family::Ipv4Unicast) => match NextHop::parse(nh, true) {
@@ -1250,7 +1311,8 @@ fn parse_mp_reach(mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
             },
             None => {
                 nlri::parse_list::<Ipv4Prefix>(v.clone(), add_path).map_err(nlri_fault)?;
-                return Ok((AttrValue::MpReach(MpReach::Other(raw(&v))), bad_next_hop()));
+                *beside = Some(bad_next_hop());
+                return Ok(MpReach::Other(raw(&v)));
             }
         },
         Some(Family::Ipv6Unicast) => match NextHop::parse(nh, false) {
@@ -1260,12 +1322,13 @@ fn parse_mp_reach(mut v: Reader<'_>, ctx: &DecodeCtx) -> ValueResult {
             },
             None => {
                 nlri::parse_list::<Ipv6Prefix>(v.clone(), add_path).map_err(nlri_fault)?;
-                return Ok((AttrValue::MpReach(MpReach::Other(raw(&v))), bad_next_hop()));
+                *beside = Some(bad_next_hop());
+                return Ok(MpReach::Other(raw(&v)));
             }
         },
         None => MpReach::Other(raw(&v)),
     };
-    Ok((AttrValue::MpReach(value), None))
+    Ok(value)
 }
 
 fn parse_mp_unreach(mut v: Reader<'_>, ctx: &DecodeCtx) -> Result<MpUnreach, Fault> {

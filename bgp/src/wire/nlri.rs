@@ -83,8 +83,10 @@ impl<P: fmt::Display> fmt::Display for Nlri<P> {
 pub trait Prefix: Copy + Sized {
     /// Longest valid prefix length for the family.
     const MAX_LEN: u8;
-    /// Builds a prefix from its first `ceil(len/8)` address bytes; `len` is
-    /// already checked against `MAX_LEN`.
+    /// Builds a prefix from `bytes`, which start with its `ceil(len/8)`
+    /// address octets and may go on with octets of whatever follows (they
+    /// are masked off with the host bits); `len` is already checked
+    /// against `MAX_LEN`.
     fn from_wire(bytes: &[u8], len: u8) -> Self;
     /// Prefix length in bits.
     fn prefix_len(&self) -> u8;
@@ -165,18 +167,23 @@ impl Prefix for Ipv4Prefix {
 
     #[inline]
     fn from_wire(bytes: &[u8], len: u8) -> Self {
-        // Whole addresses (host routes, the common case) without a
-        // variable-length copy, which would call memcpy per prefix.
-        let raw = match *bytes {
-            [a, b, c, d, ..] => u32::from_be_bytes([a, b, c, d]),
-            [a, b, c] => u32::from_be_bytes([a, b, c, 0]),
-            [a, b] => u32::from_be_bytes([a, b, 0, 0]),
-            [a] => u32::from_be_bytes([a, 0, 0, 0]),
-            [] => 0,
+        // Four octets in one load whenever the list goes on for them (all
+        // but the last entries), whatever the prefix length: a branch or a
+        // copy per length costs more than the mask.
+        let raw = match bytes.first_chunk::<4>() {
+            Some(word) => u32::from_be_bytes(*word),
+            // The last entry of a list: shifts, not a copy (which would
+            // be a memcpy call in the loop that calls this).
+            None => bytes
+                .iter()
+                .take(4)
+                .enumerate()
+                .fold(0, |raw, (k, &b)| raw | u32::from(b) << (24 - 8 * k)),
         };
-        // `len <= 32` is checked by the caller; clear the host bits.
+        // `len <= 32` is checked by the caller; clear the host bits (all
+        // of them for /0: the shift leaves only the high word).
         let len = len.min(32);
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        let mask = (u64::from(u32::MAX) << (32 - u32::from(len))) as u32;
         Self {
             addr: Ipv4Addr::from(raw & mask),
             len,
@@ -199,22 +206,17 @@ impl Prefix for Ipv6Prefix {
 
     #[inline]
     fn from_wire(bytes: &[u8], len: u8) -> Self {
-        let raw = match <[u8; 16]>::try_from(bytes) {
-            Ok(full) => u128::from_be_bytes(full),
-            Err(_) => {
-                let mut octets = [0u8; 16];
-                let n = bytes.len().min(16);
-                octets[..n].copy_from_slice(&bytes[..n]);
-                u128::from_be_bytes(octets)
-            }
+        let raw = match bytes.first_chunk::<16>() {
+            Some(full) => u128::from_be_bytes(*full),
+            None => bytes
+                .iter()
+                .take(16)
+                .enumerate()
+                .fold(0, |raw, (k, &b)| raw | u128::from(b) << (120 - 8 * k)),
         };
         // `len <= 128` is checked by the caller; clear the host bits.
         let len = len.min(128);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
+        let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
         Self {
             addr: Ipv6Addr::from(raw & mask),
             len,
@@ -296,59 +298,99 @@ pub(crate) enum NlriError {
 /// Parses a list of NLRI filling all of `r`.
 ///
 /// This is the hottest loop of the decoder (a full UPDATE holds 800 host
-/// routes), so it indexes the slice directly instead of going through
-/// `Reader`; every index is bounds-checked by `get`.
+/// routes), so it works on the slice directly instead of going through
+/// `Reader`; every read is bounds-checked (`get`, `split_first`,
+/// `first_chunk`).
 pub(crate) fn parse_list<P: Prefix>(
     r: Reader<'_>,
     add_path: bool,
 ) -> Result<Vec<Nlri<P>>, NlriError> {
-    let base = r.offset();
+    // One loop per layout, so the hot one tests nothing it need not.
+    if add_path {
+        parse_entries::<P, true>(r)
+    } else {
+        parse_entries::<P, false>(r)
+    }
+}
+
+fn parse_entries<P: Prefix, const ADD_PATH: bool>(
+    r: Reader<'_>,
+) -> Result<Vec<Nlri<P>>, NlriError> {
     let buf = r.rest();
     if buf.is_empty() {
         return Ok(Vec::new());
     }
-    // Count the entries first (cheap: it only hops over the lengths), so
-    // the vector is allocated once and never beyond the bytes present.
-    let mut out = Vec::with_capacity(count_entries(buf, add_path));
-    let mut i = 0;
-    while i < buf.len() {
-        let entry = i;
-        let path_id = if add_path {
-            let id = buf.get(i..i + 4).ok_or(NlriError::Truncated {
-                offset: base + entry,
-            })?;
-            i += 4;
-            Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
-        } else {
-            None
-        };
-        let offset = base + i;
-        let len = *buf.get(i).ok_or(NlriError::Truncated { offset })?;
-        if len > P::MAX_LEN {
-            return Err(NlriError::BadLength { offset, len });
-        }
-        let end = i + 1 + usize::from(len).div_ceil(8);
-        let bytes = buf.get(i + 1..end).ok_or(NlriError::Truncated { offset })?;
-        out.push(Nlri {
-            path_id,
-            prefix: P::from_wire(bytes, len),
-        });
-        i = end;
+    // Check the whole list first (it only hops over the lengths), then
+    // decode entries known to be whole into a vector allocated once, never
+    // beyond the bytes present: overwriting its slots needs no capacity
+    // check, no error path and no spill per entry, which `push` costs.
+    let count = check_entries::<P, ADD_PATH>(buf, r.offset())?;
+    let filler = Nlri::new(P::from_wire(&[], 0));
+    let mut out = vec![filler; count];
+    let mut rest = buf;
+    for slot in &mut out {
+        let (nlri, tail) = decode_entry::<P, ADD_PATH>(rest);
+        *slot = nlri;
+        rest = tail;
     }
     Ok(out)
 }
 
-/// How many entries `buf` holds, assuming it is well formed (a malformed
-/// list is caught by the parse that follows).
-fn count_entries(buf: &[u8], add_path: bool) -> usize {
-    let skip = if add_path { 4 } else { 0 };
+/// How many entries `buf` (at offset `base` in the message) holds, or the
+/// first one that is malformed.
+fn check_entries<P: Prefix, const ADD_PATH: bool>(
+    buf: &[u8],
+    base: usize,
+) -> Result<usize, NlriError> {
     let mut i = 0;
     let mut n = 0;
-    while let Some(&len) = buf.get(i + skip) {
-        i += skip + 1 + usize::from(len).div_ceil(8);
+    while i < buf.len() {
+        if ADD_PATH {
+            if buf.len() - i < 4 {
+                return Err(NlriError::Truncated { offset: base + i });
+            }
+            i += 4;
+        }
+        let offset = base + i;
+        let Some(&len) = buf.get(i) else {
+            return Err(NlriError::Truncated { offset });
+        };
+        if len > P::MAX_LEN {
+            return Err(NlriError::BadLength { offset, len });
+        }
+        i += 1 + usize::from(len).div_ceil(8);
+        if i > buf.len() {
+            return Err(NlriError::Truncated { offset });
+        }
         n += 1;
     }
-    n
+    Ok(n)
+}
+
+/// Decodes the entry at the start of `buf`, which [`check_entries`]
+/// found whole, and returns it with the bytes after it. (Were it not
+/// whole, the missing octets would read as zero: no panic either way.)
+#[inline]
+fn decode_entry<P: Prefix, const ADD_PATH: bool>(buf: &[u8]) -> (Nlri<P>, &[u8]) {
+    let (path_id, buf) = if ADD_PATH {
+        match buf.split_first_chunk::<4>() {
+            Some((id, rest)) => (Some(u32::from_be_bytes(*id)), rest),
+            None => (Some(0), &[][..]),
+        }
+    } else {
+        (None, buf)
+    };
+    let (len, rest) = match buf.split_first() {
+        Some((&len, rest)) => (len, rest),
+        None => (0, buf),
+    };
+    let octets = usize::from(len).div_ceil(8);
+    // `rest` goes on past the prefix; `from_wire` masks what follows.
+    let prefix = P::from_wire(rest, len);
+    (
+        Nlri { path_id, prefix },
+        rest.get(octets..).unwrap_or_default(),
+    )
 }
 
 /// Encoded size of one entry.
@@ -415,6 +457,45 @@ mod tests {
     }
 
     #[test]
+    fn prefixes_mid_list_and_at_its_end_clear_the_same_host_bits() {
+        // Each prefix has host bits set on the wire. In the middle of the
+        // list the decoder loads a whole address that runs into the next
+        // entry; at the end fewer octets are left.
+        let wire = [
+            20, 10, 1, 0xff, // 10.1.240.0/20, then the next entry's octets
+            25, 192, 0, 2, 0xff, // 192.0.2.128/25
+            0,    // 0.0.0.0/0
+            20, 10, 1, 0xff, // 10.1.240.0/20, last
+        ];
+        let list: Vec<Nlri<Ipv4Prefix>> = parse_list(Reader::new(&wire), false).unwrap();
+        let text: Vec<String> = list.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "10.1.240.0/20",
+                "192.0.2.128/25",
+                "0.0.0.0/0",
+                "10.1.240.0/20"
+            ]
+        );
+        let mut out = BytesMut::new();
+        emit_list(&list, false, &mut out);
+        // Emitted without the host bits the wire had.
+        assert_eq!(
+            &out[..],
+            &[20, 10, 1, 0xf0, 25, 192, 0, 2, 0x80, 0, 20, 10, 1, 0xf0]
+        );
+
+        let wire = [
+            64, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, // 2001:db8:0:1::/64
+            65, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0xff, // 2001:db8:0:1:8000::/65, last
+        ];
+        let list: Vec<Nlri<Ipv6Prefix>> = parse_list(Reader::new(&wire), false).unwrap();
+        let text: Vec<String> = list.iter().map(ToString::to_string).collect();
+        assert_eq!(text, ["2001:db8:0:1::/64", "2001:db8:0:1:8000::/65"]);
+    }
+
+    #[test]
     fn parse_add_path() {
         let wire = [
             0, 0, 0, 7, 128, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
@@ -440,6 +521,25 @@ mod tests {
         assert_eq!(
             parse_list::<Ipv4Prefix>(Reader::new(&[0, 0]), true),
             Err(NlriError::Truncated { offset: 0 })
+        );
+        // The first bad entry is reported, at its offset, after good ones.
+        assert_eq!(
+            parse_list::<Ipv4Prefix>(Reader::with_base(&[8, 10, 40, 1], 23), false),
+            Err(NlriError::BadLength {
+                offset: 25,
+                len: 40
+            })
+        );
+        assert_eq!(
+            parse_list::<Ipv4Prefix>(Reader::new(&[0, 0, 0, 7, 8, 10, 0, 0]), true),
+            Err(NlriError::Truncated { offset: 6 })
+        );
+        assert_eq!(
+            parse_list::<Ipv6Prefix>(Reader::new(&[129]), false),
+            Err(NlriError::BadLength {
+                offset: 0,
+                len: 129
+            })
         );
     }
 }

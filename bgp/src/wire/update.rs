@@ -150,6 +150,7 @@ impl Update {
         let attr::Parsed {
             attributes,
             mut errors,
+            seen,
         } = attr::parse_all(a, msg, ctx)?;
         let nlri = nlri::parse_list(r, add_path).map_err(network)?;
 
@@ -159,14 +160,15 @@ impl Update {
             nlri,
             errors: Vec::new(),
         };
-        update.check_mandatory(&mut errors);
+        update.check_mandatory(&seen, &mut errors);
         update.errors = errors;
         Ok(update)
     }
 
     /// RFC 4271 §6.3 / RFC 7606 §3 (d): missing well-known mandatory
-    /// attributes make the UPDATE treat-as-withdraw.
-    fn check_mandatory(&self, errors: &mut Vec<AttrError>) {
+    /// attributes make the UPDATE treat-as-withdraw. `seen` holds every
+    /// type code the attribute area had.
+    fn check_mandatory(&self, seen: &attr::TypeSet, errors: &mut Vec<AttrError>) {
         let announces = !self.nlri.is_empty()
             || matches!(self.mp_reach(), Some(m) if !matches!(m, MpReach::Other(_)));
         if !announces {
@@ -177,9 +179,9 @@ impl Update {
         let needed = if self.nlri.is_empty() { 2 } else { 3 };
         for t in required.into_iter().take(needed) {
             let code = u8::from(t);
-            // An attribute that was present but malformed is already reported.
-            let reported = errors.iter().any(|e| e.type_code == code);
-            if self.attribute(t).is_none() && !reported {
+            // An attribute that was present but malformed (and dropped) is
+            // already reported.
+            if !seen.contains(code) {
                 errors.push(AttrError {
                     action: Action::TreatAsWithdraw,
                     type_code: code,
