@@ -218,6 +218,7 @@ fn stats_json(st: &L2Stats) -> serde_json::Value {
         "recv_errors": st.recv_errors,
         "kernel_drops": st.kernel_drops,
         "interfaces": st.interfaces,
+        "netlink_foreign": st.netlink_foreign,
         "arp": protocol_json(&st.arp),
         "ndp": protocol_json(&st.ndp),
     })

@@ -82,6 +82,9 @@ pub struct L2Stats {
     pub kernel_drops: u64,
     /// Interfaces with an open socket.
     pub interfaces: usize,
+    /// Netlink datagrams dropped because they did not come from the
+    /// kernel.
+    pub netlink_foreign: u64,
 }
 
 impl L2Stats {
@@ -574,6 +577,7 @@ impl Driver {
             arp: *self.responder.v4_stats(),
             ndp: *self.responder.v6_stats(),
             interfaces: self.sockets.len(),
+            netlink_foreign: self.netlink.foreign(),
             ..self.stats
         }
     }
@@ -608,12 +612,12 @@ const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 fn host_link(link: netlink::Link) -> interfaces::Link {
     interfaces::Link {
         index: link.index,
-        name: link.name.clone(),
+        name: link.name,
         mac: link.mac,
-        up: link.is_up(),
-        loopback: link.is_loopback(),
-        broadcast: link.is_broadcast(),
-        ethernet: link.is_ethernet(),
+        up: link.up,
+        loopback: link.loopback,
+        broadcast: link.broadcast,
+        ethernet: link.ethernet,
         master: link.master,
     }
 }
