@@ -306,7 +306,8 @@ mod tests {
             d.poll_output(),
             Some(ProtocolOutput::Transmit(Transmit::V6(_)))
         ));
-        let _ = t4;
+        assert_eq!(t4.addr(), Ipv4Addr::new(192, 0, 2, 4));
+        assert_eq!(t6.ifindex(), 1);
         // Frames go by EtherType: IPv6 to V6, everything else to V4.
         let reply = d.handle_frame(t0, 1, &frame([0x86, 0xdd])).unwrap();
         assert_eq!(reply.frame(), [6]);

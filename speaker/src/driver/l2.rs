@@ -2,7 +2,7 @@
 //! ([`l2::DualStack`] of ARP and NDP) and moves frames, interface changes
 //! and time between it and the OS. No protocol decisions are made here:
 //! where an address is announced is the pure
-//! [`select_interfaces`](crate::announce::interfaces::select_interfaces).
+//! [`crate::announce::interfaces::select_interfaces`].
 //!
 //! [`L2Announcer`] is the API the speaker uses: announce and withdraw
 //! service IPs, optionally on named interfaces only, read the counters, and
