@@ -3,7 +3,7 @@
 //! No I/O, no clock: the driver passes `now`, hands received frames to
 //! [`Responder::handle_frame`] (which returns the reply to send, if any),
 //! and drains [`Responder::poll_output`] after every call for gratuitous
-//! ARPs and the timers of their bursts (see [`crate::announce`] for the
+//! ARPs and the timers of their bursts (see [`l2::announce`] for the
 //! schedule).
 //!
 //! # What is answered
@@ -25,23 +25,19 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use l2::announce::{self, Announced, Round};
+use l2::ethernet::{EtherType, EthernetAddress};
+use l2::responder::{self, Reason};
 use tracing::trace;
 
-use crate::announce::{self, Announced, Round};
-use crate::ethernet::EthernetAddress;
 use crate::wire::{self, FRAME_LEN, FrameRepr, Operation, Repr};
 
 /// The timer of an announcement burst (see [`Output::Arm`]).
 pub type Timer = announce::Timer<Ipv4Addr>;
 
-/// A frame to send on an interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// The interface to send on.
-    pub ifindex: u32,
-    /// The whole Ethernet frame (no padding: the NIC pads it to 60 octets).
-    pub frame: [u8; FRAME_LEN],
-}
+/// A frame to send on an interface: a whole ARP frame, no padding (the
+/// NIC pads it to 60 octets).
+pub type Transmit = responder::Transmit<FRAME_LEN>;
 
 /// Why a received frame got no reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,102 +98,48 @@ impl From<&wire::Error> for DropReason {
     }
 }
 
-/// Counters for metrics; they only grow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
-    /// Requests for an address we announce on that interface (MetalLB's
-    /// `metallb_layer2_requests_received`).
-    pub requests_received: u64,
-    /// Replies returned by `handle_frame` (MetalLB's
-    /// `metallb_layer2_responses_sent`).
-    pub responses_sent: u64,
-    /// Gratuitous ARP frames emitted (two per round).
-    pub announcements_sent: u64,
-    /// Dropped: [`DropReason::Malformed`].
-    pub malformed: u64,
-    /// Dropped: [`DropReason::NotArp`].
-    pub not_arp: u64,
-    /// Dropped: [`DropReason::WrongHardware`].
-    pub wrong_hardware: u64,
-    /// Dropped: [`DropReason::WrongProtocol`].
-    pub wrong_protocol: u64,
-    /// Dropped: [`DropReason::OwnMac`].
-    pub own_mac: u64,
-    /// Dropped: [`DropReason::NotRequest`].
-    pub not_request: u64,
-    /// Dropped: [`DropReason::OtherHost`].
-    pub other_host: u64,
-    /// Dropped: [`DropReason::BadSender`].
-    pub bad_sender: u64,
-    /// Dropped: [`DropReason::NotOurs`].
-    pub not_ours: u64,
-}
+impl Reason for DropReason {
+    type Counters = [u64; Self::ALL.len()];
+    const ALL: &'static [Self] = &[
+        Self::Malformed,
+        Self::NotArp,
+        Self::WrongHardware,
+        Self::WrongProtocol,
+        Self::OwnMac,
+        Self::NotRequest,
+        Self::OtherHost,
+        Self::BadSender,
+        Self::NotOurs,
+    ];
 
-impl Stats {
-    /// The drop counter for `reason`.
-    pub const fn dropped(&self, reason: DropReason) -> u64 {
-        match reason {
-            DropReason::Malformed => self.malformed,
-            DropReason::NotArp => self.not_arp,
-            DropReason::WrongHardware => self.wrong_hardware,
-            DropReason::WrongProtocol => self.wrong_protocol,
-            DropReason::OwnMac => self.own_mac,
-            DropReason::NotRequest => self.not_request,
-            DropReason::OtherHost => self.other_host,
-            DropReason::BadSender => self.bad_sender,
-            DropReason::NotOurs => self.not_ours,
-        }
-    }
-
-    /// Frames dropped for any reason.
-    pub const fn dropped_total(&self) -> u64 {
-        self.malformed
-            + self.not_arp
-            + self.wrong_hardware
-            + self.wrong_protocol
-            + self.own_mac
-            + self.not_request
-            + self.other_host
-            + self.bad_sender
-            + self.not_ours
-    }
-
-    fn count(&mut self, reason: DropReason) {
-        let counter = match reason {
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::NotArp => &mut self.not_arp,
-            DropReason::WrongHardware => &mut self.wrong_hardware,
-            DropReason::WrongProtocol => &mut self.wrong_protocol,
-            DropReason::OwnMac => &mut self.own_mac,
-            DropReason::NotRequest => &mut self.not_request,
-            DropReason::OtherHost => &mut self.other_host,
-            DropReason::BadSender => &mut self.bad_sender,
-            DropReason::NotOurs => &mut self.not_ours,
-        };
-        *counter = counter.wrapping_add(1);
+    fn index(self) -> usize {
+        self as usize
     }
 }
+
+/// Counters for metrics: requests, replies, gratuitous ARPs (two per
+/// round) and one drop counter per [`DropReason`].
+pub type Stats = responder::Stats<DropReason>;
 
 /// Something the driver must do, from [`Responder::poll_output`].
-pub type Output = announce::Output<Transmit, Ipv4Addr>;
+pub type Output = responder::Output<Transmit, Timer>;
 
-/// The ARP responder of one node: the shared [`announce::Responder`] with
-/// the ARP (IPv4) protocol.
-pub type Responder = announce::Responder<Arp>;
+/// The ARP responder of one node: the shared [`l2::Responder`] with the
+/// ARP (IPv4) protocol.
+pub type Responder = responder::Responder<Arp>;
 
 /// The ARP (IPv4) protocol of [`Responder`].
 #[derive(Debug, Clone, Copy)]
 pub struct Arp;
 
-impl announce::Protocol for Arp {
+impl responder::Protocol for Arp {
     type Addr = Ipv4Addr;
     type Transmit = Transmit;
-    type Stats = Stats;
     type Drop = DropReason;
+    const ETHERTYPE: EtherType = EtherType::Arp;
 
     fn answer(
         announced: &Announced<Ipv4Addr>,
-        stats: &mut Stats,
         ifindex: u32,
         frame: &[u8],
     ) -> Result<Transmit, DropReason> {
@@ -232,7 +174,6 @@ impl announce::Protocol for Arp {
         if !announced.contains(arp.target_protocol_addr, ifindex) {
             return Err(drop(DropReason::NotOurs));
         }
-        stats.requests_received = stats.requests_received.wrapping_add(1);
         let reply = FrameRepr {
             eth_src: mac,
             // The sender hardware address, as Linux answers (arp_process).
@@ -256,7 +197,7 @@ impl announce::Protocol for Arp {
     /// §2.3 ARP Announcement: sender and target protocol address ours,
     /// target hardware address zero) and a reply (target hardware address
     /// broadcast), because some hosts only update their cache from one.
-    fn announcements(round: &Round<Ipv4Addr>, stats: &mut Stats, send: &mut dyn FnMut(Transmit)) {
+    fn announcements(round: &Round<Ipv4Addr>, send: &mut dyn FnMut(Transmit)) {
         for (operation, target_hardware_addr) in [
             (Operation::Request, EthernetAddress::UNSPECIFIED),
             (Operation::Reply, EthernetAddress::BROADCAST),
@@ -274,16 +215,7 @@ impl announce::Protocol for Arp {
             };
             trace!(ifindex = round.ifindex, %frame, "gratuitous arp");
             send(emit(round.ifindex, &frame));
-            stats.announcements_sent = stats.announcements_sent.wrapping_add(1);
         }
-    }
-
-    fn count_drop(stats: &mut Stats, reason: DropReason) {
-        stats.count(reason);
-    }
-
-    fn count_response(stats: &mut Stats) {
-        stats.responses_sent = stats.responses_sent.wrapping_add(1);
     }
 }
 
@@ -298,7 +230,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::announce::Config;
+    use l2::Config;
 
     const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0a]);
     const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x0b]);
@@ -473,6 +405,13 @@ mod tests {
     }
 
     #[test]
+    fn every_reason_has_its_counter() {
+        for (i, reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), i, "{reason}");
+        }
+    }
+
+    #[test]
     fn burst_schedule() {
         let (t0, mut r) = responder();
         r.announce(t0, VIP, IF).unwrap();
@@ -487,7 +426,7 @@ mod tests {
                         assert_eq!(t.ifindex, IF);
                         Some(FrameRepr::parse(&t.frame).unwrap())
                     }
-                    Output::Arm { .. } => None,
+                    _ => None,
                 })
                 .collect();
             // Each round: request form, then reply form, both broadcast.
@@ -507,7 +446,7 @@ mod tests {
             sent.push((now - t0).as_millis());
             let arm = outputs.iter().find_map(|o| match o {
                 Output::Arm { at, timer } => Some((*at, *timer)),
-                Output::Transmit(_) => None,
+                _ => None,
             });
             let Some((at, timer)) = arm else { break };
             assert_eq!((timer.addr(), timer.ifindex()), (VIP, IF));
@@ -548,7 +487,7 @@ mod tests {
         assert!(!r.withdraw(VIP, IF));
         assert!(!r.is_announced(VIP, IF));
         assert_eq!(r.handle_frame(t0, IF, &REQUEST), None);
-        assert_eq!(r.stats().not_ours, 1);
+        assert_eq!(r.stats().dropped(DropReason::NotOurs), 1);
         r.handle_timer(at, timer);
         assert!(drain(&mut r).is_empty());
         // Announcing again starts a fresh burst; the old timer stays stale.

@@ -27,7 +27,8 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use crate::ethernet::{self, EtherType, EthernetAddress, enum_with_unknown};
+use codepoint::enum_with_unknown;
+use l2::ethernet::{self, EtherType, EthernetAddress};
 
 enum_with_unknown! {
     /// The ARP hardware type (IANA "Hardware Types").

@@ -5,8 +5,8 @@
 // A fuzz target reports a bug by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use arp::ethernet;
 use arp::wire::{FRAME_LEN, FrameRepr, Packet, Repr};
+use l2::ethernet;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

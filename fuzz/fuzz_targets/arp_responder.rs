@@ -74,6 +74,7 @@ fuzz_target!(|data: &[u8]| {
                 FrameRepr::parse(&t.frame).expect("our announcement must parse");
             }
             Output::Arm { at, timer } => timers.push((at, timer)),
+            Output::Join { .. } | Output::Leave { .. } => panic!("ARP requests are broadcast"),
         }
     }
     if control & 8 != 0 {

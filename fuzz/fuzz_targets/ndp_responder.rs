@@ -86,6 +86,9 @@ fuzz_target!(|data: &[u8]| {
                 FrameRepr::parse(&t.frame).expect("our announcement must parse");
             }
             Output::Arm { at, timer } => timers.push((at, timer)),
+            Output::Join { group, .. } | Output::Leave { group, .. } => {
+                assert!(group.is_multicast(), "solicited-node groups are multicast");
+            }
         }
     }
     if control & 8 != 0 {

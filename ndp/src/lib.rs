@@ -7,7 +7,7 @@
 //! a task or draws random numbers. The speaker's AF_PACKET driver moves
 //! frames and time in and out, and joins the solicited-node groups
 //! ([`solicited_node_mac`]) of the announced addresses. Ethernet and the
-//! announced set with its bursts come from the `arp` crate, so both
+//! announced set with its bursts come from the `l2` crate, as for `arp`, so both
 //! responders have one shape: `set_interface`/`announce`/`withdraw`,
 //! `handle_frame` returning the reply, `handle_timer`, and `poll_output`
 //! yielding frames and [`Output::Arm`] timers (STYLE §3).
@@ -15,8 +15,7 @@
 pub mod responder;
 pub mod wire;
 
-pub use arp::announce::Config;
-pub use arp::{Burst, EthernetAddress};
+pub use l2::{Burst, Config, EtherType, EthernetAddress};
 pub use responder::{DropReason, Ndp, Output, Responder, Stats, Timer, Transmit};
 pub use wire::{
     ALL_NODES, FrameRepr, NdiscRepr, NeighborFlags, is_solicited_node, multicast_mac,

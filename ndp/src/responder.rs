@@ -5,7 +5,8 @@
 //! [`Responder::handle_frame`] (which returns the advertisement to send, if
 //! any), and drains [`Responder::poll_output`] after every call for
 //! unsolicited advertisements and the timers of their bursts. The shape and
-//! the burst schedule are `arp`'s (see [`arp::announce`]).
+//! the burst schedule are the shared `l2` crate's (see [`l2::announce`]),
+//! as for ARP.
 //!
 //! # What is answered
 //!
@@ -31,11 +32,14 @@
 use std::fmt;
 use std::net::Ipv6Addr;
 
-use arp::announce::{self, Announced, Round};
+use l2::announce::{self, Announced, Round};
+use l2::ethernet::{EtherType, EthernetAddress};
+use l2::responder::{self, Reason};
 use tracing::trace;
 
 use crate::wire::{
     self, ALL_NODES, FrameRepr, NdiscRepr, NeighborFlags, icmpv6, multicast_mac, ndisc,
+    solicited_node_mac,
 };
 
 /// The timer of an announcement burst (see [`Output::Arm`]).
@@ -45,14 +49,8 @@ pub type Timer = announce::Timer<Ipv6Addr>;
 /// option (14 + 40 + 24 + 8).
 pub const FRAME_LEN: usize = 86;
 
-/// A frame to send on an interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// The interface to send on.
-    pub ifindex: u32,
-    /// The whole Ethernet frame.
-    pub frame: [u8; FRAME_LEN],
-}
+/// A frame to send on an interface: a whole NA frame.
+pub type Transmit = responder::Transmit<FRAME_LEN>;
 
 /// Why a received frame got no advertisement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,102 +124,48 @@ impl From<&wire::Error> for DropReason {
     }
 }
 
-/// Counters for metrics; they only grow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
-    /// Solicitations for an address we announce on that interface
-    /// (MetalLB's `metallb_layer2_requests_received`).
-    pub requests_received: u64,
-    /// Advertisements returned by `handle_frame` (MetalLB's
-    /// `metallb_layer2_responses_sent`).
-    pub responses_sent: u64,
-    /// Unsolicited advertisements emitted.
-    pub announcements_sent: u64,
-    /// Dropped: [`DropReason::Malformed`].
-    pub malformed: u64,
-    /// Dropped: [`DropReason::NotNdp`].
-    pub not_ndp: u64,
-    /// Dropped: [`DropReason::BadChecksum`].
-    pub bad_checksum: u64,
-    /// Dropped: [`DropReason::Invalid`].
-    pub invalid: u64,
-    /// Dropped: [`DropReason::OwnMac`].
-    pub own_mac: u64,
-    /// Dropped: [`DropReason::NotSolicit`].
-    pub not_solicit: u64,
-    /// Dropped: [`DropReason::OtherHost`].
-    pub other_host: u64,
-    /// Dropped: [`DropReason::BadSender`].
-    pub bad_sender: u64,
-    /// Dropped: [`DropReason::NotOurs`].
-    pub not_ours: u64,
-}
+impl Reason for DropReason {
+    type Counters = [u64; Self::ALL.len()];
+    const ALL: &'static [Self] = &[
+        Self::Malformed,
+        Self::NotNdp,
+        Self::BadChecksum,
+        Self::Invalid,
+        Self::OwnMac,
+        Self::NotSolicit,
+        Self::OtherHost,
+        Self::BadSender,
+        Self::NotOurs,
+    ];
 
-impl Stats {
-    /// The drop counter for `reason`.
-    pub const fn dropped(&self, reason: DropReason) -> u64 {
-        match reason {
-            DropReason::Malformed => self.malformed,
-            DropReason::NotNdp => self.not_ndp,
-            DropReason::BadChecksum => self.bad_checksum,
-            DropReason::Invalid => self.invalid,
-            DropReason::OwnMac => self.own_mac,
-            DropReason::NotSolicit => self.not_solicit,
-            DropReason::OtherHost => self.other_host,
-            DropReason::BadSender => self.bad_sender,
-            DropReason::NotOurs => self.not_ours,
-        }
-    }
-
-    /// Frames dropped for any reason.
-    pub const fn dropped_total(&self) -> u64 {
-        self.malformed
-            + self.not_ndp
-            + self.bad_checksum
-            + self.invalid
-            + self.own_mac
-            + self.not_solicit
-            + self.other_host
-            + self.bad_sender
-            + self.not_ours
-    }
-
-    fn count(&mut self, reason: DropReason) {
-        let counter = match reason {
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::NotNdp => &mut self.not_ndp,
-            DropReason::BadChecksum => &mut self.bad_checksum,
-            DropReason::Invalid => &mut self.invalid,
-            DropReason::OwnMac => &mut self.own_mac,
-            DropReason::NotSolicit => &mut self.not_solicit,
-            DropReason::OtherHost => &mut self.other_host,
-            DropReason::BadSender => &mut self.bad_sender,
-            DropReason::NotOurs => &mut self.not_ours,
-        };
-        *counter = counter.wrapping_add(1);
+    fn index(self) -> usize {
+        self as usize
     }
 }
+
+/// Counters for metrics: solicitations, advertisements, unsolicited
+/// advertisements and one drop counter per [`DropReason`].
+pub type Stats = responder::Stats<DropReason>;
 
 /// Something the driver must do, from [`Responder::poll_output`].
-pub type Output = announce::Output<Transmit, Ipv6Addr>;
+pub type Output = responder::Output<Transmit, Timer>;
 
-/// The NDP responder of one node: the shared [`announce::Responder`] with
-/// the NDP (IPv6) protocol.
-pub type Responder = announce::Responder<Ndp>;
+/// The NDP responder of one node: the shared [`l2::Responder`] with the
+/// NDP (IPv6) protocol.
+pub type Responder = responder::Responder<Ndp>;
 
 /// The NDP (IPv6) protocol of [`Responder`].
 #[derive(Debug, Clone, Copy)]
 pub struct Ndp;
 
-impl announce::Protocol for Ndp {
+impl responder::Protocol for Ndp {
     type Addr = Ipv6Addr;
     type Transmit = Transmit;
-    type Stats = Stats;
     type Drop = DropReason;
+    const ETHERTYPE: EtherType = EtherType::Ipv6;
 
     fn answer(
         announced: &Announced<Ipv6Addr>,
-        stats: &mut Stats,
         ifindex: u32,
         frame: &[u8],
     ) -> Result<Transmit, DropReason> {
@@ -275,7 +219,6 @@ impl announce::Protocol for Ndp {
                 NeighborFlags::SOLICITED | NeighborFlags::OVERRIDE,
             )
         };
-        stats.requests_received = stats.requests_received.wrapping_add(1);
         let reply = FrameRepr {
             eth_src: mac,
             eth_dst,
@@ -292,9 +235,8 @@ impl announce::Protocol for Ndp {
     }
 
     /// Queues the unsolicited advertisement of one round (RFC 4861 §7.2.6:
-    /// to all-nodes, S=0; O=1 so neighbours replace the old owner's MAC)
-    ///.
-    fn announcements(round: &Round<Ipv6Addr>, stats: &mut Stats, send: &mut dyn FnMut(Transmit)) {
+    /// to all-nodes, S=0; O=1 so neighbours replace the old owner's MAC).
+    fn announcements(round: &Round<Ipv6Addr>, send: &mut dyn FnMut(Transmit)) {
         let frame = FrameRepr {
             eth_src: round.mac,
             eth_dst: multicast_mac(ALL_NODES),
@@ -308,15 +250,13 @@ impl announce::Protocol for Ndp {
         };
         trace!(ifindex = round.ifindex, %frame, "unsolicited neighbor advertisement");
         send(emit(round.ifindex, &frame));
-        stats.announcements_sent = stats.announcements_sent.wrapping_add(1);
     }
 
-    fn count_drop(stats: &mut Stats, reason: DropReason) {
-        stats.count(reason);
-    }
-
-    fn count_response(stats: &mut Stats) {
-        stats.responses_sent = stats.responses_sent.wrapping_add(1);
+    /// Solicitations for `addr` go to its solicited-node group (RFC 4861
+    /// §7.2.1); the driver joins it on each interface `addr` is announced
+    /// on.
+    fn group(addr: Ipv6Addr) -> Option<EthernetAddress> {
+        Some(solicited_node_mac(addr))
     }
 }
 
@@ -333,8 +273,7 @@ mod tests {
 
     use super::*;
     use crate::wire::{ipv6, solicited_node};
-    use arp::EthernetAddress;
-    use arp::announce::Config;
+    use l2::Config;
 
     const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0a]);
     const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0b]);
@@ -546,8 +485,8 @@ mod tests {
         // Our own unsolicited NA coming back.
         let (_, mut other) = responder();
         other.announce(t, VIP, IF).unwrap();
-        let Some(Output::Transmit(ours)) = other.poll_output() else {
-            panic!("expected an NA")
+        let Some(Output::Transmit(ours)) = drain(&mut other).into_iter().nth(1) else {
+            panic!("expected an NA after the join")
         };
         assert_drops(&mut r, t, IF, &ours.frame, DropReason::OwnMac);
         let other_host = solicit(|f| f.eth_dst = PEER_MAC);
@@ -576,9 +515,24 @@ mod tests {
     }
 
     #[test]
+    fn every_reason_has_its_counter() {
+        for (i, reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), i, "{reason}");
+        }
+    }
+
+    #[test]
     fn burst_schedule() {
         let (t0, mut r) = responder();
         r.announce(t0, VIP, IF).unwrap();
+        // First the solicited-node group, so solicitations can be heard.
+        assert_eq!(
+            r.poll_output(),
+            Some(Output::Join {
+                ifindex: IF,
+                group: solicited_node_mac(VIP)
+            })
+        );
         let mut sent = Vec::new();
         let mut now = t0;
         loop {
@@ -619,7 +573,12 @@ mod tests {
         let (t0, mut r) = responder();
         r.announce(t0, VIP, IF).unwrap();
         let first = drain(&mut r);
-        let [Output::Transmit(_), Output::Arm { at, timer }] = first[..] else {
+        let [
+            Output::Join { .. },
+            Output::Transmit(_),
+            Output::Arm { at, timer },
+        ] = first[..]
+        else {
             panic!("unexpected outputs {first:?}")
         };
         r.announce(t0 + Duration::from_millis(500), VIP, IF)
@@ -638,11 +597,13 @@ mod tests {
         };
         assert!(r.withdraw(VIP, IF));
         assert!(!r.is_announced(VIP, IF));
+        let group = solicited_node_mac(VIP);
+        assert_eq!(drain(&mut r), [Output::Leave { ifindex: IF, group }]);
         assert_eq!(r.handle_frame(t0, IF, &NS), None);
         r.handle_timer(at, timer);
         assert!(drain(&mut r).is_empty());
         r.announce(at, VIP, IF).unwrap();
-        assert_eq!(drain(&mut r).len(), 2);
+        assert_eq!(drain(&mut r).len(), 3);
         r.handle_timer(at, timer);
         assert!(drain(&mut r).is_empty());
     }

@@ -232,6 +232,8 @@ fn unsolicited_na_matches_kernel() {
     let mut r = Responder::new(Config::default());
     r.set_interface(t0, IF, MAC_A).unwrap();
     r.announce(t0, IP_A, IF).unwrap();
+    // The solicited-node group is joined first, then the NA goes out.
+    assert!(matches!(r.poll_output(), Some(Output::Join { .. })));
     let Some(Output::Transmit(first)) = r.poll_output() else {
         panic!("expected a frame")
     };

@@ -20,6 +20,15 @@ use std::process::{ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use pnet_base::MacAddr;
+use pnet_packet::arp::{Arp, ArpHardwareTypes, ArpOperations, MutableArpPacket};
+use pnet_packet::ethernet::{EtherType, EtherTypes, Ethernet, MutableEthernetPacket};
+use pnet_packet::icmpv6::ndp::{
+    MutableNdpOptionPacket, MutableNeighborSolicitPacket, NdpOption, NdpOptionTypes,
+};
+use pnet_packet::icmpv6::{self, Icmpv6Code, Icmpv6Packet, Icmpv6Types, MutableIcmpv6Packet};
+use pnet_packet::ip::IpNextHeaderProtocols;
+use pnet_packet::ipv6::{Ipv6, MutableIpv6Packet};
 use serde_json::Value;
 use testnet::{Bridge, Netns, Proc, RunDir, veth_pair};
 
@@ -435,19 +444,29 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A broadcast ARP request from `src` (`sender`) for `target`, built with
+/// pnet.
 fn arp_request(src: [u8; 6], sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&sender.octets());
-    f.extend_from_slice(&[0; 6]);
-    f.extend_from_slice(&target.octets());
-    f
+    let arp = Arp {
+        hardware_type: ArpHardwareTypes::Ethernet,
+        protocol_type: EtherTypes::Ipv4,
+        hw_addr_len: 6,
+        proto_addr_len: 4,
+        operation: ArpOperations::Request,
+        sender_hw_addr: MacAddr::from(src),
+        sender_proto_addr: sender,
+        target_hw_addr: MacAddr::zero(),
+        target_proto_addr: target,
+        payload: Vec::new(),
+    };
+    let mut payload = vec![0; MutableArpPacket::packet_size(&arp)];
+    MutableArpPacket::new(&mut payload).unwrap().populate(&arp);
+    ethernet_frame(MacAddr::broadcast(), src, EtherTypes::Arp, payload)
 }
 
 /// A Neighbor Solicitation for `target` to its solicited-node group, with a
-/// Source Link-layer Address option and a correct checksum.
+/// Source Link-layer Address option and a correct checksum, built with
+/// pnet.
 fn neighbor_solicit(src_mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
     let t = target.octets();
     let dst = Ipv6Addr::new(
@@ -460,34 +479,54 @@ fn neighbor_solicit(src_mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr, hop_limit
         0xff00 | u16::from(t[13]),
         u16::from_be_bytes([t[14], t[15]]),
     );
-    let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
-    icmp.extend_from_slice(&t);
-    icmp.extend_from_slice(&[1, 1]);
-    icmp.extend_from_slice(&src_mac);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src.octets());
-    pseudo.extend_from_slice(&dst.octets());
-    pseudo.extend_from_slice(&(icmp.len() as u32).to_be_bytes());
-    pseudo.extend_from_slice(&[0, 0, 0, 58]);
-    pseudo.extend_from_slice(&icmp);
-    let mut sum: u32 = pseudo
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    icmp[2..4].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let mut icmp = vec![0; MutableNeighborSolicitPacket::minimum_packet_size() + 8];
+    let mut ns = MutableNeighborSolicitPacket::new(&mut icmp).unwrap();
+    ns.set_icmpv6_type(Icmpv6Types::NeighborSolicit);
+    ns.set_icmpv6_code(Icmpv6Code(0));
+    ns.set_target_addr(target);
+    let slla = NdpOption {
+        option_type: NdpOptionTypes::SourceLLAddr,
+        length: 1,
+        data: src_mac.to_vec(),
+    };
+    let options = MutableNeighborSolicitPacket::minimum_packet_size();
+    MutableNdpOptionPacket::new(&mut icmp[options..])
+        .unwrap()
+        .populate(&slla);
+    let sum = icmpv6::checksum(&Icmpv6Packet::new(&icmp).unwrap(), &src, &dst);
+    MutableIcmpv6Packet::new(&mut icmp)
+        .unwrap()
+        .set_checksum(sum);
+    let ip = Ipv6 {
+        version: 6,
+        traffic_class: 0,
+        flow_label: 0,
+        payload_length: icmp.len() as u16,
+        next_header: IpNextHeaderProtocols::Icmpv6,
+        hop_limit,
+        source: src,
+        destination: dst,
+        payload: icmp,
+    };
+    let mut packet = vec![0; MutableIpv6Packet::packet_size(&ip)];
+    MutableIpv6Packet::new(&mut packet).unwrap().populate(&ip);
     let d = dst.octets();
-    let mut f = vec![0x33, 0x33, d[12], d[13], d[14], d[15]];
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-    f.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
-    f.extend_from_slice(&[58, hop_limit]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&d);
-    f.extend_from_slice(&icmp);
-    f
+    let group = MacAddr::new(0x33, 0x33, d[12], d[13], d[14], d[15]);
+    ethernet_frame(group, src_mac, EtherTypes::Ipv6, packet)
+}
+
+fn ethernet_frame(dst: MacAddr, src: [u8; 6], ethertype: EtherType, payload: Vec<u8>) -> Vec<u8> {
+    let eth = Ethernet {
+        destination: dst,
+        source: MacAddr::from(src),
+        ethertype,
+        payload,
+    };
+    let mut frame = vec![0; MutableEthernetPacket::packet_size(&eth)];
+    MutableEthernetPacket::new(&mut frame)
+        .unwrap()
+        .populate(&eth);
+    frame
 }
 
 fn counter(s: &Value, path: &[&str]) -> u64 {

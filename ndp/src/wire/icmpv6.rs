@@ -17,8 +17,8 @@
 
 use std::net::Ipv6Addr;
 
-use super::enum_with_unknown;
 use super::ipv6::NEXT_HEADER_ICMPV6;
+use codepoint::enum_with_unknown;
 
 enum_with_unknown! {
     /// The ICMPv6 message type (IANA "ICMPv6 Parameters").

@@ -4,7 +4,7 @@
 //!
 //! Pure wire code: no I/O, no clock. Each layer is a smoltcp-style
 //! zero-copy view with a `Repr`: [`ipv6`], [`icmpv6`], [`ndisc`],
-//! [`option`]; Ethernet comes from `arp::ethernet`.
+//! [`option`]; Ethernet comes from `l2::ethernet`.
 //!
 //! ```text
 //! +----------+--------------------+-----------------------------------+
@@ -28,47 +28,11 @@ pub mod option;
 use std::fmt;
 use std::net::Ipv6Addr;
 
-use arp::ethernet::{self, EtherType, EthernetAddress};
+use l2::ethernet::{self, EtherType, EthernetAddress};
 
 pub use self::icmpv6::Message;
 pub use self::ndisc::{NeighborFlags, Repr as NdiscRepr};
 pub use self::option::{NdiscOption, NdiscOptionRepr, OptionType};
-
-macro_rules! enum_with_unknown {
-    (
-        $(#[$enum_attr:meta])*
-        pub enum $name:ident($ty:ty) {
-            $( $(#[$variant_attr:meta])* $variant:ident = $value:expr ),+ $(,)?
-        }
-    ) => {
-        $(#[$enum_attr])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $( $(#[$variant_attr])* $variant, )+
-            /// A code point this crate does not know, kept so it round-trips.
-            Unknown($ty),
-        }
-
-        impl From<$ty> for $name {
-            fn from(value: $ty) -> Self {
-                match value {
-                    $( $value => Self::$variant, )+
-                    other => Self::Unknown(other),
-                }
-            }
-        }
-
-        impl From<$name> for $ty {
-            fn from(value: $name) -> Self {
-                match value {
-                    $( $name::$variant => $value, )+
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-pub(crate) use enum_with_unknown;
 
 /// A frame that is not a valid Neighbor Solicitation or Advertisement.
 ///

@@ -36,7 +36,7 @@
 use std::fmt;
 use std::net::Ipv6Addr;
 
-use arp::EthernetAddress;
+use l2::EthernetAddress;
 
 use super::icmpv6::{self, Message, Packet};
 use super::option::{self, NdiscOption, NdiscOptionRepr, Options};

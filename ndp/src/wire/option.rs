@@ -25,9 +25,9 @@
 
 use std::fmt;
 
-use arp::EthernetAddress;
+use l2::EthernetAddress;
 
-use super::enum_with_unknown;
+use codepoint::enum_with_unknown;
 
 enum_with_unknown! {
     /// The option type (IANA "IPv6 Neighbor Discovery Option Formats").

@@ -15,6 +15,7 @@
 //! where it differs.
 
 mod bgp;
+pub mod interfaces;
 pub mod k8s;
 mod l2;
 pub mod status;

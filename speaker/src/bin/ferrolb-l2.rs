@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use arp::Burst;
 use clap::{Parser, ValueEnum};
+use l2::{Burst, Reason, Stats};
 use serde_json::json;
 use speaker::driver::l2::{L2Announcer, L2Config, L2Event, L2Stats};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -49,7 +49,7 @@ struct Args {
     announce: Vec<String>,
     /// Gratuitous ARP / unsolicited NA rounds sent when an IP is announced
     /// on an interface (0: none).
-    #[arg(long, default_value_t = arp::announce::DEFAULT_COUNT)]
+    #[arg(long, default_value_t = l2::announce::DEFAULT_COUNT)]
     burst_count: u32,
     /// Milliseconds between those rounds.
     #[arg(long, default_value_t = 1100)]
@@ -208,8 +208,6 @@ fn event_json(ev: &L2Event) -> serde_json::Value {
 }
 
 fn stats_json(st: &L2Stats) -> serde_json::Value {
-    let a = &st.arp;
-    let n = &st.ndp;
     json!({
         "event": "stats",
         "requests_received": st.requests_received(),
@@ -220,37 +218,22 @@ fn stats_json(st: &L2Stats) -> serde_json::Value {
         "recv_errors": st.recv_errors,
         "kernel_drops": st.kernel_drops,
         "interfaces": st.interfaces,
-        "arp": {
-            "requests_received": a.requests_received,
-            "responses_sent": a.responses_sent,
-            "announcements_sent": a.announcements_sent,
-            "dropped": {
-                "malformed": a.malformed,
-                "not_arp": a.not_arp,
-                "wrong_hardware": a.wrong_hardware,
-                "wrong_protocol": a.wrong_protocol,
-                "own_mac": a.own_mac,
-                "not_request": a.not_request,
-                "other_host": a.other_host,
-                "bad_sender": a.bad_sender,
-                "not_ours": a.not_ours,
-            },
-        },
-        "ndp": {
-            "requests_received": n.requests_received,
-            "responses_sent": n.responses_sent,
-            "announcements_sent": n.announcements_sent,
-            "dropped": {
-                "malformed": n.malformed,
-                "not_ndp": n.not_ndp,
-                "bad_checksum": n.bad_checksum,
-                "invalid": n.invalid,
-                "own_mac": n.own_mac,
-                "not_solicit": n.not_solicit,
-                "other_host": n.other_host,
-                "bad_sender": n.bad_sender,
-                "not_ours": n.not_ours,
-            },
-        },
+        "netlink_foreign": st.netlink_foreign,
+        "arp": protocol_json(&st.arp),
+        "ndp": protocol_json(&st.ndp),
+    })
+}
+
+/// One responder's counters; drops by reason name (`not_ours`, ...).
+fn protocol_json<R: Reason>(s: &Stats<R>) -> serde_json::Value {
+    let dropped: serde_json::Map<String, serde_json::Value> = s
+        .drops()
+        .map(|(reason, n)| (reason.to_string(), n.into()))
+        .collect();
+    json!({
+        "requests_received": s.requests_received,
+        "responses_sent": s.responses_sent,
+        "announcements_sent": s.announcements_sent,
+        "dropped": dropped,
     })
 }

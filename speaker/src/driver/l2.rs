@@ -1,47 +1,41 @@
-//! The layer 2 driver: one tokio task owns an `arp::Responder` and an
-//! `ndp::Responder` and moves frames, interface changes and time between
-//! them and the OS. No protocol decisions are made here; the driver only
-//! decides *where* an address is announced (interface selection, below).
+//! The layer 2 driver: one tokio task owns the dual-stack responder
+//! ([`l2::DualStack`] of ARP and NDP) and moves frames, interface changes
+//! and time between it and the OS. No protocol decisions are made here:
+//! where an address is announced is the pure
+//! [`crate::announce::interfaces::select_interfaces`].
 //!
 //! [`L2Announcer`] is the API the speaker uses: announce and withdraw
 //! service IPs, optionally on named interfaces only, read the counters, and
 //! receive [`L2Event`]s when the interfaces an IP is announced on change.
 //!
-//! # Interface selection
-//!
 //! Interfaces and addresses come from rtnetlink ([`crate::net::netlink`]),
 //! with change notifications, so an interface that appears or comes up is
-//! used at once (MetalLB rescans every 10 s). For each IP, in order:
-//!
-//! 1. the `interfaces` names given with it (an L2Advertisement's list), when
-//!    given;
-//! 2. else the interfaces with a subnet that contains the IP;
-//! 3. else every usable interface.
-//!
-//! Usable means up, not loopback, broadcast-capable Ethernet with a unicast
-//! MAC. A bond or bridge member (an interface with a master) is never
-//! answered on; its master is, in its place.
-//!
-//! Each selected interface gets a filtered `AF_PACKET` socket
-//! ([`crate::net::packet_socket`]), opened when the first IP is announced
-//! there and closed with the last; each announced IPv6 address joins its
-//! solicited-node group on that socket.
+//! used at once (MetalLB rescans every 10 s). Each selected interface gets
+//! a filtered `AF_PACKET` socket ([`crate::net::packet_socket`]), opened
+//! when the first IP is announced there and closed with the last; the
+//! multicast groups the responder asks for (IPv6 solicited-node groups) are
+//! joined on that socket.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::poll_fn;
 use std::io;
 use std::net::IpAddr;
 use std::task::{Context, Poll, Waker};
 
-use arp::{Burst, EthernetAddress};
+use ipnetwork::IpNetwork;
+use l2::{AsFrame, Burst, EthernetAddress, Output};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, trace, warn};
 
-use crate::net::netlink::{self, Addr, Link, RouteSocket};
+use crate::announce::interfaces::{self, Host, select_interfaces, usable};
+use crate::net::netlink::{self, RouteSocket};
 use crate::net::packet_socket::{PacketSocket, RECV_BUF, Recv};
+
+/// The ARP and NDP responders behind one `IpAddr` API.
+type Responder = l2::DualStack<arp::Arp, ndp::Ndp>;
 
 /// How the responders are set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -88,6 +82,9 @@ pub struct L2Stats {
     pub kernel_drops: u64,
     /// Interfaces with an open socket.
     pub interfaces: usize,
+    /// Netlink datagrams dropped because they did not come from the
+    /// kernel.
+    pub netlink_foreign: u64,
 }
 
 impl L2Stats {
@@ -131,18 +128,14 @@ impl L2Announcer {
         let mut netlink = RouteSocket::open()?;
         netlink.request_links()?;
         let driver = Driver {
-            arp: arp::Responder::new(arp::Config {
-                burst: config.burst,
-            }),
-            ndp: ndp::Responder::new(ndp::Config {
+            responder: Responder::new(l2::Config {
                 burst: config.burst,
             }),
             netlink,
             dump: Dump::Links,
             resync: false,
             synced: false,
-            links: BTreeMap::new(),
-            addrs: BTreeSet::new(),
+            host: Host::default(),
             wanted: BTreeMap::new(),
             active: BTreeMap::new(),
             sockets: BTreeMap::new(),
@@ -187,55 +180,6 @@ impl L2Announcer {
     }
 }
 
-/// The interfaces `ip` should be announced on (see the module docs).
-pub fn select_interfaces(
-    ip: IpAddr,
-    names: Option<&BTreeSet<String>>,
-    links: &BTreeMap<u32, Link>,
-    addrs: &BTreeSet<Addr>,
-) -> BTreeSet<u32> {
-    // A member answers through its master, if the master is usable.
-    let answer_on = |index: u32| -> Option<u32> {
-        let link = links.get(&index)?;
-        let target = match link.master {
-            Some(master) => links.get(&master)?,
-            None => link,
-        };
-        usable(target).then_some(target.index)
-    };
-    if let Some(names) = names {
-        return links
-            .values()
-            .filter(|l| names.contains(&l.name))
-            .filter_map(|l| answer_on(l.index))
-            .collect();
-    }
-    let on_subnet: BTreeSet<u32> = addrs
-        .iter()
-        .filter(|a| a.contains(ip))
-        .filter_map(|a| answer_on(a.index))
-        .collect();
-    if !on_subnet.is_empty() {
-        return on_subnet;
-    }
-    links
-        .values()
-        .filter(|l| l.master.is_none() && usable(l))
-        .map(|l| l.index)
-        .collect()
-}
-
-/// Up, not loopback, broadcast Ethernet with a unicast MAC.
-fn usable(link: &Link) -> bool {
-    link.is_up()
-        && !link.is_loopback()
-        && link.is_broadcast()
-        && link.is_ethernet()
-        && link
-            .mac
-            .is_some_and(|m| EthernetAddress(m).is_unicast() && m != [0; 6])
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dump {
     Links,
@@ -243,23 +187,14 @@ enum Dump {
     Idle,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AnyTimer {
-    Arp(arp::Timer),
-    Ndp(ndp::Timer),
-}
-
 struct Iface {
     socket: PacketSocket,
     mac: [u8; 6],
     name: String,
-    /// Solicited-node groups joined, with how many addresses need each.
-    groups: HashMap<[u8; 6], u32>,
 }
 
 struct Driver {
-    arp: arp::Responder,
-    ndp: ndp::Responder,
+    responder: Responder,
     netlink: RouteSocket,
     dump: Dump,
     /// Notifications were lost during a dump: dump again after it.
@@ -267,15 +202,14 @@ struct Driver {
     /// The first dumps (links, then addresses) are complete. Nothing is
     /// announced before: a partial view would pick the wrong interfaces.
     synced: bool,
-    links: BTreeMap<u32, Link>,
-    addrs: BTreeSet<Addr>,
+    host: Host,
     /// What the speaker asked for.
     wanted: BTreeMap<IpAddr, Option<BTreeSet<String>>>,
     /// What the cores announce: IP -> interfaces.
     active: BTreeMap<IpAddr, BTreeSet<u32>>,
     sockets: BTreeMap<u32, Iface>,
     /// Burst timers, by deadline (the sequence number breaks ties).
-    timers: BTreeMap<(Instant, u64), AnyTimer>,
+    timers: BTreeMap<(Instant, u64), l2::dual::Timer>,
     timer_seq: u64,
     stats: L2Stats,
     events: mpsc::UnboundedSender<L2Event>,
@@ -359,20 +293,8 @@ impl Driver {
             return;
         }
         let frame = &self.buf[..recv.len];
-        let now = now();
-        // The filter passes only ARP and IPv6; anything else goes to the
-        // ARP core, which counts it as not ARP.
-        let reply = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
-            self.ndp
-                .handle_frame(now, ifindex, frame)
-                .map(|t| t.frame.to_vec())
-        } else {
-            self.arp
-                .handle_frame(now, ifindex, frame)
-                .map(|t| t.frame.to_vec())
-        };
-        if let Some(reply) = reply {
-            self.send(ifindex, &reply);
+        if let Some(reply) = self.responder.handle_frame(now(), ifindex, frame) {
+            self.send(reply.ifindex(), reply.frame());
         }
     }
 
@@ -401,10 +323,7 @@ impl Driver {
             if entry.key().0 > now_tokio {
                 break;
             }
-            match entry.remove() {
-                AnyTimer::Arp(t) => self.arp.handle_timer(now, t),
-                AnyTimer::Ndp(t) => self.ndp.handle_timer(now, t),
-            }
+            self.responder.handle_timer(now, entry.remove());
         }
         self.drain();
     }
@@ -414,15 +333,20 @@ impl Driver {
         for ev in std::mem::take(&mut self.netlink_buf) {
             match ev {
                 netlink::Event::NewLink(link) => {
-                    changed |= self.links.get(&link.index) != Some(&link);
-                    self.links.insert(link.index, link);
+                    let link = host_link(link);
+                    changed |= self.host.links.get(&link.index) != Some(&link);
+                    self.host.links.insert(link.index, link);
                 }
                 netlink::Event::DelLink(index) => {
-                    changed |= self.links.remove(&index).is_some();
-                    self.addrs.retain(|a| a.index != index);
+                    changed |= self.host.links.remove(&index).is_some();
+                    self.host.addrs.retain(|a| a.index != index);
                 }
-                netlink::Event::NewAddr(a) => changed |= self.addrs.insert(a),
-                netlink::Event::DelAddr(a) => changed |= self.addrs.remove(&a),
+                netlink::Event::NewAddr(a) => {
+                    changed |= host_addr(a).is_some_and(|a| self.host.addrs.insert(a));
+                }
+                netlink::Event::DelAddr(a) => {
+                    changed |= host_addr(a).is_some_and(|a| self.host.addrs.remove(&a));
+                }
                 netlink::Event::Done => self.next_dump(),
                 netlink::Event::Resync => {
                     debug!("netlink overrun: dumping again");
@@ -430,8 +354,7 @@ impl Driver {
                     // is complete (reconcile waits for `synced`).
                     self.synced = false;
                     if self.dump == Dump::Idle {
-                        self.links.clear();
-                        self.addrs.clear();
+                        self.host = Host::default();
                         self.request(Dump::Links);
                     } else {
                         self.resync = true;
@@ -449,8 +372,7 @@ impl Driver {
             Dump::Links => self.request(Dump::Addrs),
             Dump::Addrs | Dump::Idle if self.resync => {
                 self.resync = false;
-                self.links.clear();
-                self.addrs.clear();
+                self.host = Host::default();
                 self.request(Dump::Links);
             }
             Dump::Addrs | Dump::Idle => {
@@ -485,29 +407,25 @@ impl Driver {
             return;
         }
         let now = now();
-        let mut target: BTreeMap<IpAddr, BTreeSet<u32>> = BTreeMap::new();
-        for (ip, names) in &self.wanted {
-            let set = select_interfaces(*ip, names.as_ref(), &self.links, &self.addrs);
-            target.insert(*ip, set);
-        }
-        // Interfaces that vanished or changed MAC.
-        let stale: Vec<u32> = self
-            .sockets
+        let target: BTreeMap<IpAddr, BTreeSet<u32>> = self
+            .wanted
             .iter()
-            .filter(|(i, s)| self.links.get(i).and_then(|l| l.mac) != Some(s.mac))
-            .map(|(i, _)| *i)
+            .map(|(ip, names)| (*ip, select_interfaces(*ip, names.as_ref(), &self.host)))
             .collect();
-        for index in stale {
-            match self.links.get(&index).and_then(|l| l.mac) {
-                Some(mac) if usable(&self.links[&index]) => {
-                    info!(ifindex = index, "interface mac changed");
-                    if let Some(s) = self.sockets.get_mut(&index) {
-                        s.mac = mac;
-                    }
-                    let _ = self.arp.set_interface(now, index, EthernetAddress(mac));
-                    let _ = self.ndp.set_interface(now, index, EthernetAddress(mac));
-                }
-                _ => {}
+        // Interfaces that changed MAC (vanished ones are released below).
+        for (index, s) in &mut self.sockets {
+            let Some(link) = self.host.links.get(index) else {
+                continue;
+            };
+            if let Some(mac) = link.mac
+                && mac != s.mac
+                && usable(link)
+            {
+                info!(ifindex = index, "interface mac changed");
+                s.mac = mac;
+                let _ = self
+                    .responder
+                    .set_interface(now, *index, EthernetAddress(mac));
             }
         }
         // Withdraw first, so a socket with nothing left closes.
@@ -518,7 +436,7 @@ impl Driver {
                 if keep.is_some_and(|k| k.contains(&index)) {
                     continue;
                 }
-                self.withdraw_on(*ip, index);
+                self.responder.withdraw(*ip, index);
             }
         }
         for (ip, ifaces) in &target {
@@ -545,8 +463,7 @@ impl Driver {
                 info!(iface = %s.name, "interface released");
                 self.absorb_kernel_stats(&s);
             }
-            self.arp.remove_interface(index);
-            self.ndp.remove_interface(index);
+            self.responder.remove_interface(index);
         }
         // Report changed selections.
         let ips: BTreeSet<IpAddr> = old.keys().chain(self.active.keys()).copied().collect();
@@ -559,7 +476,7 @@ impl Driver {
             let interfaces = after
                 .into_iter()
                 .flatten()
-                .filter_map(|i| self.links.get(i).map(|l| l.name.clone()))
+                .filter_map(|i| self.host.links.get(i).map(|l| l.name.clone()))
                 .collect();
             info!(%ip, ?interfaces, "announced on");
             let _ = self.events.send(L2Event::Selected { ip, interfaces });
@@ -570,7 +487,7 @@ impl Driver {
     /// Announces `ip` on `index`, opening the socket if needed; returns
     /// whether it is announced.
     fn announce_on(&mut self, now: std::time::Instant, ip: IpAddr, index: u32) -> bool {
-        let Some(link) = self.links.get(&index) else {
+        let Some(link) = self.host.links.get(&index) else {
             return false;
         };
         let Some(mac) = link.mac else { return false };
@@ -582,10 +499,10 @@ impl Driver {
                         socket,
                         mac,
                         name: link.name.clone(),
-                        groups: HashMap::new(),
                     });
-                    let _ = self.arp.set_interface(now, index, EthernetAddress(mac));
-                    let _ = self.ndp.set_interface(now, index, EthernetAddress(mac));
+                    let _ = self
+                        .responder
+                        .set_interface(now, index, EthernetAddress(mac));
                 }
                 Err(e) => {
                     warn!(iface = %link.name, error = %e, "packet socket failed");
@@ -597,22 +514,7 @@ impl Driver {
                 }
             }
         }
-        let res = match ip {
-            IpAddr::V4(v4) => self.arp.announce(now, v4, index),
-            IpAddr::V6(v6) => {
-                let group = ndp::solicited_node_mac(v6).0;
-                if let Some(s) = self.sockets.get_mut(&index) {
-                    let n = s.groups.entry(group).or_insert(0);
-                    if *n == 0
-                        && let Err(e) = s.socket.join_multicast(group)
-                    {
-                        warn!(iface = %s.name, error = %e, "joining solicited-node group failed");
-                    }
-                    *n += 1;
-                }
-                self.ndp.announce(now, v6, index)
-            }
-        };
+        let res = self.responder.announce(now, ip, index);
         if let Err(e) = res {
             warn!(%ip, ifindex = index, error = %e, "announce refused");
             return false;
@@ -620,47 +522,31 @@ impl Driver {
         true
     }
 
-    fn withdraw_on(&mut self, ip: IpAddr, index: u32) {
-        match ip {
-            IpAddr::V4(v4) => {
-                self.arp.withdraw(v4, index);
-            }
-            IpAddr::V6(v6) => {
-                self.ndp.withdraw(v6, index);
-                let group = ndp::solicited_node_mac(v6).0;
-                if let Some(s) = self.sockets.get_mut(&index)
-                    && let Some(n) = s.groups.get_mut(&group)
-                {
-                    *n -= 1;
-                    if *n == 0 {
-                        s.groups.remove(&group);
-                        let _ = s.socket.leave_multicast(group);
+    /// Sends the responder's queued frames, arms its timers and joins or
+    /// leaves the groups it asks for.
+    fn drain(&mut self) {
+        while let Some(out) = self.responder.poll_output() {
+            match out {
+                Output::Transmit(t) => self.send(t.ifindex(), t.frame()),
+                Output::Arm { at, timer } => {
+                    self.timer_seq += 1;
+                    self.timers
+                        .insert((Instant::from_std(at), self.timer_seq), timer);
+                }
+                Output::Join { ifindex, group } => {
+                    if let Some(s) = self.sockets.get(&ifindex)
+                        && let Err(e) = s.socket.join_multicast(group.0)
+                    {
+                        warn!(iface = %s.name, error = %e, "joining multicast group failed");
+                    }
+                }
+                Output::Leave { ifindex, group } => {
+                    if let Some(s) = self.sockets.get(&ifindex) {
+                        let _ = s.socket.leave_multicast(group.0);
                     }
                 }
             }
         }
-    }
-
-    /// Sends the cores' queued frames and arms their timers.
-    fn drain(&mut self) {
-        while let Some(out) = self.arp.poll_output() {
-            match out {
-                arp::Output::Transmit(t) => self.send(t.ifindex, &t.frame),
-                arp::Output::Arm { at, timer } => self.arm(at, AnyTimer::Arp(timer)),
-            }
-        }
-        while let Some(out) = self.ndp.poll_output() {
-            match out {
-                ndp::Output::Transmit(t) => self.send(t.ifindex, &t.frame),
-                ndp::Output::Arm { at, timer } => self.arm(at, AnyTimer::Ndp(timer)),
-            }
-        }
-    }
-
-    fn arm(&mut self, at: std::time::Instant, timer: AnyTimer) {
-        self.timer_seq += 1;
-        self.timers
-            .insert((Instant::from_std(at), self.timer_seq), timer);
     }
 
     fn send(&mut self, ifindex: u32, frame: &[u8]) {
@@ -688,9 +574,10 @@ impl Driver {
         }
         self.stats.kernel_drops += drops;
         L2Stats {
-            arp: *self.arp.stats(),
-            ndp: *self.ndp.stats(),
+            arp: *self.responder.v4_stats(),
+            ndp: *self.responder.v6_stats(),
             interfaces: self.sockets.len(),
+            netlink_foreign: self.netlink.foreign(),
             ..self.stats
         }
     }
@@ -721,110 +608,25 @@ const BATCH: usize = 64;
 
 const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn link(index: u32, name: &str, master: Option<u32>) -> Link {
-        Link {
-            index,
-            name: name.into(),
-            mac: Some([2, 0, 0, 0, 0, index as u8]),
-            flags: 0x1 | 0x2,
-            kind: 1,
-            master,
-        }
+/// The decision side's view of a link.
+fn host_link(link: netlink::Link) -> interfaces::Link {
+    interfaces::Link {
+        index: link.index,
+        name: link.name,
+        mac: link.mac,
+        up: link.up,
+        loopback: link.loopback,
+        broadcast: link.broadcast,
+        ethernet: link.ethernet,
+        master: link.master,
     }
+}
 
-    fn addr(index: u32, cidr: &str) -> Addr {
-        let (ip, len) = cidr.split_once('/').unwrap();
-        Addr {
-            index,
-            addr: ip.parse().unwrap(),
-            prefix_len: len.parse().unwrap(),
-        }
-    }
-
-    fn lab() -> (BTreeMap<u32, Link>, BTreeSet<Addr>) {
-        let mut lo = link(1, "lo", None);
-        lo.flags = 0x1 | 0x8;
-        lo.kind = 772;
-        lo.mac = Some([0; 6]);
-        let mut down = link(5, "eth3", None);
-        down.flags = 0x2;
-        let links = [
-            lo,
-            link(2, "eth0", None),
-            link(3, "eth1", Some(4)),
-            link(4, "br0", None),
-            down,
-            link(6, "eth4", Some(99)),
-        ]
-        .into_iter()
-        .map(|l| (l.index, l))
-        .collect();
-        let addrs = [
-            addr(1, "127.0.0.1/8"),
-            addr(2, "10.0.0.2/24"),
-            addr(2, "fd00::2/64"),
-            addr(4, "10.0.1.2/24"),
-        ]
-        .into_iter()
-        .collect();
-        (links, addrs)
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    fn set(v: &[u32]) -> BTreeSet<u32> {
-        v.iter().copied().collect()
-    }
-
-    #[test]
-    fn selects_subnet_then_all_usable() {
-        let (links, addrs) = lab();
-        assert_eq!(
-            select_interfaces(ip("10.0.0.10"), None, &links, &addrs),
-            set(&[2])
-        );
-        assert_eq!(
-            select_interfaces(ip("fd00::10"), None, &links, &addrs),
-            set(&[2])
-        );
-        assert_eq!(
-            select_interfaces(ip("10.0.1.10"), None, &links, &addrs),
-            set(&[4])
-        );
-        // No subnet: every usable interface; not lo, not down, not members.
-        assert_eq!(
-            select_interfaces(ip("192.0.2.1"), None, &links, &addrs),
-            set(&[2, 4])
-        );
-    }
-
-    #[test]
-    fn names_restrict_and_members_map_to_master() {
-        let (links, addrs) = lab();
-        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
-        assert_eq!(
-            select_interfaces(ip("10.0.0.10"), Some(&names(&["br0"])), &links, &addrs),
-            set(&[4])
-        );
-        assert_eq!(
-            select_interfaces(ip("10.0.0.10"), Some(&names(&["eth1"])), &links, &addrs),
-            set(&[4])
-        );
-        // Down, loopback, unknown master, missing: nothing.
-        assert_eq!(
-            select_interfaces(
-                ip("10.0.0.10"),
-                Some(&names(&["eth3", "lo", "eth4", "nope"])),
-                &links,
-                &addrs
-            ),
-            set(&[])
-        );
-    }
+/// The decision side's view of an address; `None` for a prefix length
+/// longer than the address (the kernel sends none).
+fn host_addr(addr: netlink::Addr) -> Option<interfaces::Addr> {
+    Some(interfaces::Addr {
+        index: addr.index,
+        network: IpNetwork::new(addr.addr, addr.prefix_len).ok()?,
+    })
 }

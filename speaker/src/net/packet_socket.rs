@@ -15,7 +15,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::task::{Context, Poll};
 
 use tokio::io::Interest;
@@ -281,10 +281,13 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
     Ok(())
 }
 
-/// Registers a socket with tokio's reactor, for reading.
-pub(crate) fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: the `OwnedFd` is moved into the `AsyncFd`, so the descriptor
-    // stays open and unchanged until the `AsyncFd` is dropped.
+/// Registers a socket with tokio's reactor, for reading. `T` owns its
+/// descriptor (`AsFd`: it stays open while `T` lives), as `OwnedFd` and
+/// `netlink_sys::Socket` do.
+pub(crate) fn register<T: AsFd + AsRawFd>(fd: T) -> io::Result<AsyncFd<T>> {
+    // SAFETY: `fd` is moved into the `AsyncFd`; an `AsFd` value keeps its
+    // descriptor open and unchanged until it is dropped, which is when the
+    // `AsyncFd` is.
     unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
 }
 

@@ -1,5 +1,5 @@
-//! The announced set and the takeover bursts, shared by the ARP responder
-//! and `ndp`'s, so both have one shape and one schedule.
+//! The announced set and the takeover bursts, shared by the ARP and NDP
+//! responders, so both have one shape and one schedule.
 //!
 //! Pure state: no I/O, no clock (`now` is passed in), no frames (the
 //! responders build those). An address is announced per interface; each
@@ -22,11 +22,11 @@
 //! generation, and a [`Timer`] whose generation no longer matches is
 //! stale and ignored (STYLE §3, dynamic timers).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-use tracing::{debug, trace};
+use tracing::debug;
 
 use crate::ethernet::EthernetAddress;
 
@@ -323,181 +323,6 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1100);
 pub struct Config {
     /// Announcement bursts on takeover.
     pub burst: Burst,
-}
-
-/// What a link-layer responder protocol (ARP for IPv4, NDP for IPv6) adds
-/// to the shared [`Responder`]: how a received frame is answered, which
-/// frames announce an address, and its counters. The announced set, the
-/// bursts and the output queue are the shell's.
-pub trait Protocol {
-    /// The protocol address (IPv4 or IPv6).
-    type Addr: Copy + Eq + Hash + Ord + std::fmt::Display;
-    /// A frame to send on an interface.
-    type Transmit: Copy + std::fmt::Debug;
-    /// The counters.
-    type Stats: Default + Clone + std::fmt::Debug;
-    /// Why a frame got no answer.
-    type Drop;
-
-    /// The answer to a frame received on `ifindex`, or why there is none.
-    /// Counts the requests it accepts in `stats`.
-    fn answer(
-        announced: &Announced<Self::Addr>,
-        stats: &mut Self::Stats,
-        ifindex: u32,
-        frame: &[u8],
-    ) -> Result<Self::Transmit, Self::Drop>;
-
-    /// Hands the frames of one announcement round to `send`, counting them.
-    fn announcements(
-        round: &Round<Self::Addr>,
-        stats: &mut Self::Stats,
-        send: &mut dyn FnMut(Self::Transmit),
-    );
-
-    /// Counts a frame dropped for `reason`.
-    fn count_drop(stats: &mut Self::Stats, reason: Self::Drop);
-
-    /// Counts an answer returned by [`Responder::handle_frame`].
-    fn count_response(stats: &mut Self::Stats);
-}
-
-/// Something the driver must do, from [`Responder::poll_output`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output<T, A> {
-    /// Send this frame.
-    Transmit(T),
-    /// Call [`Responder::handle_timer`] with `timer` at `at`. Timers are not
-    /// cancelled: a stale one is ignored when it comes back.
-    Arm {
-        /// When to hand the timer back.
-        at: Instant,
-        /// The timer.
-        timer: Timer<A>,
-    },
-}
-
-/// The responder of one node for one protocol: which addresses it answers
-/// for on which interfaces, and the announcement bursts under way. Sans-IO:
-/// the driver passes `now`, hands received frames to
-/// [`handle_frame`](Self::handle_frame) and drains
-/// [`poll_output`](Self::poll_output) after every call.
-#[derive(Debug, Clone)]
-pub struct Responder<P: Protocol> {
-    announced: Announced<P::Addr>,
-    outputs: VecDeque<Output<P::Transmit, P::Addr>>,
-    stats: P::Stats,
-}
-
-impl<P: Protocol> Responder<P> {
-    /// A responder that announces nothing yet.
-    pub fn new(config: Config) -> Self {
-        Self {
-            announced: Announced::new(config.burst),
-            outputs: VecDeque::new(),
-            stats: P::Stats::default(),
-        }
-    }
-
-    /// Sets the MAC address of `ifindex`. If it changes, every address
-    /// announced there starts a new burst. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn set_interface(
-        &mut self,
-        now: Instant,
-        ifindex: u32,
-        mac: EthernetAddress,
-    ) -> Result<(), Error> {
-        for round in self.announced.set_interface(now, ifindex, mac)? {
-            self.queue_round(&round);
-        }
-        Ok(())
-    }
-
-    /// Forgets `ifindex` and withdraws every address on it.
-    pub fn remove_interface(&mut self, ifindex: u32) {
-        self.announced.remove_interface(ifindex);
-    }
-
-    /// Answers for `addr` on `ifindex` from now on. A new address starts an
-    /// announcement burst (drain [`poll_output`](Self::poll_output)); an
-    /// address already announced there is left alone, burst included, so
-    /// resyncs may call this freely.
-    pub fn announce(&mut self, now: Instant, addr: P::Addr, ifindex: u32) -> Result<(), Error> {
-        if let Some(round) = self.announced.announce(now, addr, ifindex)? {
-            self.queue_round(&round);
-        }
-        Ok(())
-    }
-
-    /// Stops answering for `addr` on `ifindex` and cancels its pending
-    /// announcements; returns whether it was announced.
-    pub fn withdraw(&mut self, addr: P::Addr, ifindex: u32) -> bool {
-        self.announced.withdraw(addr, ifindex)
-    }
-
-    /// Whether `addr` is announced on `ifindex`.
-    pub fn is_announced(&self, addr: P::Addr, ifindex: u32) -> bool {
-        self.announced.contains(addr, ifindex)
-    }
-
-    /// Call with every frame received on `ifindex`; returns the answer to
-    /// send back on `ifindex`, if the frame is a request we answer.
-    ///
-    /// `now` is not used yet; it is there so rate limits can be added
-    /// without changing the drivers.
-    pub fn handle_frame(
-        &mut self,
-        now: Instant,
-        ifindex: u32,
-        frame: &[u8],
-    ) -> Option<P::Transmit> {
-        let _ = now;
-        match P::answer(&self.announced, &mut self.stats, ifindex, frame) {
-            Ok(reply) => {
-                P::count_response(&mut self.stats);
-                Some(reply)
-            }
-            Err(reason) => {
-                P::count_drop(&mut self.stats, reason);
-                None
-            }
-        }
-    }
-
-    /// Call when a timer from [`Output::Arm`] expires: sends the next round
-    /// of its burst, unless the timer is stale. Drain
-    /// [`poll_output`](Self::poll_output) afterwards.
-    pub fn handle_timer(&mut self, now: Instant, timer: Timer<P::Addr>) {
-        if let Some(round) = self.announced.handle_timer(now, timer) {
-            self.queue_round(&round);
-        } else {
-            trace!(addr = %timer.addr(), ifindex = timer.ifindex(), "stale timer");
-        }
-    }
-
-    /// The next thing to do; call after every `announce`, `set_interface`
-    /// and `handle_timer` until it returns `None`.
-    #[must_use]
-    pub fn poll_output(&mut self) -> Option<Output<P::Transmit, P::Addr>> {
-        self.outputs.pop_front()
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> &P::Stats {
-        &self.stats
-    }
-
-    /// Queues the frames of one round and the timer of the next.
-    fn queue_round(&mut self, round: &Round<P::Addr>) {
-        let outputs = &mut self.outputs;
-        P::announcements(round, &mut self.stats, &mut |t| {
-            outputs.push_back(Output::Transmit(t));
-        });
-        if let Some((at, timer)) = round.next {
-            self.outputs.push_back(Output::Arm { at, timer });
-        }
-    }
 }
 
 #[cfg(test)]

@@ -78,43 +78,7 @@ impl From<[u8; 6]> for EthernetAddress {
     }
 }
 
-macro_rules! enum_with_unknown {
-    (
-        $(#[$enum_attr:meta])*
-        pub enum $name:ident($ty:ty) {
-            $( $(#[$variant_attr:meta])* $variant:ident = $value:expr ),+ $(,)?
-        }
-    ) => {
-        $(#[$enum_attr])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $( $(#[$variant_attr])* $variant, )+
-            /// A code point this crate does not know, kept so it round-trips.
-            Unknown($ty),
-        }
-
-        impl From<$ty> for $name {
-            fn from(value: $ty) -> Self {
-                match value {
-                    $( $value => Self::$variant, )+
-                    other => Self::Unknown(other),
-                }
-            }
-        }
-
-        impl From<$name> for $ty {
-            fn from(value: $name) -> Self {
-                match value {
-                    $( $name::$variant => $value, )+
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-pub(crate) use enum_with_unknown;
-
-enum_with_unknown! {
+codepoint::enum_with_unknown! {
     /// The EtherType of an Ethernet II frame (IEEE 802 numbers registry),
     /// also the ARP protocol type (RFC 826).
     pub enum EtherType(u16) {
@@ -304,6 +268,13 @@ impl fmt::Display for Repr {
     }
 }
 
+/// The EtherType of `frame`, or `None` if it is shorter than a header:
+/// enough to pick the protocol that parses the rest.
+pub fn ethertype_of(frame: &[u8]) -> Option<EtherType> {
+    let d = frame.get(field::ETHERTYPE)?;
+    Some(EtherType::from(u16::from_be_bytes([d[0], d[1]])))
+}
+
 fn read6(data: &[u8]) -> [u8; 6] {
     let mut out = [0; 6];
     out.copy_from_slice(data);
@@ -383,6 +354,13 @@ mod tests {
         // A bare header is a frame with an empty payload.
         let frame = Frame::new_checked(&FRAME_BYTES[..14]).unwrap();
         assert!(frame.payload().is_empty());
+    }
+
+    #[test]
+    fn ethertype_of_raw_frames() {
+        assert_eq!(ethertype_of(&FRAME_BYTES), Some(EtherType::Arp));
+        assert_eq!(ethertype_of(&FRAME_BYTES[..14]), Some(EtherType::Arp));
+        assert_eq!(ethertype_of(&FRAME_BYTES[..13]), None);
     }
 
     #[test]
