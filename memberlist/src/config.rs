@@ -19,9 +19,13 @@ pub struct Config {
     pub addr: SocketAddr,
     /// Initial metadata.
     pub meta: Meta,
-    /// Initial incarnation. 0 is fine: a restarted member that is still
-    /// remembered as dead refutes with a higher one. A driver may start
-    /// higher (seconds since the epoch, say) to be taken back at once.
+    /// Initial incarnation; 0 unless a driver has a reason. A restarted
+    /// member needs no memory of its previous life (and no clock): the
+    /// others still hold its old incarnation, alive, suspect, dead or left,
+    /// and hand it back in the join's full-state reply or in gossip; the
+    /// member then outbids it (SWIM §4.2 refutation), metadata included.
+    /// Until then its own statements, at the lower incarnation, are ignored
+    /// as stale, which costs one join round trip.
     pub incarnation: Incarnation,
     /// Encryption and authentication.
     pub security: Security,

@@ -101,6 +101,11 @@
 //! - **Leave fan-out**: a leaving member tells every member directly.
 //! - **Reconnect**: push-pull also picks dead members, so the two sides of
 //!   a healed partition find each other again.
+//! - **Serial incarnations**: incarnations are compared as RFC 1982 serial
+//!   numbers ([`member::is_newer`]), so a refutation `i + 1` beats a
+//!   suspicion or death at `i` for every `i`, `u32::MAX` included. No
+//!   clock is needed at start: a restarted member learns its previous
+//!   incarnation from the others and outbids it.
 //!
 //! # Default LAN profile
 //!
@@ -154,7 +159,8 @@
 //!
 //! Limits: whole captured messages can be replayed (incarnations make old
 //! statements harmless once a member moved on); every key holder is
-//! trusted, as in hashicorp/memberlist; names must be unique.
+//! trusted, as in hashicorp/memberlist; names must be unique. A statement
+//! about this member at any incarnation, even `u32::MAX`, can be refuted.
 
 pub mod config;
 pub mod envelope;

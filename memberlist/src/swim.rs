@@ -24,7 +24,7 @@ use crate::broadcast::Queue;
 use crate::config::{Config, ConfigError};
 use crate::envelope::{self, OpenError, Transport, frame};
 use crate::keyring::Keyring;
-use crate::member::{Incarnation, Member, Meta, Name, State};
+use crate::member::{Incarnation, Member, Meta, Name, State, is_current, is_newer};
 use crate::message::{
     DecodeError, MAX_MEMBERS, MAX_UPDATES, Message, Packet, PushPull, Seq, Update,
 };
@@ -405,7 +405,7 @@ impl<R: RngCore> Swim<R> {
         let behind = packet.updates.iter().any(|u| {
             !matches!(u, Update::Alive { .. })
                 && *u.name() == self.local.name
-                && u.incarnation() < self.local.incarnation
+                && is_newer(self.local.incarnation, u.incarnation())
         });
         // Updates first: a buddy suspicion about us is refuted before the
         // ack goes out, so the ack carries the refutation.
@@ -864,7 +864,7 @@ impl<R: RngCore> Swim<R> {
             // Someone speaks for a newer us (a previous life, or a name
             // clash): outbid it.
             let differs = addr != self.local.addr || meta != self.local.meta;
-            if incarnation > self.local.incarnation
+            if is_newer(incarnation, self.local.incarnation)
                 || (incarnation == self.local.incarnation && differs)
             {
                 self.refute(now, incarnation);
@@ -892,7 +892,7 @@ impl<R: RngCore> Swim<R> {
                 Event::Up(member)
             }
             Some(e) => {
-                if incarnation <= e.member.incarnation {
+                if !is_newer(incarnation, e.member.incarnation) {
                     return;
                 }
                 let old = e.member.clone();
@@ -954,7 +954,7 @@ impl<R: RngCore> Swim<R> {
     /// second suspector of the same incarnation is a confirmation.
     fn apply_suspect(&mut self, now: Instant, name: Name, incarnation: Incarnation, from: Name) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -963,7 +963,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || !e.member.state.is_up() {
+        if !is_current(incarnation, e.member.incarnation) || !e.member.state.is_up() {
             return;
         }
         if let Some(s) = e.suspicion.as_mut()
@@ -1087,7 +1087,7 @@ impl<R: RngCore> Swim<R> {
     /// incarnation.
     fn apply_dead(&mut self, now: Instant, name: Name, incarnation: Incarnation, from: Name) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -1095,7 +1095,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || !e.member.state.is_up() {
+        if !is_current(incarnation, e.member.incarnation) || !e.member.state.is_up() {
             return;
         }
         let suspicion = e.suspicion.take();
@@ -1123,7 +1123,7 @@ impl<R: RngCore> Swim<R> {
     /// incarnation.
     fn apply_left(&mut self, now: Instant, name: Name, incarnation: Incarnation) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -1131,7 +1131,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || e.member.state == State::Left {
+        if !is_current(incarnation, e.member.incarnation) || e.member.state == State::Left {
             return;
         }
         let suspicion = e.suspicion.take();
@@ -1162,10 +1162,17 @@ impl<R: RngCore> Swim<R> {
         self.broadcast_local(now);
     }
 
+    /// Moves past `seen` (a statement about us) and our own incarnation,
+    /// whichever is newer. Serial arithmetic: the next incarnation after
+    /// `u32::MAX` is 0, and every member takes it as newer, so a statement
+    /// about us at any incarnation can be refuted.
     fn bump_incarnation(&mut self, seen: Incarnation) {
-        // An incarnation of 2^32 - 1 cannot be outbid; unreachable with one
-        // bump per refutation or metadata change.
-        self.local.incarnation = seen.max(self.local.incarnation).saturating_add(1);
+        let base = if is_newer(seen, self.local.incarnation) {
+            seen
+        } else {
+            self.local.incarnation
+        };
+        self.local.incarnation = base.wrapping_add(1);
     }
 
     fn broadcast_local(&mut self, now: Instant) {

@@ -750,3 +750,141 @@ fn answering_suspect_is_probed_again() {
     assert!(matches!(again.message, Message::Ping { .. }));
     assert_eq!(again.updates[0], suspect);
 }
+
+#[test]
+fn forged_death_at_the_largest_incarnation_is_refuted() {
+    let t0 = Instant::now();
+    // b's incarnation is near the top (say it came from a clock far ahead).
+    let mut bc = config(2);
+    bc.incarnation = u32::MAX - 1;
+    let mut b = Node::with(bc, t0);
+    b.know(t0, &[1]);
+    let mut a = Node::new(1, t0);
+    let alive = |inc| Update::Alive {
+        name: name(2),
+        incarnation: inc,
+        addr: addr(2),
+        meta: Meta::default(),
+    };
+    a.recv(
+        t0,
+        2,
+        &packet(2, Message::Gossip, vec![alive(u32::MAX - 1)]),
+    )
+    .unwrap();
+    a.events.clear();
+    // A buggy or stale member declares b dead at u32::MAX, the largest
+    // incarnation there is.
+    let forged = |inc| Update::Dead {
+        name: name(2),
+        incarnation: inc,
+        from: name(3),
+    };
+    a.recv(t0, 3, &packet(3, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert!(matches!(&a.events[..], [Event::Down(_)]));
+    b.recv(t0, 3, &packet(3, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    // b refutes with the next incarnation, which wraps to 0 ...
+    assert_eq!(b.swim.local().incarnation, 0);
+    b.fire(TimerKind::Gossip);
+    let refutation = b
+        .take_sent()
+        .into_iter()
+        .flat_map(|(_, p)| p.updates)
+        .find(|u| *u.name() == name(2))
+        .unwrap();
+    assert_eq!(refutation, alive(0));
+    // ... and 0 is newer than u32::MAX: a takes b back.
+    a.recv(t0 + ms(1), 2, &packet(2, Message::Gossip, vec![refutation]))
+        .unwrap();
+    assert!(matches!(&a.events[..], [Event::Down(_), Event::Up(m)] if m.incarnation == 0));
+    assert_eq!(a.swim.member("n2").unwrap().state, State::Alive);
+    // Again at the new incarnation: refuted again.
+    b.recv(t0 + ms(2), 3, &packet(3, Message::Gossip, vec![forged(0)]))
+        .unwrap();
+    assert_eq!(b.swim.local().incarnation, 1);
+
+    // A member at a low incarnation: u32::MAX is 2^32 - 1 steps ahead,
+    // that is one behind in serial arithmetic, so the forgery is stale
+    // news, ignored everywhere.
+    let mut c = Node::new(3, t0);
+    c.know(t0, &[2]);
+    c.recv(t0, 4, &packet(4, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert!(c.events.is_empty());
+    assert_eq!(c.swim.member("n2").unwrap().state, State::Alive);
+    let mut d = Node::new(2, t0);
+    d.know(t0, &[1]);
+    d.recv(t0, 4, &packet(4, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert_eq!(d.swim.local().incarnation, 0, "nothing to refute");
+}
+
+/// A restart whose initial incarnation is lower than the previous life's
+/// (a clock stepped back, or no clock at all): the others hand the old
+/// incarnation back in the join reply, and the member outbids it, with its
+/// new metadata.
+#[test]
+fn restart_with_a_lower_incarnation_is_taken_back() {
+    let t0 = Instant::now();
+    for previous in [State::Alive, State::Dead, State::Left] {
+        let mut b = Node::new(2, t0);
+        // b remembers a's previous life at incarnation 1000.
+        let old = Update::Alive {
+            name: name(1),
+            incarnation: 1000,
+            addr: addr(1),
+            meta: Meta::new(&b"old"[..]).unwrap(),
+        };
+        b.recv(t0, 1, &packet(1, Message::Gossip, vec![old]))
+            .unwrap();
+        let end = match previous {
+            State::Dead => Some(Update::Dead {
+                name: name(1),
+                incarnation: 1000,
+                from: name(2),
+            }),
+            State::Left => Some(Update::Left {
+                name: name(1),
+                incarnation: 1000,
+            }),
+            _ => None,
+        };
+        if let Some(u) = end {
+            b.recv(t0, 3, &packet(3, Message::Gossip, vec![u])).unwrap();
+        }
+        b.events.clear();
+        b.take_sent();
+
+        // a restarts at incarnation 0 with new metadata and joins b.
+        let mut ac = config(1);
+        ac.meta = Meta::new(&b"new"[..]).unwrap();
+        let mut a = Node::with(ac, t0 + ms(10));
+        a.swim.join(t0 + ms(10), [addr(2)]);
+        a.drain();
+        let (_, join) = a.streams.pop().unwrap();
+        b.swim.handle_stream(t0 + ms(11), &join).unwrap();
+        b.drain();
+        // Its statement at 0 is stale news for b ...
+        assert!(b.events.is_empty(), "{previous}: {:?}", b.events);
+        let (_, reply) = b.streams.pop().unwrap();
+        a.swim.handle_stream(t0 + ms(12), &reply).unwrap();
+        a.drain();
+        // ... and b's reply tells a about its previous life: a outbids it.
+        assert_eq!(a.swim.local().incarnation, 1001, "{previous}");
+        assert_eq!(a.swim.local().meta.as_bytes().as_ref(), b"new");
+        a.fire(TimerKind::Gossip);
+        for (to, p) in a.take_sent() {
+            assert_eq!(to, addr(2));
+            b.recv(t0 + ms(13), 1, &p).unwrap();
+        }
+        let m = b.swim.member("n1").unwrap();
+        assert_eq!((m.state, m.incarnation), (State::Alive, 1001), "{previous}");
+        assert_eq!(m.meta.as_bytes().as_ref(), b"new");
+        match previous {
+            State::Alive => assert!(matches!(&b.events[..], [Event::Updated(_)])),
+            _ => assert!(matches!(&b.events[..], [Event::Up(_)]), "{:?}", b.events),
+        }
+    }
+}
