@@ -78,6 +78,12 @@ pub struct Config {
     pub dead_retention: Duration,
     /// Largest datagram built, envelope included.
     pub max_packet_size: usize,
+
+    /// Most members remembered (other than this one), in any state. A new
+    /// name beyond it takes the place of the oldest dead or left member;
+    /// with none to forget it is dropped and counted
+    /// ([`Stats::members_rejected`](crate::Stats::members_rejected)).
+    pub max_members: usize,
 }
 
 impl Config {
@@ -108,6 +114,7 @@ impl Config {
             push_pull_interval: Duration::from_secs(10),
             dead_retention: Duration::from_secs(300),
             max_packet_size: 1400,
+            max_members: 5000,
         }
     }
 
@@ -133,6 +140,11 @@ impl Config {
         }
         if self.suspicion_max < self.suspicion_min {
             return Err(ConfigError::Suspicion);
+        }
+        if self.max_members == 0 {
+            return Err(ConfigError::Zero {
+                field: "max_members",
+            });
         }
         if self.max_health_multiplier == 0 || self.max_health_multiplier > 64 {
             return Err(ConfigError::HealthMultiplier);
@@ -218,5 +230,13 @@ mod tests {
         let mut c = lan();
         c.max_health_multiplier = 0;
         assert_eq!(c.validate(), Err(ConfigError::HealthMultiplier));
+        let mut c = lan();
+        c.max_members = 0;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "max_members"
+            })
+        );
     }
 }

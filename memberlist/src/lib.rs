@@ -101,6 +101,9 @@
 //! - **Leave fan-out**: a leaving member tells every member directly.
 //! - **Reconnect**: push-pull also picks dead members, so the two sides of
 //!   a healed partition find each other again.
+//! - **Bounded table**: at most `max_members` members are remembered; a new
+//!   name beyond takes the place of the oldest dead or left member, or is
+//!   dropped and counted.
 //! - **Serial incarnations**: incarnations are compared as RFC 1982 serial
 //!   numbers ([`member::is_newer`]), so a refutation `i + 1` beats a
 //!   suspicion or death at `i` for every `i`, `u32::MAX` included. No
@@ -127,6 +130,7 @@
 //! | `retransmit_mult` λ | 4 | 8 sends per update and member at n = 50 |
 //! | `push_pull_interval` | 10 s | anti-entropy and partition healing within seconds |
 //! | `gossip_to_dead` / `dead_retention` | 30 s / 5 min | a falsely dead member hears of it; healed partitions reconnect |
+//! | `max_members` | 5000 | Kubernetes' largest supported cluster; a few MiB at most |
 //!
 //! Detection time is about W + T + S + δ: W, until some member probes the
 //! dead one (the cluster probes it about once per T, so W is roughly
@@ -159,7 +163,8 @@
 //!
 //! Limits: whole captured messages can be replayed (incarnations make old
 //! statements harmless once a member moved on); every key holder is
-//! trusted, as in hashicorp/memberlist; names must be unique. A statement
+//! trusted, as in hashicorp/memberlist (it can fill the member table with
+//! names, which is bounded and counted); names must be unique. A statement
 //! about this member at any incarnation, even `u32::MAX`, can be refuted.
 
 pub mod config;

@@ -157,6 +157,11 @@ pub struct Stats {
     pub late_timers: u64,
     /// Stale timers handed back and ignored.
     pub stale_timers: u64,
+    /// New members dropped because the table held
+    /// [`Config::max_members`] and none was dead or left.
+    pub members_rejected: u64,
+    /// Dead or left members forgotten early to make room for a new one.
+    pub members_evicted: u64,
 }
 
 /// A message the core dropped. The core's state is unchanged, except for
@@ -871,6 +876,9 @@ impl<R: RngCore> Swim<R> {
             }
             return;
         }
+        if !self.members.contains_key(&name) && !self.make_room(&name) {
+            return;
+        }
         let event = match self.members.get_mut(&name) {
             None => {
                 let member = Member {
@@ -1381,6 +1389,34 @@ impl<R: RngCore> Swim<R> {
 
     fn event(&mut self, event: Event) {
         self.outputs.push_back(Output::Event(event));
+    }
+
+    /// Room in the table for the new member `name`: true if there is
+    /// room, or the oldest dead or left member was forgotten to make it;
+    /// false (counted) if the table is full of live members.
+    fn make_room(&mut self, name: &Name) -> bool {
+        if self.members.len() < self.config.max_members {
+            return true;
+        }
+        let oldest = self
+            .members
+            .values()
+            .filter(|e| !e.member.state.is_up())
+            .min_by_key(|e| e.since)
+            .map(|e| e.member.name.clone());
+        match oldest {
+            Some(old) => {
+                self.members.remove(&old);
+                self.stats.members_evicted += 1;
+                trace!(member = %old, "forgotten to make room");
+                true
+            }
+            None => {
+                self.stats.members_rejected += 1;
+                trace!(member = %name, max = self.config.max_members, "member table full");
+                false
+            }
+        }
     }
 
     fn arm(&mut self, at: Instant, due: Due) -> Timer {

@@ -104,8 +104,16 @@ impl Node {
     }
 
     /// Makes this node know members `others` as alive at incarnation 0,
-    /// through a full-state message from the first of them.
+    /// through a full-state message from the first of them; forgets the
+    /// events it caused.
     fn know(&mut self, now: Instant, others: &[usize]) {
+        self.hear_state(now, others);
+        self.events.clear();
+    }
+
+    /// A full-state message from `others[0]` listing `others` alive at
+    /// incarnation 0.
+    fn hear_state(&mut self, now: Instant, others: &[usize]) {
         let state = PushPull {
             from: name(others[0]),
             addr: addr(others[0]),
@@ -132,7 +140,6 @@ impl Node {
         .unwrap();
         self.swim.handle_stream(now, &frame).unwrap();
         self.drain();
-        self.events.clear();
     }
 
     fn take_sent(&mut self) -> Vec<(SocketAddr, Packet)> {
@@ -887,4 +894,52 @@ fn restart_with_a_lower_incarnation_is_taken_back() {
             _ => assert!(matches!(&b.events[..], [Event::Up(_)]), "{:?}", b.events),
         }
     }
+}
+
+#[test]
+fn member_table_is_bounded() {
+    let t0 = Instant::now();
+    let mut c = config(1);
+    c.max_members = 4;
+    let mut a = Node::with(c, t0);
+    // One full-state message naming 10 members: 4 are taken.
+    a.hear_state(t0, &(2..12).collect::<Vec<_>>());
+    assert_eq!(a.swim.members().count(), 4);
+    assert_eq!(a.swim.stats().members_rejected, 6);
+    assert_eq!(a.events.len(), 4);
+    a.events.clear();
+    // A gossiped newcomer is dropped too, and not passed on.
+    let newcomer = Update::Alive {
+        name: name(20),
+        incarnation: 0,
+        addr: addr(20),
+        meta: Meta::default(),
+    };
+    a.take_sent();
+    a.recv(t0, 2, &packet(2, Message::Gossip, vec![newcomer.clone()]))
+        .unwrap();
+    assert!(a.swim.member("n20").is_none() && a.events.is_empty());
+    assert_eq!(a.swim.stats().members_rejected, 7);
+    a.fire(TimerKind::Gossip);
+    assert!(
+        a.take_sent()
+            .iter()
+            .all(|(_, p)| p.updates.iter().all(|u| *u.name() != name(20)))
+    );
+    // Once a member is dead, a newcomer takes its place.
+    let dead = Update::Dead {
+        name: name(3),
+        incarnation: 0,
+        from: name(2),
+    };
+    a.recv(
+        t0 + ms(1),
+        2,
+        &packet(2, Message::Gossip, vec![dead, newcomer]),
+    )
+    .unwrap();
+    assert!(a.swim.member("n3").is_none());
+    assert_eq!(a.swim.member("n20").unwrap().state, State::Alive);
+    assert_eq!(a.swim.members().count(), 4);
+    assert_eq!(a.swim.stats().members_evicted, 1);
 }
