@@ -79,6 +79,15 @@ pub struct Config {
     /// Largest datagram built, envelope included.
     pub max_packet_size: usize,
 
+    /// First delay between two rejoins while a seed (an address given to
+    /// [`Swim::join`](crate::Swim::join)) has no live member; it doubles
+    /// with each attempt up to `rejoin_max`, and each delay is drawn
+    /// uniformly from its upper half (jitter, so members cut off together
+    /// do not rejoin in lockstep).
+    pub rejoin_min: Duration,
+    /// Longest delay between two rejoins: a member whose seeds were
+    /// unreachable finds them at most this long after they are back.
+    pub rejoin_max: Duration,
     /// Most members remembered (other than this one), in any state. A new
     /// name beyond it takes the place of the oldest dead or left member;
     /// with none to forget it is dropped and counted
@@ -114,6 +123,8 @@ impl Config {
             push_pull_interval: Duration::from_secs(10),
             dead_retention: Duration::from_secs(300),
             max_packet_size: 1400,
+            rejoin_min: Duration::from_millis(500),
+            rejoin_max: Duration::from_secs(10),
             max_members: 5000,
         }
     }
@@ -129,6 +140,7 @@ impl Config {
             ("suspicion_min", self.suspicion_min),
             ("gossip_interval", self.gossip_interval),
             ("push_pull_interval", self.push_pull_interval),
+            ("rejoin_min", self.rejoin_min),
         ];
         if let Some((field, _)) = nonzero.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::Zero { field });
@@ -140,6 +152,9 @@ impl Config {
         }
         if self.suspicion_max < self.suspicion_min {
             return Err(ConfigError::Suspicion);
+        }
+        if self.rejoin_max < self.rejoin_min {
+            return Err(ConfigError::Rejoin);
         }
         if self.max_members == 0 {
             return Err(ConfigError::Zero {
@@ -183,6 +198,9 @@ pub enum ConfigError {
     /// `suspicion_max` is below `suspicion_min`.
     #[error("suspicion_max must be at least suspicion_min")]
     Suspicion,
+    /// `rejoin_max` is below `rejoin_min`.
+    #[error("rejoin_max must be at least rejoin_min")]
+    Rejoin,
     /// `max_health_multiplier` outside 1..=64.
     #[error("max_health_multiplier must be in 1..=64")]
     HealthMultiplier,
@@ -230,6 +248,9 @@ mod tests {
         let mut c = lan();
         c.max_health_multiplier = 0;
         assert_eq!(c.validate(), Err(ConfigError::HealthMultiplier));
+        let mut c = lan();
+        c.rejoin_max = Duration::from_millis(100);
+        assert_eq!(c.validate(), Err(ConfigError::Rejoin));
         let mut c = lan();
         c.max_members = 0;
         assert_eq!(

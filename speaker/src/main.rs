@@ -118,7 +118,10 @@ struct Args {
     #[arg(long, requires = "memberlist_bind", value_parser = parse_advertise)]
     memberlist_advertise: Option<Advertise>,
     /// A member to join, ADDR:PORT; repeat for more (in Kubernetes mode
-    /// the speaker Pods are joined as well).
+    /// the speaker Pods are joined as well). Seeds without a live member
+    /// are joined again with backoff (0.5 s doubling to 10 s, jittered); a
+    /// node with seeds but no live member reports itself isolated
+    /// (ferrolb_memberlist_isolated).
     #[arg(long = "memberlist-join", requires = "memberlist_bind")]
     memberlist_join: Vec<SocketAddr>,
     /// File of AES-256 keys, one per line (64 hex digits or base64 of 32
@@ -269,10 +272,14 @@ async fn start_kubernetes(
             let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel();
             let ml = ml.clone();
             let own = advertise_addr(args.memberlist_advertise, bind);
+            let fixed = args.memberlist_join.clone();
             tokio::spawn(async move {
                 while let Some(ips) = seeds_rx.recv().await {
-                    let addrs = k8s::seed_addrs(&ips, own.port(), own);
-                    if !addrs.is_empty() && ml.join(addrs).is_err() {
+                    // The whole set each time: the seeds are where members
+                    // are expected, and a Pod gone is no longer one.
+                    let mut addrs = k8s::seed_addrs(&ips, own.port(), own);
+                    addrs.extend(fixed.iter().copied());
+                    if ml.join(addrs).is_err() {
                         return;
                     }
                 }

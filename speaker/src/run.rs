@@ -265,7 +265,12 @@ impl Reconciler {
         let Some(members) = &mut self.members else {
             return false;
         };
-        let name = event.member().name.as_str().to_owned();
+        // `Isolated` / `Connected` (no member) are not used by the layer 2
+        // decisions yet.
+        let Some(member) = event.member() else {
+            return false;
+        };
+        let name = member.name.as_str().to_owned();
         match event {
             Event::Up(_) | Event::Alive(_) | Event::Suspect(_) | Event::Updated(_) => {
                 members.insert(name)
@@ -274,6 +279,7 @@ impl Reconciler {
                 // This node counts as long as it runs.
                 name != self.opts.node && members.remove(&name)
             }
+            Event::Isolated | Event::Connected => false,
         }
     }
 

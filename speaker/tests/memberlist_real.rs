@@ -355,7 +355,7 @@ fn wrong_key_and_plaintext_cannot_join() {
     let mut c = Cluster::new(3);
     let wrong = c.add(4, &["--key-file", "key-b"]);
     let plain = c.add(5, &["--plaintext"]);
-    // Several join retries (every second) and probe rounds.
+    // Several rejoins (backoff from 0.5 s) and probe rounds.
     std::thread::sleep(Duration::from_secs(3));
     let members = c.names(3);
     for node in &mut c.nodes[..3] {

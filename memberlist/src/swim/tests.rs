@@ -142,6 +142,39 @@ impl Node {
         self.drain();
     }
 
+    /// Runs this node alone in virtual time until `until`, each timer at
+    /// its deadline; returns when each join frame went out, and where.
+    fn run_alone(&mut self, until: Instant) -> Vec<(Instant, SocketAddr)> {
+        self.run(until, None)
+    }
+
+    /// As [`Self::run_alone`], with member `peer` acking every ping at once.
+    fn run(&mut self, until: Instant, peer: Option<usize>) -> Vec<(Instant, SocketAddr)> {
+        let mut joins = Vec::new();
+        while let Some(at) = self.swim.poll_timeout().filter(|at| *at <= until) {
+            self.streams.clear();
+            self.swim.handle_timeout(at);
+            self.drain();
+            if let Some(peer) = peer {
+                for (to, p) in self.take_sent() {
+                    if let (true, Message::Ping { seq, .. }) = (to == addr(peer), p.message) {
+                        let ack = packet(peer, Message::Ack { seq }, vec![]);
+                        self.recv(at, peer, &ack).unwrap();
+                    }
+                }
+            }
+            for (to, frame) in &self.streams {
+                let body =
+                    envelope::open(&Security::Plaintext, Transport::Stream, &frame[4..]).unwrap();
+                if PushPull::parse(&body).unwrap().join {
+                    joins.push((at, *to));
+                }
+            }
+        }
+        self.streams.clear();
+        joins
+    }
+
     fn take_sent(&mut self) -> Vec<(SocketAddr, Packet)> {
         self.raw.clear();
         std::mem::take(&mut self.sent)
@@ -756,6 +789,135 @@ fn answering_suspect_is_probed_again() {
     let (_, again) = sent.iter().find(|(to, _)| *to == addr(3)).unwrap();
     assert!(matches!(again.message, Message::Ping { .. }));
     assert_eq!(again.updates[0], suspect);
+}
+
+/// The rejoin delays: the k-th (from 0) is drawn from [d/2, d] with
+/// d = min(rejoin_max, rejoin_min · 2^k).
+fn rejoin_bounds(c: &Config, k: u32) -> (Duration, Duration) {
+    let d = c
+        .rejoin_min
+        .saturating_mul(1 << k.min(31))
+        .min(c.rejoin_max);
+    (d / 2, d)
+}
+
+#[test]
+fn rejoin_backs_off_with_jitter_up_to_the_cap() {
+    let t0 = Instant::now();
+    let c = config(1);
+    let mut a = Node::with(c.clone(), t0);
+    a.swim.join(t0, [addr(2)]);
+    a.drain();
+    assert_eq!(a.streams.len(), 1, "the join goes out at once");
+    a.streams.clear();
+    assert!(
+        a.events.is_empty(),
+        "not isolated before a join went unanswered"
+    );
+    let joins = a.run_alone(t0 + Duration::from_secs(120));
+    assert!(joins.iter().all(|(_, to)| *to == addr(2)));
+    let mut last = t0;
+    let mut capped = Vec::new();
+    for (k, (at, _)) in joins.iter().enumerate() {
+        let gap = *at - last;
+        let (lo, hi) = rejoin_bounds(&c, u32::try_from(k).unwrap());
+        assert!(
+            lo <= gap && gap <= hi,
+            "rejoin {k}: {gap:?} not in {lo:?}..={hi:?}"
+        );
+        if hi == c.rejoin_max {
+            capped.push(gap);
+        }
+        last = *at;
+    }
+    // 0.25-0.5, 0.5-1, 1-2, 2-4, 4-8 s, then 5-10 s: at least 11 in 120 s.
+    assert!(joins.len() >= 11 && capped.len() >= 6, "{joins:?}");
+    capped.sort();
+    assert!(
+        capped[0] < capped[capped.len() - 1],
+        "no jitter: {capped:?}"
+    );
+    assert_eq!(a.swim.stats().rejoins, joins.len() as u64);
+    // Isolated once, when the first rejoin found the join unanswered.
+    assert_eq!(a.events, [Event::Isolated]);
+    assert!(a.swim.isolated());
+    assert_eq!(a.swim.stats().isolations, 1);
+
+    // The seed answers: connected, and the rejoins stop.
+    let now = last + ms(1);
+    a.hear_state(now, &[2]);
+    assert!(matches!(
+        &a.events[..],
+        [Event::Isolated, Event::Up(_), Event::Connected]
+    ));
+    assert!(!a.swim.isolated());
+    a.events.clear();
+    let until = now + Duration::from_secs(30);
+    assert!(
+        a.run(until, Some(2)).is_empty(),
+        "rejoin while the seed is up"
+    );
+    assert!(a.events.is_empty(), "{:?}", a.events);
+
+    // The seed's member dies: isolated at once (the failure detector
+    // established it), and the backoff starts over from rejoin_min.
+    let dead = Update::Dead {
+        name: name(2),
+        incarnation: 0,
+        from: name(3),
+    };
+    let now = until + ms(1);
+    a.recv(now, 3, &packet(3, Message::Gossip, vec![dead]))
+        .unwrap();
+    assert!(a.events.ends_with(&[Event::Isolated]), "{:?}", a.events);
+    let joins = a.run_alone(now + Duration::from_secs(2));
+    let (lo, hi) = rejoin_bounds(&c, 0);
+    let gap = joins[0].0 - now;
+    assert!(lo <= gap && gap <= hi, "{gap:?}");
+    assert_eq!(a.swim.stats().isolations, 2);
+}
+
+#[test]
+fn rejoin_only_the_seeds_without_a_live_member() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    a.know(t0, &[2]);
+    a.swim.join(t0, [addr(2), addr(3), addr(1)]);
+    a.drain();
+    let to: Vec<SocketAddr> = a.streams.drain(..).map(|(to, _)| to).collect();
+    assert_eq!(to, [addr(3)], "member 2 is up, 1 is this node");
+    let joins = a.run(t0 + ms(900), Some(2));
+    assert!(!joins.is_empty() && joins.iter().all(|(_, to)| *to == addr(3)));
+    // Member 2 is up: not isolated, even though a seed is missing.
+    assert!(!a.swim.isolated() && a.events.is_empty());
+    // New seeds replace the old ones: without 3, no more rejoins.
+    a.swim.join(t0 + ms(900), [addr(2)]);
+    a.drain();
+    assert!(a.streams.is_empty());
+    assert!(a.run(t0 + Duration::from_secs(30), Some(2)).is_empty());
+    assert_eq!(a.swim.seeds().collect::<Vec<_>>(), [&addr(2)]);
+}
+
+#[test]
+fn no_seeds_no_isolation() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    assert!(a.run_alone(t0 + Duration::from_secs(60)).is_empty());
+    assert!(!a.swim.isolated() && a.events.is_empty());
+    // A join answered before the first rejoin is no isolation either.
+    a.swim.join(t0 + Duration::from_secs(60), [addr(2)]);
+    a.hear_state(t0 + Duration::from_secs(60) + ms(2), &[2]);
+    assert!(matches!(&a.events[..], [Event::Up(_)]), "{:?}", a.events);
+    assert_eq!(a.swim.stats().rejoins, 0);
+    // Seeds set to none: an isolation ends too.
+    let mut b = Node::new(2, t0);
+    b.swim.join(t0, [addr(1)]);
+    b.run_alone(t0 + Duration::from_secs(1));
+    assert!(b.swim.isolated());
+    b.swim.join(t0 + Duration::from_secs(1), []);
+    b.drain();
+    assert!(!b.swim.isolated());
+    assert_eq!(b.events, [Event::Isolated, Event::Connected]);
 }
 
 #[test]

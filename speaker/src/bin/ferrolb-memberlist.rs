@@ -8,10 +8,10 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
-use memberlist::{Event, Member, Meta, Name, Security, State};
+use memberlist::{Event, Member, Meta, Name, Security};
 use serde_json::{Value, json};
 use speaker::driver::memberlist::{Config, MemberEvent, Memberlist, Stats};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -24,20 +24,25 @@ use tokio::signal::unix::{SignalKind, signal};
 ///   {"event":"started","name":..,"addr":..}
 ///   {"event":"alive"|"suspect"|"dead"|"left"|"updated","member":NAME,
 ///    "addr":..,"incarnation":N,"meta":..,"refuted":BOOL (alive only)}
+///   {"event":"isolated"}   {"event":"connected"}
 ///   {"event":"stats",...}  {"event":"members","members":[...]}
 ///   {"event":"stopped"}    {"event":"error","message":..}
 /// "alive" is a join (refuted=false) or a refuted suspicion (refuted=true).
+/// "isolated": this member has seeds but no live member, and a join went
+/// unanswered or its last member was lost (a blocked network, a wrong key);
+/// "connected" ends it.
 ///
 /// Reads commands from standard input, one per line:
 ///   leave          leave gracefully (the leave is sent to every member,
 ///                  then a short drain) and exit
 ///   stats          print the counters
 ///   members        print every known member and its state
-///   join ADDR:PORT join (more) members
+///   join ADDR:PORT add a seed and join it
 ///   meta STRING    replace this member's metadata
 ///
-/// SIGTERM and SIGINT leave gracefully too; SIGKILL is a crash. While no
-/// other member is known, the --join seeds are retried every second.
+/// SIGTERM and SIGINT leave gracefully too; SIGKILL is a crash. Seeds
+/// without a live member are joined again with backoff (0.5 s doubling to
+/// 10 s, jittered), for as long as the member runs.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about, verbatim_doc_comment)]
 struct Args {
@@ -147,8 +152,7 @@ async fn run(args: Args) -> Result<(), String> {
     let mut stdin_open = true;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut rejoin = tokio::time::interval(Duration::from_secs(1));
-    rejoin.tick().await;
+    let mut seeds = args.seeds.clone();
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
@@ -157,21 +161,13 @@ async fn run(args: Args) -> Result<(), String> {
             },
             line = stdin.next_line(), if stdin_open => match line {
                 Ok(Some(line)) => {
-                    if command(&ml, line.trim()).await {
+                    if command(&ml, &mut seeds, line.trim()).await {
                         break;
                     }
                 }
                 // Without stdin, run until a signal.
                 _ => stdin_open = false,
             },
-            _ = rejoin.tick(), if !args.seeds.is_empty() => {
-                let alone = ml.members().await.is_ok_and(|m| {
-                    m.iter().skip(1).all(|m| !matches!(m.state, State::Alive | State::Suspect))
-                });
-                if alone {
-                    let _ = ml.join(args.seeds.iter().copied());
-                }
-            }
             _ = sigterm.recv() => {
                 ml.leave().await;
                 break;
@@ -191,7 +187,7 @@ async fn run(args: Args) -> Result<(), String> {
 }
 
 /// Runs one stdin command; true when the member has left.
-async fn command(ml: &Memberlist, line: &str) -> bool {
+async fn command(ml: &Memberlist, seeds: &mut Vec<SocketAddr>, line: &str) -> bool {
     let (cmd, arg) = line.split_once(' ').unwrap_or((line, ""));
     match cmd {
         "" => {}
@@ -213,7 +209,11 @@ async fn command(ml: &Memberlist, line: &str) -> bool {
         },
         "join" => match parse_addr(arg.trim()) {
             Ok(a) => {
-                let _ = ml.join([a]);
+                // The core takes the whole set of seeds each time.
+                if !seeds.contains(&a) {
+                    seeds.push(a);
+                }
+                let _ = ml.join(seeds.iter().copied());
             }
             Err(e) => emit(json!({"event": "error", "message": e})),
         },
@@ -261,8 +261,12 @@ fn event_json(ev: &MemberEvent) -> Value {
         Event::Down(_) => ("dead", None),
         Event::Left(_) => ("left", None),
         Event::Updated(_) => ("updated", None),
+        Event::Isolated => ("isolated", None),
+        Event::Connected => ("connected", None),
     };
-    let m = ev.event.member();
+    let Some(m) = ev.event.member() else {
+        return json!({"event": kind, "ts_ms": ms_since_epoch(ev.at)});
+    };
     let mut v = json!({
         "event": kind,
         "member": m.name.as_str(),
@@ -284,6 +288,8 @@ fn stats_json(s: &Stats) -> Value {
         "event": "stats",
         "ts_ms": unix_ms(),
         "members_up": s.members_up,
+        "members_known": s.members_known,
+        "isolated": s.isolated,
         "health_multiplier": s.health_multiplier,
         "packets_received": c.packets_received,
         "packets_sent": c.packets_sent,
@@ -301,6 +307,10 @@ fn stats_json(s: &Stats) -> Value {
         "refutations": c.refutations,
         "late_timers": c.late_timers,
         "stale_timers": c.stale_timers,
+        "rejoins": c.rejoins,
+        "isolations": c.isolations,
+        "members_rejected": c.members_rejected,
+        "members_evicted": c.members_evicted,
         "udp_send_errors": io.udp_send_errors,
         "udp_recv_errors": io.udp_recv_errors,
         "streams_accepted": io.streams_accepted,

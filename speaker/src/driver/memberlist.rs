@@ -33,7 +33,8 @@ pub struct Config {
     pub swim: memberlist::Config,
     /// Where the UDP socket and the TCP listener are bound (same port).
     pub bind: SocketAddr,
-    /// Members to join at start (more with [`Memberlist::join`]).
+    /// Members to join at start (replaced with [`Memberlist::join`]); the
+    /// core rejoins those without a live member, with backoff.
     pub seeds: Vec<SocketAddr>,
     /// Bound on a stream connect, and on reading or writing one frame.
     pub stream_timeout: Duration,
@@ -71,7 +72,8 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberEvent {
     /// What happened (`Up` and `Alive` are both "alive": a join and a
-    /// refuted suspicion).
+    /// refuted suspicion; `Isolated` and `Connected` are about this member's
+    /// own connectivity, see [`Stats::isolated`]).
     pub event: Event,
     /// When.
     pub at: SystemTime,
@@ -87,8 +89,18 @@ pub struct Stats {
     pub io: IoStats,
     /// Other members alive or suspect.
     pub members_up: usize,
+    /// Other members remembered in any state, at most
+    /// `swim.max_members` (beyond: `core.members_rejected`).
+    pub members_known: usize,
     /// Lifeguard's local health multiplier (1 when healthy).
     pub health_multiplier: u32,
+    /// This member has seeds but no other member alive or suspect, and a
+    /// join went unanswered or its last member was lost (a gauge; the
+    /// edges are `Event::Isolated` and `Event::Connected`, the count
+    /// `core.isolations`). It cannot tell whether the others are down or
+    /// it is cut off (a blocked network, a wrong or stale key), and it keeps
+    /// rejoining its seeds (`core.rejoins`).
+    pub isolated: bool,
 }
 
 /// I/O failures and refusals seen by the driver.
@@ -199,8 +211,10 @@ impl Memberlist {
         self.local_addr
     }
 
-    /// Sends this member's state to each seed (again). Harmless when
-    /// already joined.
+    /// Sets the seeds (replacing the previous ones: pass the whole set
+    /// each time it changes) and joins those without a live member. The
+    /// core keeps rejoining them with backoff while they have none; see
+    /// `memberlist::Swim::join`.
     pub fn join(&self, seeds: impl IntoIterator<Item = SocketAddr>) -> Result<(), Stopped> {
         self.send(Command::Join(seeds.into_iter().collect()))
     }
@@ -384,7 +398,9 @@ impl Driver {
                             core: self.swim.stats().clone(),
                             io: self.io.snapshot(),
                             members_up: self.swim.num_up(),
+                            members_known: self.swim.members().count(),
                             health_multiplier: self.swim.health_multiplier(),
+                            isolated: self.swim.isolated(),
                         });
                     }
                     Some(Command::Leave(tx)) => match &mut leaving {
@@ -438,12 +454,23 @@ impl Driver {
                 // This driver sleeps until `poll_timeout` instead.
                 Output::Arm { .. } => {}
                 Output::Event(event) => {
-                    let m = event.member();
                     match &event {
-                        Event::Up(_) => info!(member = %m.name, addr = %m.addr, "member up"),
-                        Event::Down(_) => info!(member = %m.name, "member down"),
-                        Event::Left(_) => info!(member = %m.name, "member left"),
-                        _ => debug!(member = %m, "member event"),
+                        Event::Up(m) => info!(member = %m.name, addr = %m.addr, "member up"),
+                        Event::Down(m) => info!(member = %m.name, "member down"),
+                        Event::Left(m) => info!(member = %m.name, "member left"),
+                        Event::Alive(m) | Event::Suspect(m) | Event::Updated(m) => {
+                            debug!(member = %m, "member event");
+                        }
+                        // An operator must see this: the node cannot tell
+                        // whether the others are down or it is cut off.
+                        Event::Isolated => warn!(
+                            seeds = self.swim.seeds().count(),
+                            "memberlist isolated: no member reachable; rejoining seeds"
+                        ),
+                        Event::Connected => info!(
+                            members = self.swim.num_up(),
+                            "memberlist no longer isolated"
+                        ),
                     }
                     let _ = self.events.send(MemberEvent {
                         event,
@@ -642,7 +669,10 @@ mod tests {
 
         b.set_meta(Meta::new(&b"zone-1"[..]).unwrap()).unwrap();
         let ev = wait_for(&mut a_events, |e| matches!(e, Event::Updated(_))).await;
-        assert_eq!(ev.event.member().meta.as_bytes().as_ref(), b"zone-1");
+        assert_eq!(
+            ev.event.member().unwrap().meta.as_bytes().as_ref(),
+            b"zone-1"
+        );
 
         b.leave().await;
         wait_for(
