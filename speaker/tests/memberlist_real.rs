@@ -1,7 +1,8 @@
 //! `ferrolb-memberlist` processes, one per network namespace on one bridge
 //! (10.0.0.1..N/24, port 7946): formation, kill -9 detection time, a 200 ms
 //! SIGSTOP, 5% random loss (nftables in every namespace), wrong keys and
-//! plaintext, graceful leave. Events are read as JSON from each process's
+//! plaintext, graceful leave; and a keyless client holding stream
+//! connections (issue 14). Events are read as JSON from each process's
 //! stdout; detection times use the events' own timestamps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -161,18 +162,7 @@ struct Cluster {
 impl Cluster {
     /// N members with key A, each joining node 1, all alive everywhere.
     fn new(n: usize) -> Self {
-        testnet::require_root();
-        testnet::require_binary("nft");
-        let bridge = Bridge::new("mlbr");
-        let dir = RunDir::new("memberlist");
-        std::fs::write(dir.join("key-a"), format!("{KEY_A}\n")).unwrap();
-        std::fs::write(dir.join("key-b"), format!("{KEY_B}\n")).unwrap();
-        let mut cluster = Self {
-            _bridge: bridge,
-            netns: Vec::new(),
-            nodes: Vec::new(),
-            dir,
-        };
+        let mut cluster = Self::empty();
         for i in 1..=n {
             cluster.add(i, &["--key-file", "key-a"]);
         }
@@ -180,16 +170,54 @@ impl Cluster {
         cluster
     }
 
+    /// The bridge and the key files, no member yet.
+    fn empty() -> Self {
+        testnet::require_root();
+        testnet::require_binary("nft");
+        let bridge = Bridge::new("mlbr");
+        let dir = RunDir::new("memberlist");
+        std::fs::write(dir.join("key-a"), format!("{KEY_A}\n")).unwrap();
+        std::fs::write(dir.join("key-b"), format!("{KEY_B}\n")).unwrap();
+        Self {
+            _bridge: bridge,
+            netns: Vec::new(),
+            nodes: Vec::new(),
+            dir,
+        }
+    }
+
     /// Adds namespace `i` and starts member `m{i}` in it; `key-a`/`key-b`
     /// in `extra` name files of the run directory.
     fn add(&mut self, i: usize, extra: &[&str]) -> usize {
+        self.add_with(i, extra, |_| {})
+    }
+
+    /// [`Self::add`], running `before` in the new namespace before the
+    /// member starts (nftables rules, say).
+    fn add_with(&mut self, i: usize, extra: &[&str], before: impl FnOnce(&Netns)) -> usize {
+        let ns = self.netns(i);
+        before(&ns);
+        let node = self.start(&ns, i, extra);
+        self.netns.push(ns);
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Namespace `i` on the bridge, 10.0.0.`i`/24, nothing running.
+    fn netns(&self, i: usize) -> Netns {
         let ns = Netns::new(&format!("ml{i}"));
         self._bridge.attach(&ns, "eth0");
         ns.add_addr("eth0", &format!("10.0.0.{i}/24"));
+        ns
+    }
+
+    /// Starts member `m{i}` in `ns`, joining m1 unless it is m1.
+    fn start(&self, ns: &Netns, i: usize, extra: &[&str]) -> Node {
         let extra: Vec<String> = extra
             .iter()
             .map(|a| match *a {
-                "key-a" | "key-b" => self.dir.join(a).display().to_string(),
+                // key-a, key-b and other key files of the run directory.
+                a if a.starts_with("key-") => self.dir.join(a).display().to_string(),
                 a => a.to_owned(),
             })
             .collect();
@@ -197,16 +225,13 @@ impl Cluster {
         if i != 1 {
             args.extend(["--join", "10.0.0.1:7946"]);
         }
-        let node = Node::start(
-            &ns,
+        Node::start(
+            ns,
             &self.dir,
             &format!("m{i}"),
             &format!("10.0.0.{i}"),
             &args,
-        );
-        self.netns.push(ns);
-        self.nodes.push(node);
-        self.nodes.len() - 1
+        )
     }
 
     fn names(&self, n: usize) -> BTreeSet<String> {
@@ -355,7 +380,7 @@ fn wrong_key_and_plaintext_cannot_join() {
     let mut c = Cluster::new(3);
     let wrong = c.add(4, &["--key-file", "key-b"]);
     let plain = c.add(5, &["--plaintext"]);
-    // Several rejoins (backoff from 0.5 s) and probe rounds.
+    // Several join retries (every second) and probe rounds.
     std::thread::sleep(Duration::from_secs(3));
     let members = c.names(3);
     for node in &mut c.nodes[..3] {
@@ -393,4 +418,105 @@ fn graceful_leave_is_left_not_dead() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(c.reports("dead", "m2").is_empty());
     assert!(c.reports("suspect", "m2").is_empty());
+}
+
+/// The isolation events a node printed, in order.
+fn isolation_events(node: &mut Node) -> Vec<String> {
+    node.poll();
+    node.seen
+        .iter()
+        .filter(|v| v["event"] == "isolated" || v["event"] == "connected")
+        .map(|v| v["event"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 14, finding 5: a client without the key, in another namespace,
+/// keeps 100 connections to the seed's stream port, each sending a 6-byte
+/// frame every 500 ms and reconnecting when closed. A new node still joins
+/// through that seed, and the seed counts what it turned away.
+#[test]
+fn keyless_stream_flood_does_not_block_joins() {
+    use std::io::{Read, Write as _};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let mut c = Cluster::new(2);
+    let attacker = c.netns(9);
+    let stop = Arc::new(AtomicBool::new(false));
+    let connects = Arc::new(AtomicU64::new(0));
+    let flood = {
+        let (stop, connects) = (Arc::clone(&stop), Arc::clone(&connects));
+        std::thread::spawn(move || {
+            attacker.run_in(|| {
+                // Threads spawned here are in the namespace too.
+                std::thread::scope(|s| {
+                    for _ in 0..100 {
+                        s.spawn(|| {
+                            while !stop.load(Ordering::Relaxed) {
+                                let Ok(mut conn) = std::net::TcpStream::connect("10.0.0.1:7946")
+                                else {
+                                    std::thread::sleep(Duration::from_millis(50));
+                                    continue;
+                                };
+                                connects.fetch_add(1, Ordering::Relaxed);
+                                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                                    .unwrap();
+                                let mut buf = [0; 16];
+                                // A 6-byte frame, again and again, until closed.
+                                while !stop.load(Ordering::Relaxed)
+                                    && conn.write_all(&[0, 0, 0, 2, 1, 1]).is_ok()
+                                {
+                                    match conn.read(&mut buf) {
+                                        Ok(0) => break,
+                                        Ok(_) => {}
+                                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                        Err(_) => break,
+                                    }
+                                }
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        });
+                    }
+                });
+            });
+        })
+    };
+    // Until the seed has turned away well more than its 64 slots.
+    let turned_away = |s: &Value| {
+        [
+            "streams_refused_source",
+            "streams_rejected",
+            "stream_timeouts",
+        ]
+        .iter()
+        .map(|f| s[f].as_u64().unwrap())
+        .sum::<u64>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = c.nodes[0].stats();
+        if turned_away(&s) > 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m3 = c.add(3, &["--key-file", "key-a"]);
+    c.wait_formed(3, Duration::from_secs(10));
+    let s = c.nodes[0].stats();
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    assert!(s["streams_refused_source"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["streams_rejected"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["streams_refused"], 0, "{s}");
+    assert!(isolation_events(&mut c.nodes[m3]).is_empty());
+    eprintln!(
+        "keyless flood: {} connections made, seed turned away {} (refused per source {}, \
+         rejected frames {}, timed out {}); m3 joined",
+        connects.load(Ordering::Relaxed),
+        turned_away(&s),
+        s["streams_refused_source"],
+        s["streams_rejected"],
+        s["stream_timeouts"]
+    );
 }

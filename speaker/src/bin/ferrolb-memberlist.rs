@@ -320,6 +320,9 @@ fn stats_json(s: &Stats) -> Value {
         "stream_io_errors": io.stream_io_errors,
         "stream_oversize": io.stream_oversize,
         "streams_refused": io.streams_refused,
+        "streams_refused_source": io.streams_refused_source,
+        "streams_rejected": io.streams_rejected,
+        "streams_dropped": io.streams_dropped,
     })
 }
 

@@ -7,9 +7,22 @@
 //! [`Memberlist`] is the API the speaker uses: start a member, join seeds,
 //! change its metadata, leave, and receive a stream of [`MemberEvent`]s for
 //! the layer 2 election.
+//!
+//! # Stream connections
+//!
+//! Every stream connection carries exactly one frame (the core's full-state
+//! exchange: connect, write one frame, close), so the listener reads one
+//! frame, hands it to the core and closes. A connection that has not
+//! delivered its whole frame within `stream_timeout` of the accept is
+//! closed, whatever it sends; a frame that fails authentication is the
+//! connection's last. Inbound and outbound connections have their own slots,
+//! and one source address holds at most `max_streams_per_source` inbound
+//! slots: a client without the key cannot keep the slots, and joins go
+//! through.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -21,7 +34,7 @@ use rand::rngs::StdRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, trace, warn};
 
@@ -36,14 +49,25 @@ pub struct Config {
     /// Members to join at start (replaced with [`Memberlist::join`]); the
     /// core rejoins those without a live member, with backoff.
     pub seeds: Vec<SocketAddr>,
-    /// Bound on a stream connect, and on reading or writing one frame.
+    /// Lifetime of a stream connection: an inbound one must deliver its
+    /// whole frame within this time of the accept, an outbound one must
+    /// connect and write its frame within it. Past it the connection is
+    /// closed (`IoStats::stream_timeouts`).
     pub stream_timeout: Duration,
     /// Largest stream frame read (prefix excluded), at most
     /// [`frame::MAX_LEN`].
     pub max_stream_len: usize,
-    /// Stream connections open at once, inbound and outbound together;
-    /// more are refused (and counted).
-    pub max_streams: usize,
+    /// Inbound stream connections open at once; more are closed at once
+    /// (`IoStats::streams_refused`).
+    pub max_inbound_streams: usize,
+    /// Outbound stream connections open at once; frames beyond are not
+    /// sent (`IoStats::streams_dropped`), and the core's rejoin and
+    /// push-pull rounds try again later.
+    pub max_outbound_streams: usize,
+    /// Inbound stream connections open at once from one IP address; more
+    /// are closed at once (`IoStats::streams_refused_source`), so one host
+    /// cannot take every inbound slot.
+    pub max_streams_per_source: usize,
     /// How long the driver keeps running after [`Memberlist::leave`], so
     /// that the core's leave retransmissions go out and late probes get
     /// their acks.
@@ -52,7 +76,8 @@ pub struct Config {
 
 impl Config {
     /// `swim` bound at `bind`, no seeds, and the default I/O bounds: 2 s
-    /// stream timeout, 1 MiB frames, 64 streams, 150 ms leave drain.
+    /// stream lifetime, 1 MiB frames, 64 inbound and 64 outbound streams,
+    /// 4 inbound streams per source address, 150 ms leave drain.
     #[must_use]
     pub fn new(swim: memberlist::Config, bind: SocketAddr) -> Self {
         Self {
@@ -61,7 +86,9 @@ impl Config {
             seeds: Vec::new(),
             stream_timeout: Duration::from_secs(2),
             max_stream_len: 1 << 20,
-            max_streams: 64,
+            max_inbound_streams: 64,
+            max_outbound_streams: 64,
+            max_streams_per_source: 4,
             leave_drain: Duration::from_millis(150),
         }
     }
@@ -114,16 +141,27 @@ pub struct IoStats {
     pub streams_accepted: u64,
     /// Stream connections opened to send a frame.
     pub streams_opened: u64,
-    /// Outbound stream connects that failed or timed out.
+    /// Outbound stream connects that failed.
     pub stream_connect_failures: u64,
-    /// Streams closed for a read or write timeout.
+    /// Stream connections closed at the end of their lifetime
+    /// (`stream_timeout`): an inbound frame not read whole in time, an
+    /// outbound connect or write not done in time.
     pub stream_timeouts: u64,
     /// Other stream read or write errors.
     pub stream_io_errors: u64,
     /// Stream frames larger than `max_stream_len` (connection dropped).
     pub stream_oversize: u64,
-    /// Streams refused because `max_streams` were open.
+    /// Inbound connections closed at once: `max_inbound_streams` were open.
     pub streams_refused: u64,
+    /// Inbound connections closed at once: their source address had
+    /// `max_streams_per_source` open.
+    pub streams_refused_source: u64,
+    /// Inbound streams whose frame the core rejected (authentication,
+    /// framing, decoding; the core's counters say which), each closed on
+    /// that first frame.
+    pub streams_rejected: u64,
+    /// Outbound frames not sent: `max_outbound_streams` were open.
+    pub streams_dropped: u64,
 }
 
 /// The handle of a running member. Cheap to clone; the member stops when
@@ -192,7 +230,10 @@ impl Memberlist {
             events,
             frames_tx,
             frames_rx,
-            streams: JoinSet::new(),
+            inbound: JoinSet::new(),
+            inbound_sources: HashMap::new(),
+            per_source: HashMap::new(),
+            outbound: JoinSet::new(),
             io: Arc::default(),
         };
         tokio::spawn(driver.run(cmd_rx, seeds).instrument(span));
@@ -272,6 +313,9 @@ struct IoCounters {
     stream_io_errors: AtomicU64,
     stream_oversize: AtomicU64,
     streams_refused: AtomicU64,
+    streams_refused_source: AtomicU64,
+    streams_rejected: AtomicU64,
+    streams_dropped: AtomicU64,
 }
 
 impl IoCounters {
@@ -291,6 +335,9 @@ impl IoCounters {
             stream_io_errors: get(&self.stream_io_errors),
             stream_oversize: get(&self.stream_oversize),
             streams_refused: get(&self.streams_refused),
+            streams_refused_source: get(&self.streams_refused_source),
+            streams_rejected: get(&self.streams_rejected),
+            streams_dropped: get(&self.streams_dropped),
         }
     }
 }
@@ -304,8 +351,15 @@ struct Driver {
     /// Whole frames read by the inbound stream tasks.
     frames_tx: mpsc::Sender<Bytes>,
     frames_rx: mpsc::Receiver<Bytes>,
-    /// Inbound and outbound stream tasks; aborted when the driver stops.
-    streams: JoinSet<()>,
+    /// Inbound stream tasks (one frame each); aborted when the driver
+    /// stops.
+    inbound: JoinSet<()>,
+    /// The source address of each inbound task.
+    inbound_sources: HashMap<task::Id, IpAddr>,
+    /// Inbound tasks open per source address.
+    per_source: HashMap<IpAddr, usize>,
+    /// Outbound stream tasks; aborted when the driver stops.
+    outbound: JoinSet<()>,
     io: Arc<IoCounters>,
 }
 
@@ -376,10 +430,19 @@ impl Driver {
                 },
                 Some(frame) = self.frames_rx.recv() => {
                     if let Err(e) = self.swim.handle_stream(now(), &frame) {
+                        // The reader closed the connection after this frame.
+                        IoCounters::add(&self.io.streams_rejected);
                         trace!(error = %e, "stream frame dropped");
                     }
                 }
-                Some(_) = self.streams.join_next(), if !self.streams.is_empty() => {}
+                Some(done) = self.inbound.join_next_with_id(), if !self.inbound.is_empty() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    self.release_source(id);
+                }
+                Some(_) = self.outbound.join_next(), if !self.outbound.is_empty() => {}
                 cmd = commands.recv() => match cmd {
                     Some(Command::Join(seeds)) => self.swim.join(now(), seeds),
                     Some(Command::SetMeta(meta)) => self.swim.set_metadata(now(), meta),
@@ -422,7 +485,8 @@ impl Driver {
         }
         // Flush what the last input produced, then stop the stream tasks.
         self.drain();
-        self.streams.abort_all();
+        self.inbound.abort_all();
+        self.outbound.abort_all();
         info!("memberlist stopped");
         if let Some((_, waiters)) = leaving {
             for w in waiters {
@@ -481,72 +545,90 @@ impl Driver {
         }
     }
 
+    /// An accepted connection: refused (closed at once, counted) when the
+    /// inbound slots or its source's share are taken, else read for one
+    /// frame.
     fn on_accept(&mut self, stream: TcpStream, remote: SocketAddr) {
-        if self.streams.len() >= self.config.max_streams {
+        // Dropping `stream` closes it. Refusals are peer-driven: debug, not
+        // warn (the counters show a flood).
+        if self.inbound.len() >= self.config.max_inbound_streams {
             IoCounters::add(&self.io.streams_refused);
-            debug!(%remote, "stream refused: too many open");
+            debug!(%remote, "stream refused: every inbound slot taken");
             return;
         }
+        let source = remote.ip();
+        let open = self.per_source.entry(source).or_insert(0);
+        if *open >= self.config.max_streams_per_source {
+            IoCounters::add(&self.io.streams_refused_source);
+            debug!(%remote, open = *open, "stream refused: too many from this address");
+            return;
+        }
+        *open += 1;
         IoCounters::add(&self.io.streams_accepted);
         let reader = StreamReader {
             max_len: self.config.max_stream_len.min(frame::MAX_LEN),
-            timeout: self.config.stream_timeout,
+            lifetime: self.config.stream_timeout,
             frames: self.frames_tx.clone(),
             io: Arc::clone(&self.io),
         };
-        self.streams.spawn(reader.run(stream));
+        let id = self.inbound.spawn(reader.run(stream)).id();
+        self.inbound_sources.insert(id, source);
+    }
+
+    /// An inbound task ended: its slot of its source is free again.
+    fn release_source(&mut self, id: task::Id) {
+        let Some(source) = self.inbound_sources.remove(&id) else {
+            return;
+        };
+        if let Some(open) = self.per_source.get_mut(&source) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                self.per_source.remove(&source);
+            }
+        }
     }
 
     fn open_stream(&mut self, to: SocketAddr, frame: Bytes) {
-        if self.streams.len() >= self.config.max_streams {
-            IoCounters::add(&self.io.streams_refused);
-            debug!(%to, "stream not sent: too many open");
+        if self.outbound.len() >= self.config.max_outbound_streams {
+            IoCounters::add(&self.io.streams_dropped);
+            debug!(%to, "stream not sent: every outbound slot taken");
             return;
         }
         IoCounters::add(&self.io.streams_opened);
         let io = Arc::clone(&self.io);
-        let timeout = self.config.stream_timeout;
-        self.streams.spawn(async move {
-            let stream = match tokio::time::timeout(timeout, TcpStream::connect(to)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
+        let deadline = Instant::now() + self.config.stream_timeout;
+        self.outbound.spawn(async move {
+            // One deadline for the connect and the write together.
+            let send = async {
+                let mut stream = TcpStream::connect(to).await.inspect_err(|e| {
                     IoCounters::add(&io.stream_connect_failures);
                     trace!(%to, error = %e, "stream connect failed");
-                    return;
-                }
-                Err(_) => {
-                    IoCounters::add(&io.stream_connect_failures);
-                    trace!(%to, "stream connect timed out");
-                    return;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let mut stream = stream;
-            let write = async {
-                stream.write_all(&frame).await?;
-                stream.shutdown().await
-            };
-            match tokio::time::timeout(timeout, write).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
+                })?;
+                let _ = stream.set_nodelay(true);
+                let written = async {
+                    stream.write_all(&frame).await?;
+                    stream.shutdown().await
+                };
+                written.await.inspect_err(|e| {
                     IoCounters::add(&io.stream_io_errors);
                     trace!(%to, error = %e, "stream write failed");
-                }
-                Err(_) => {
-                    IoCounters::add(&io.stream_timeouts);
-                    trace!(%to, "stream write timed out");
-                }
+                })
+            };
+            if tokio::time::timeout_at(deadline, send).await.is_err() {
+                IoCounters::add(&io.stream_timeouts);
+                trace!(%to, "stream connect or write timed out");
             }
         });
     }
 }
 
-/// Reads length-prefixed frames from one accepted connection and hands each
-/// whole frame to the driver. Malformed framing is handed over too, so the
-/// core counts it.
+/// Reads the one length-prefixed frame of an accepted connection and hands
+/// it to the driver, then closes. Malformed framing is handed over too, so
+/// the core counts it.
 struct StreamReader {
     max_len: usize,
-    timeout: Duration,
+    /// From the accept to the whole frame.
+    lifetime: Duration,
     frames: mpsc::Sender<Bytes>,
     io: Arc<IoCounters>,
 }
@@ -554,18 +636,18 @@ struct StreamReader {
 impl StreamReader {
     async fn run(self, mut stream: TcpStream) {
         let mut buf = BytesMut::with_capacity(4096);
-        // Each frame must arrive within the timeout from the end of the
-        // previous one (or the accept).
-        let mut deadline = Instant::now() + self.timeout;
+        // The whole frame must arrive within the lifetime from the accept,
+        // however the sender paces it.
+        let deadline = Instant::now() + self.lifetime;
         loop {
             match frame::decode(&buf) {
                 Ok(Some(n)) => {
+                    // One frame per connection (the core's full-state
+                    // exchange): whatever follows is not read, and a frame
+                    // that fails authentication is the last one.
                     let f = buf.split_to(n).freeze();
-                    if self.frames.send(f).await.is_err() {
-                        return;
-                    }
-                    deadline = Instant::now() + self.timeout;
-                    continue;
+                    let _ = self.frames.send(f).await;
+                    return;
                 }
                 Ok(None) => {}
                 Err(_) => {
@@ -726,5 +808,75 @@ mod tests {
             "{stats:?}"
         );
         assert!(stats.core.mode_mismatch >= 1, "{stats:?}");
+    }
+
+    /// A keyless client holding many stream connections from one address,
+    /// some sending a 6-byte frame, some a length prefix and nothing more:
+    /// none keeps a slot past its first frame or its lifetime, and a new
+    /// member still joins through the same seed.
+    #[tokio::test]
+    async fn keyless_clients_cannot_hold_the_stream_slots() {
+        let (a, mut a_events) = Memberlist::start(config("a", Some([7; 32]))).unwrap();
+        let to = a.local_addr();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut attackers = JoinSet::new();
+        for i in 0..100 {
+            let stop = Arc::clone(&stop);
+            attackers.spawn(async move {
+                let mut held = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // From 127.0.0.2, so the member's own streams (from
+                    // 127.0.0.1) are another source.
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                    let Ok(mut s) = socket.connect(to).await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let junk: &[u8] = if i % 2 == 0 {
+                        &[0, 0, 0, 2, 1, 1]
+                    } else {
+                        &[0, 0, 4, 0]
+                    };
+                    // Hold it until the member closes it.
+                    if s.write_all(junk).await.is_ok() {
+                        let mut b = [0; 16];
+                        let _ = s.read(&mut b).await;
+                    }
+                    held += 1;
+                }
+                held
+            });
+        }
+        // Until the member has turned away more than its slots' worth.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let io = a.stats().await.unwrap().io;
+            if io.streams_refused_source + io.streams_rejected + io.stream_timeouts > 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{io:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut b_config = config("b", Some([7; 32]));
+        b_config.seeds = vec![to];
+        let (_b, mut b_events) = Memberlist::start(b_config).unwrap();
+        wait_for(
+            &mut b_events,
+            |e| matches!(e, Event::Up(m) if m.name.as_str() == "a"),
+        )
+        .await;
+        wait_for(
+            &mut a_events,
+            |e| matches!(e, Event::Up(m) if m.name.as_str() == "b"),
+        )
+        .await;
+        stop.store(true, Ordering::Relaxed);
+        let io = a.stats().await.unwrap().io;
+        assert!(io.streams_refused_source > 0, "{io:?}");
+        assert!(io.streams_rejected > 0, "{io:?}");
+        // Nobody else was refused for lack of slots.
+        assert_eq!(io.streams_refused, 0, "{io:?}");
+        attackers.abort_all();
     }
 }
