@@ -16,7 +16,7 @@ use clap::{Parser, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use speaker::driver::l2::L2Config;
-use speaker::driver::memberlist::{Config as MemberlistConfig, Memberlist};
+use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
 use speaker::publish;
 use speaker::run::{self, Options};
@@ -303,16 +303,7 @@ async fn start_kubernetes(
     Ok(report_tx)
 }
 
-fn start_memberlist(
-    args: &Args,
-    bind: SocketAddr,
-) -> Result<
-    (
-        Memberlist,
-        mpsc::UnboundedReceiver<speaker::driver::memberlist::MemberEvent>,
-    ),
-    String,
-> {
+fn start_memberlist(args: &Args, bind: SocketAddr) -> Result<(Memberlist, Events), String> {
     let security = match &args.memberlist_key_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -179,7 +179,7 @@ async fn run(args: Args) -> Result<(), String> {
         }
     }
     // Events of the drain (none expected, but keep the stream complete).
-    while let Ok(ev) = events.try_recv() {
+    while let Some(ev) = events.try_recv() {
         emit(event_json(&ev));
     }
     emit(json!({"event": "stopped", "ts_ms": unix_ms()}));

@@ -5,8 +5,8 @@
 //! concurrent connections) and counts what it drops.
 //!
 //! [`Memberlist`] is the API the speaker uses: start a member, join seeds,
-//! change its metadata, leave, and receive a stream of [`MemberEvent`]s for
-//! the layer 2 election.
+//! change its metadata, leave, and receive its [`Events`] for the layer 2
+//! election.
 //!
 //! # Stream connections
 //!
@@ -20,7 +20,7 @@
 //! slots: a client without the key cannot keep the slots, and joins go
 //! through.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -104,6 +104,59 @@ pub struct MemberEvent {
     pub event: Event,
     /// When.
     pub at: SystemTime,
+}
+
+/// The events of one member, in order.
+///
+/// Coalescing: the driver hands over all the events of one input together
+/// (one join reply can bring every member of the cluster at once), and
+/// [`recv_batch`](Self::recv_batch) takes every event waiting. A consumer
+/// that reconciles once per batch therefore reconciles once for a burst of
+/// N joins, not N times; and while it reconciles, new events pile up into
+/// the next batch, so its rate of reconciles never exceeds what it can do.
+/// No event is dropped or merged: a batch holds them all, in order.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::UnboundedReceiver<Vec<MemberEvent>>,
+    pending: VecDeque<MemberEvent>,
+}
+
+impl Events {
+    /// The next event; `None` once the driver has stopped and every event
+    /// was taken. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<MemberEvent> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(ev);
+            }
+            let batch = self.rx.recv().await?;
+            self.pending.extend(batch);
+        }
+    }
+
+    /// Waits for at least one event, then returns every event waiting, in
+    /// order (never empty); `None` once the driver has stopped and every
+    /// event was taken. Cancel-safe.
+    pub async fn recv_batch(&mut self) -> Option<Vec<MemberEvent>> {
+        if self.pending.is_empty() {
+            let batch = self.rx.recv().await?;
+            self.pending.extend(batch);
+        }
+        while let Ok(batch) = self.rx.try_recv() {
+            self.pending.extend(batch);
+        }
+        Some(self.pending.drain(..).collect())
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<MemberEvent> {
+        if self.pending.is_empty()
+            && let Ok(batch) = self.rx.try_recv()
+        {
+            self.pending.extend(batch);
+        }
+        self.pending.pop_front()
+    }
 }
 
 /// Counters: the core's (every malformed, unauthenticated or misdirected
@@ -194,7 +247,7 @@ impl Memberlist {
     /// # Errors
     /// Binding failed, or the core's configuration is invalid
     /// (`InvalidInput`).
-    pub fn start(mut config: Config) -> io::Result<(Self, mpsc::UnboundedReceiver<MemberEvent>)> {
+    pub fn start(mut config: Config) -> io::Result<(Self, Events)> {
         let udp = std::net::UdpSocket::bind(config.bind)?;
         let local_addr = udp.local_addr()?;
         // The listener takes the port the datagram socket got.
@@ -242,7 +295,10 @@ impl Memberlist {
                 commands,
                 local_addr,
             },
-            events_rx,
+            Events {
+                rx: events_rx,
+                pending: VecDeque::new(),
+            },
         ))
     }
 
@@ -347,7 +403,7 @@ struct Driver {
     config: Config,
     udp: UdpSocket,
     listener: TcpListener,
-    events: mpsc::UnboundedSender<MemberEvent>,
+    events: mpsc::UnboundedSender<Vec<MemberEvent>>,
     /// Whole frames read by the inbound stream tasks.
     frames_tx: mpsc::Sender<Bytes>,
     frames_rx: mpsc::Receiver<Bytes>,
@@ -495,8 +551,10 @@ impl Driver {
         }
     }
 
-    /// Carries out every pending output of the core.
+    /// Carries out every pending output of the core; its events go to the
+    /// consumer together, as one batch.
     fn drain(&mut self) {
+        let mut batch = Vec::new();
         while let Some(output) = self.swim.poll_output() {
             match output {
                 Output::Send { to, packet } => {
@@ -536,12 +594,15 @@ impl Driver {
                             "memberlist no longer isolated"
                         ),
                     }
-                    let _ = self.events.send(MemberEvent {
+                    batch.push(MemberEvent {
                         event,
                         at: SystemTime::now(),
                     });
                 }
             }
+        }
+        if !batch.is_empty() {
+            let _ = self.events.send(batch);
         }
     }
 
@@ -712,10 +773,7 @@ mod tests {
         Config::new(swim, addr)
     }
 
-    async fn wait_for(
-        events: &mut mpsc::UnboundedReceiver<MemberEvent>,
-        pred: impl Fn(&Event) -> bool,
-    ) -> MemberEvent {
+    async fn wait_for(events: &mut Events, pred: impl Fn(&Event) -> bool) -> MemberEvent {
         tokio::time::timeout(Duration::from_secs(5), async {
             loop {
                 let ev = events.recv().await.unwrap();
@@ -878,5 +936,56 @@ mod tests {
         // Nobody else was refused for lack of slots.
         assert_eq!(io.streams_refused, 0, "{io:?}");
         attackers.abort_all();
+    }
+
+    /// One join reply lists every member: the new member's consumer gets
+    /// them in one batch, not one wake-up per member.
+    #[tokio::test]
+    async fn a_burst_of_joins_is_one_batch() {
+        let n = 12;
+        // All on 127.0.0.1: one source address for every member.
+        let local = |name: &str| {
+            let mut c = config(name, Some([7; 32]));
+            c.max_streams_per_source = 64;
+            c
+        };
+        let (seed, mut seed_events) = Memberlist::start(local("m0")).unwrap();
+        let mut others = Vec::new();
+        for i in 1..n {
+            let mut c = local(&format!("m{i}"));
+            c.seeds = vec![seed.local_addr()];
+            others.push(Memberlist::start(c).unwrap());
+        }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while seed.stats().await.unwrap().members_up < n - 1 {
+                let _ = seed_events.recv_batch().await;
+            }
+        })
+        .await
+        .unwrap();
+        let mut c = local("new");
+        c.seeds = vec![seed.local_addr()];
+        let (_new, mut events) = Memberlist::start(c).unwrap();
+        let mut ups = 0;
+        let mut batches = 0;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while ups < n {
+                let batch = events.recv_batch().await.unwrap();
+                let up = batch
+                    .iter()
+                    .filter(|e| matches!(e.event, Event::Up(_)))
+                    .count();
+                if up > 0 {
+                    batches += 1;
+                    ups += up;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(ups, n);
+        // The join reply brings all of them; gossip may bring one or two
+        // first.
+        assert!(batches <= 3, "{n} joins in {batches} batches");
     }
 }
