@@ -8,12 +8,13 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
 use memberlist::{Event, Member, Meta, Name, Security};
 use serde_json::{Value, json};
 use speaker::driver::memberlist::{Config, MemberEvent, Memberlist, Stats};
+use speaker::source::keyring;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -64,13 +65,17 @@ struct Args {
     /// File of 32-byte AES-256 keys, one per line, each in hex (64 digits)
     /// or base64 (44 characters); blank lines and lines starting with #
     /// are skipped. The first key is primary (encrypts); the others are
-    /// accepted when decrypting (key rotation).
+    /// accepted when decrypting (key rotation). Re-read every
+    /// --key-reload-ms; a changed file replaces the keyring.
     #[arg(
         long,
         required_unless_present = "plaintext",
         conflicts_with = "plaintext"
     )]
     key_file: Option<PathBuf>,
+    /// How often the key file is re-read, in milliseconds (at least 100).
+    #[arg(long, default_value_t = 10_000, requires = "key_file")]
+    key_reload_ms: u64,
     /// No encryption or authentication (lab use only). Plaintext members
     /// and encrypted ones ignore each other.
     #[arg(long)]
@@ -81,6 +86,15 @@ struct Args {
     /// Timing profile: lan = 100 ms probes, 250 ms to 1 s suspicion.
     #[arg(long, value_enum, default_value_t = Profile::Lan)]
     profile: Profile,
+    /// Most members remembered; new names beyond it replace the oldest
+    /// dead or left member, or are dropped (stats: members_rejected).
+    #[arg(long, default_value_t = 5000)]
+    max_members: usize,
+    /// Initial incarnation. No clock is needed: a restarted member learns
+    /// its previous incarnation from the others and outbids it. Set it to
+    /// test exactly that (a restart "earlier" than its previous life).
+    #[arg(long, default_value_t = 0)]
+    incarnation: u32,
     /// Log filter for standard error (tracing's env-filter syntax).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -125,9 +139,7 @@ async fn run(args: Args) -> Result<(), String> {
         let path = args.key_file.as_ref().ok_or("--key-file or --plaintext")?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--key-file {}: {e}", path.display()))?;
-        Security::Encrypted(
-            speaker::source::keyring::parse(&text).map_err(|e| format!("--key-file: {e}"))?,
-        )
+        Security::Encrypted(keyring::parse(&text).map_err(|e| format!("--key-file: {e}"))?)
     };
     let name = Name::new(&args.name).map_err(|e| format!("--name: {e}"))?;
     let advertise = args.advertise.unwrap_or(args.bind);
@@ -135,12 +147,18 @@ async fn run(args: Args) -> Result<(), String> {
         Profile::Lan => memberlist::Config::lan(name, advertise, security),
     };
     swim.meta = Meta::new(args.meta.into_bytes()).map_err(|e| format!("--meta: {e}"))?;
-    // Seconds since the epoch: a restarted member is taken back at once
-    // instead of first refuting its recorded death.
-    swim.incarnation = u32::try_from(unix_ms() / 1000).unwrap_or(u32::MAX);
+    swim.incarnation = args.incarnation;
+    swim.max_members = args.max_members;
     let mut config = Config::new(swim, args.bind);
     config.seeds.clone_from(&args.seeds);
     let (ml, mut events) = Memberlist::start(config).map_err(|e| format!("start: {e}"))?;
+    if let Some(path) = &args.key_file {
+        let every = Duration::from_millis(args.key_reload_ms.max(100));
+        let handle = ml.clone();
+        tokio::spawn(keyring::watch(path.clone(), every, move |ring| {
+            handle.set_keyring(ring).is_ok()
+        }));
+    }
     emit(json!({
         "event": "started",
         "name": args.name,
