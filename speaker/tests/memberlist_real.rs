@@ -1,9 +1,12 @@
 //! `ferrolb-memberlist` processes, one per network namespace on one bridge
 //! (10.0.0.1..N/24, port 7946): formation, kill -9 detection time, a 200 ms
 //! SIGSTOP, 5% random loss (nftables in every namespace), wrong keys and
-//! plaintext, graceful leave; and a keyless client holding stream
-//! connections (issue 14). Events are read as JSON from each process's
-//! stdout; detection times use the events' own timestamps.
+//! plaintext, graceful leave; and the hardening of issue 14: a join blocked
+//! by nftables, a wrong key fixed by rewriting the key file, a seed that
+//! starts late (each: isolated meanwhile, joined after, no restart), a
+//! keyless client holding stream connections, and a restart "earlier" than
+//! the previous life. Events are read as JSON from each process's stdout;
+//! detection times use the events' own timestamps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -420,6 +423,25 @@ fn graceful_leave_is_left_not_dead() {
     assert!(c.reports("suspect", "m2").is_empty());
 }
 
+/// Waits until `node`'s counter `field` reaches `at_least`; returns it.
+fn wait_stat(node: &mut Node, field: &str, at_least: u64, timeout: Duration) -> u64 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let s = node.stats();
+        let v = s[field].as_u64().unwrap();
+        if v >= at_least {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {field} = {v} < {at_least} after {timeout:?}: {s}\n{}",
+            node.name,
+            node.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The isolation events a node printed, in order.
 fn isolation_events(node: &mut Node) -> Vec<String> {
     node.poll();
@@ -428,6 +450,96 @@ fn isolation_events(node: &mut Node) -> Vec<String> {
         .filter(|v| v["event"] == "isolated" || v["event"] == "connected")
         .map(|v| v["event"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// How long a node whose seeds are back may wait for its next rejoin: the
+/// core's largest backoff (10 s, `memberlist::Config::lan`), plus the join
+/// itself. A liveness bound, far above what happens.
+const REJOIN: Duration = Duration::from_secs(20);
+
+/// Issue 14, finding 3: the memberlist ports toward the seed are dropped
+/// by nftables when the node starts; it reports itself isolated, keeps
+/// rejoining, and joins without a restart once the block is lifted.
+#[test]
+fn blocked_join_is_isolated_then_joins() {
+    let mut c = Cluster::new(2);
+    let m3 = c.add_with(3, &["--key-file", "key-a"], |ns| {
+        ns.run(["nft", "add", "table", "inet", "block"]);
+        ns.run([
+            "nft",
+            "add chain inet block output { type filter hook output priority 0; policy accept; }",
+        ]);
+        ns.run([
+            "nft",
+            "add rule inet block output ip daddr 10.0.0.0/24 meta l4proto { tcp, udp } th dport 7946 counter drop",
+        ]);
+    });
+    c.nodes[m3].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    // A few rejoins go into the block.
+    wait_stat(&mut c.nodes[m3], "rejoins", 3, Duration::from_secs(10));
+    assert_eq!(c.nodes[m3].stats()["isolated"], true);
+    let pid = c.nodes[m3].proc.pid();
+    c.netns[m3].run(["nft", "delete", "table", "inet", "block"]);
+    c.nodes[m3].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(3, Duration::from_secs(5));
+    assert_eq!(c.nodes[m3].proc.pid(), pid);
+    assert!(c.nodes[m3].proc.is_running());
+    assert_eq!(
+        isolation_events(&mut c.nodes[m3]),
+        ["isolated", "connected"]
+    );
+    let s = c.nodes[m3].stats();
+    assert_eq!(s["isolated"], false, "{s}");
+    eprintln!(
+        "blocked join: {} rejoins, joined after the block",
+        s["rejoins"]
+    );
+}
+
+/// Issue 14, finding 3: a node with the wrong key is isolated (its joins
+/// fail authentication at the seed) and keeps trying; when its key file is
+/// rotated to the cluster's key, it joins.
+#[test]
+fn wrong_key_is_isolated_until_the_key_file_is_fixed() {
+    let mut c = Cluster::new(2);
+    std::fs::write(c.dir.join("key-m3"), format!("{KEY_B}\n")).unwrap();
+    let m3 = c.add(3, &["--key-file", "key-m3", "--key-reload-ms", "200"]);
+    c.nodes[m3].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    wait_stat(&mut c.nodes[0], "unknown_key", 2, Duration::from_secs(10));
+    // Rotate the file as a Secret volume does: a new file renamed over.
+    let tmp = c.dir.join("key-m3.new");
+    std::fs::write(&tmp, format!("{KEY_A}\n")).unwrap();
+    std::fs::rename(&tmp, c.dir.join("key-m3")).unwrap();
+    c.nodes[m3].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(3, Duration::from_secs(5));
+    assert_eq!(
+        isolation_events(&mut c.nodes[m3]),
+        ["isolated", "connected"]
+    );
+}
+
+/// Issue 14, finding 3: the node starts before its only seed exists; the
+/// seed starts later, and they join.
+#[test]
+fn late_seed_is_joined_when_it_starts() {
+    let mut c = Cluster::empty();
+    // m2 first, joining 10.0.0.1, which is not there yet.
+    let m2 = c.add(2, &["--key-file", "key-a"]);
+    c.nodes[m2].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    wait_stat(&mut c.nodes[m2], "rejoins", 3, Duration::from_secs(10));
+    c.add(1, &["--key-file", "key-a"]);
+    c.nodes[m2].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(2, Duration::from_secs(5));
+    assert_eq!(
+        isolation_events(&mut c.nodes[m2]),
+        ["isolated", "connected"]
+    );
 }
 
 /// Issue 14, finding 5: a client without the key, in another namespace,
@@ -519,4 +631,74 @@ fn keyless_stream_flood_does_not_block_joins() {
         s["streams_rejected"],
         s["stream_timeouts"]
     );
+}
+
+/// Issue 14, finding 11: a member restarts with a lower incarnation than
+/// its previous life (as a wall clock stepped back would give). The others
+/// take it back, with its new metadata, at an incarnation above the old.
+#[test]
+fn restart_with_an_earlier_incarnation_is_taken_back() {
+    let mut c = Cluster::empty();
+    c.add(1, &["--key-file", "key-a"]);
+    let before = 1_700_000_000u64;
+    let m2 = c.add(
+        2,
+        &[
+            "--key-file",
+            "key-a",
+            "--incarnation",
+            &before.to_string(),
+            "--meta",
+            "before",
+        ],
+    );
+    c.add(3, &["--key-file", "key-a"]);
+    c.wait_formed(3, Duration::from_secs(5));
+    c.nodes[m2].proc.signal(Signal::SIGKILL);
+    // Restart in the same namespace, 1000 "seconds" earlier.
+    let earlier = (before - 1000).to_string();
+    let node = c.start(
+        &c.netns[m2],
+        2,
+        &[
+            "--key-file",
+            "key-a",
+            "--incarnation",
+            &earlier,
+            "--meta",
+            "after",
+        ],
+    );
+    c.nodes[m2] = node;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in [0, 2] {
+        loop {
+            c.nodes[i].seen.retain(|v| v["event"] != "members");
+            c.nodes[i].send("members");
+            let v = c.nodes[i].wait("members", Duration::from_secs(5), |v| {
+                v["event"] == "members"
+            });
+            let m = v["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == "m2")
+                .cloned()
+                .unwrap();
+            if m["state"] == "alive" && m["meta"] == "after" {
+                let inc = m["incarnation"].as_u64().unwrap();
+                assert!(inc > before, "m2 taken back at {inc}, not above {before}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} sees m2 as {m}",
+                c.nodes[i].name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    c.wait_formed(3, Duration::from_secs(5));
+    let s = c.nodes[m2].stats();
+    assert!(s["refutations"].as_u64().unwrap() >= 1, "{s}");
 }
