@@ -19,9 +19,13 @@ pub struct Config {
     pub addr: SocketAddr,
     /// Initial metadata.
     pub meta: Meta,
-    /// Initial incarnation. 0 is fine: a restarted member that is still
-    /// remembered as dead refutes with a higher one. A driver may start
-    /// higher (seconds since the epoch, say) to be taken back at once.
+    /// Initial incarnation; 0 unless a driver has a reason. A restarted
+    /// member needs no memory of its previous life (and no clock): the
+    /// others still hold its old incarnation, alive, suspect, dead or left,
+    /// and hand it back in the join's full-state reply or in gossip; the
+    /// member then outbids it (SWIM §4.2 refutation), metadata included.
+    /// Until then its own statements, at the lower incarnation, are ignored
+    /// as stale, which costs one join round trip.
     pub incarnation: Incarnation,
     /// Encryption and authentication.
     pub security: Security,
@@ -74,6 +78,21 @@ pub struct Config {
     pub dead_retention: Duration,
     /// Largest datagram built, envelope included.
     pub max_packet_size: usize,
+
+    /// First delay between two rejoins while a seed (an address given to
+    /// [`Swim::join`](crate::Swim::join)) has no live member; it doubles
+    /// with each attempt up to `rejoin_max`, and each delay is drawn
+    /// uniformly from its upper half (jitter, so members cut off together
+    /// do not rejoin in lockstep).
+    pub rejoin_min: Duration,
+    /// Longest delay between two rejoins: a member whose seeds were
+    /// unreachable finds them at most this long after they are back.
+    pub rejoin_max: Duration,
+    /// Most members remembered (other than this one), in any state. A new
+    /// name beyond it takes the place of the oldest dead or left member;
+    /// with none to forget it is dropped and counted
+    /// ([`Stats::members_rejected`](crate::Stats::members_rejected)).
+    pub max_members: usize,
 }
 
 impl Config {
@@ -104,6 +123,9 @@ impl Config {
             push_pull_interval: Duration::from_secs(10),
             dead_retention: Duration::from_secs(300),
             max_packet_size: 1400,
+            rejoin_min: Duration::from_millis(500),
+            rejoin_max: Duration::from_secs(10),
+            max_members: 5000,
         }
     }
 
@@ -118,6 +140,7 @@ impl Config {
             ("suspicion_min", self.suspicion_min),
             ("gossip_interval", self.gossip_interval),
             ("push_pull_interval", self.push_pull_interval),
+            ("rejoin_min", self.rejoin_min),
         ];
         if let Some((field, _)) = nonzero.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::Zero { field });
@@ -129,6 +152,14 @@ impl Config {
         }
         if self.suspicion_max < self.suspicion_min {
             return Err(ConfigError::Suspicion);
+        }
+        if self.rejoin_max < self.rejoin_min {
+            return Err(ConfigError::Rejoin);
+        }
+        if self.max_members == 0 {
+            return Err(ConfigError::Zero {
+                field: "max_members",
+            });
         }
         if self.max_health_multiplier == 0 || self.max_health_multiplier > 64 {
             return Err(ConfigError::HealthMultiplier);
@@ -167,6 +198,9 @@ pub enum ConfigError {
     /// `suspicion_max` is below `suspicion_min`.
     #[error("suspicion_max must be at least suspicion_min")]
     Suspicion,
+    /// `rejoin_max` is below `rejoin_min`.
+    #[error("rejoin_max must be at least rejoin_min")]
+    Rejoin,
     /// `max_health_multiplier` outside 1..=64.
     #[error("max_health_multiplier must be in 1..=64")]
     HealthMultiplier,
@@ -214,5 +248,16 @@ mod tests {
         let mut c = lan();
         c.max_health_multiplier = 0;
         assert_eq!(c.validate(), Err(ConfigError::HealthMultiplier));
+        let mut c = lan();
+        c.rejoin_max = Duration::from_millis(100);
+        assert_eq!(c.validate(), Err(ConfigError::Rejoin));
+        let mut c = lan();
+        c.max_members = 0;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "max_members"
+            })
+        );
     }
 }

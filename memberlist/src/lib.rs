@@ -101,6 +101,23 @@
 //! - **Leave fan-out**: a leaving member tells every member directly.
 //! - **Reconnect**: push-pull also picks dead members, so the two sides of
 //!   a healed partition find each other again.
+//! - **Rejoin and isolation**: the seeds given to [`Swim::join`] are where
+//!   members are expected. While a seed has no live member the core joins
+//!   it again, with a backoff from `rejoin_min` doubling to `rejoin_max`,
+//!   each delay drawn from the upper half of its step; so a member whose
+//!   first join was lost (a firewall, a seed not yet started, a wrong key
+//!   since fixed) joins without being told. A member with seeds but no
+//!   live member, once a join went unanswered or its last member was lost,
+//!   is *isolated* ([`Event::Isolated`], [`Swim::isolated`]): it cannot
+//!   tell whether the others are down or it is cut off.
+//! - **Bounded table**: at most `max_members` members are remembered; a new
+//!   name beyond takes the place of the oldest dead or left member, or is
+//!   dropped and counted.
+//! - **Serial incarnations**: incarnations are compared as RFC 1982 serial
+//!   numbers ([`member::is_newer`]), so a refutation `i + 1` beats a
+//!   suspicion or death at `i` for every `i`, `u32::MAX` included. No
+//!   clock is needed at start: a restarted member learns its previous
+//!   incarnation from the others and outbids it.
 //!
 //! # Default LAN profile
 //!
@@ -122,6 +139,8 @@
 //! | `retransmit_mult` λ | 4 | 8 sends per update and member at n = 50 |
 //! | `push_pull_interval` | 10 s | anti-entropy and partition healing within seconds |
 //! | `gossip_to_dead` / `dead_retention` | 30 s / 5 min | a falsely dead member hears of it; healed partitions reconnect |
+//! | `rejoin_min` / `rejoin_max` | 0.5 s / 10 s | a lost join is retried within a second; a seed back after a long outage is found within 10 s, at one join per seed per 5-10 s meanwhile |
+//! | `max_members` | 5000 | Kubernetes' largest supported cluster; a few MiB at most |
 //!
 //! Detection time is about W + T + S + δ: W, until some member probes the
 //! dead one (the cluster probes it about once per T, so W is roughly
@@ -154,7 +173,9 @@
 //!
 //! Limits: whole captured messages can be replayed (incarnations make old
 //! statements harmless once a member moved on); every key holder is
-//! trusted, as in hashicorp/memberlist; names must be unique.
+//! trusted, as in hashicorp/memberlist (it can fill the member table with
+//! names, which is bounded and counted); names must be unique. A statement
+//! about this member at any incarnation, even `u32::MAX`, can be refuted.
 
 pub mod config;
 pub mod envelope;

@@ -13,9 +13,38 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 /// A member's incarnation number (SWIM §4.2): only the member itself raises
-/// it, to refute a suspicion or to announce new metadata. A higher
+/// it, to refute a suspicion or to announce new metadata. A newer
 /// incarnation overrides every older statement about the member.
+///
+/// Incarnations are serial numbers (RFC 1982, 32 bits): they wrap from
+/// `u32::MAX` to 0 and are compared with [`is_newer`], never with `<`.
 pub type Incarnation = u32;
+
+/// Whether incarnation `a` is newer than `b` in RFC 1982 serial number
+/// arithmetic: `a` is 1 to 2³¹ − 1 steps ahead of `b`, counting around the
+/// wrap from `u32::MAX` to 0. Exactly 2³¹ apart, neither is newer (RFC 1982
+/// §3.2 leaves that pair undefined); the core treats such a statement as
+/// stale.
+///
+/// Why not `>`: a member refutes a statement about itself at incarnation
+/// `i` with `i + 1`, and that must beat `i` for every `i`. With plain
+/// integers a suspicion or death at `u32::MAX`, from a buggy or stale
+/// member, could never be outbid, and the member would stay dead. With
+/// serial numbers `i.wrapping_add(1)` is always newer than `i`. Two
+/// incarnations compared are always close (one step per refutation or
+/// metadata change), so the window of 2³¹ is never reached in practice.
+#[must_use]
+pub fn is_newer(a: Incarnation, b: Incarnation) -> bool {
+    let ahead = a.wrapping_sub(b);
+    ahead != 0 && ahead < 1 << 31
+}
+
+/// `a` is `b` or newer ([`is_newer`]): the rule for suspicions, deaths and
+/// leaves, which override a statement of the same incarnation.
+#[must_use]
+pub fn is_current(a: Incarnation, b: Incarnation) -> bool {
+    a == b || is_newer(a, b)
+}
 
 /// A member's unique name, 1 to [`Name::MAX_LEN`] octets of UTF-8.
 ///
@@ -242,6 +271,26 @@ mod tests {
         assert_eq!(n.as_str(), "node-1");
         assert_eq!(n.to_string(), "node-1");
         assert_eq!(format!("{n:?}"), "\"node-1\"");
+    }
+
+    #[test]
+    fn incarnations_are_serial_numbers() {
+        assert!(is_newer(1, 0));
+        assert!(!is_newer(0, 1));
+        assert!(!is_newer(7, 7));
+        // Around the wrap: 0 follows u32::MAX.
+        assert!(is_newer(0, u32::MAX));
+        assert!(!is_newer(u32::MAX, 0));
+        assert!(is_newer(u32::MAX, u32::MAX - 1));
+        // The farthest ahead that still counts as newer, and the undefined
+        // pair exactly 2^31 apart, which is newer neither way.
+        assert!(is_newer((1 << 31) - 1, 0));
+        assert!(!is_newer(1 << 31, 0) && !is_newer(0, 1 << 31));
+        // i + 1 beats i for every i: a refutation always wins.
+        for i in [0, 1, 1 << 31, (1 << 31) - 1, u32::MAX - 1, u32::MAX] {
+            assert!(is_newer(i.wrapping_add(1), i), "{i}");
+            assert!(is_current(i, i) && is_current(i.wrapping_add(1), i));
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::broadcast::Queue;
 use crate::config::{Config, ConfigError};
 use crate::envelope::{self, OpenError, Transport, frame};
 use crate::keyring::Keyring;
-use crate::member::{Incarnation, Member, Meta, Name, State};
+use crate::member::{Incarnation, Member, Meta, Name, State, is_current, is_newer};
 use crate::message::{
     DecodeError, MAX_MEMBERS, MAX_UPDATES, Message, Packet, PushPull, Seq, Update,
 };
@@ -57,6 +57,20 @@ pub struct Swim<R> {
     gossip_timer: Option<Timer>,
     reap_timer: Option<Timer>,
     last_gossip: Option<Instant>,
+    /// The addresses of the last [`join`](Swim::join), this member's own
+    /// excepted: where members are expected.
+    seeds: BTreeSet<SocketAddr>,
+    rejoin_timer: Option<Timer>,
+    /// Rejoins sent since every seed last had a live member: the backoff
+    /// exponent.
+    rejoin_attempt: u32,
+    /// The membership or the seeds changed since [`Self::check_seeds`]
+    /// last ran.
+    seeds_dirty: bool,
+    /// Some other member was up at the last check.
+    connected: bool,
+    /// See [`Swim::isolated`].
+    isolated: bool,
     outputs: VecDeque<Output>,
     stats: Stats,
 }
@@ -90,7 +104,9 @@ pub enum Output {
     Event(Event),
 }
 
-/// A membership change. Each carries the member as it is now.
+/// A membership change. Each carries the member as it is now, except the
+/// two about this member's own connectivity ([`Event::Isolated`],
+/// [`Event::Connected`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A member joined, or came back after being dead or gone.
@@ -105,19 +121,30 @@ pub enum Event {
     Left(Member),
     /// A live member's metadata or address changed.
     Updated(Member),
+    /// This member has seeds but no other member alive or suspect, and
+    /// either a join went unanswered or its last member was lost. From
+    /// here it cannot tell "the others are down" from "I am cut off" (a
+    /// blocked network, a wrong or stale key); it keeps rejoining its seeds
+    /// with backoff. See [`Swim::isolated`].
+    Isolated,
+    /// The end of an isolation: a member is up again, or no seeds are left
+    /// to expect.
+    Connected,
 }
 
 impl Event {
-    /// The member concerned.
+    /// The member concerned; `None` for [`Event::Isolated`] and
+    /// [`Event::Connected`], which are about this member's connectivity.
     #[must_use]
-    pub fn member(&self) -> &Member {
+    pub fn member(&self) -> Option<&Member> {
         match self {
             Self::Up(m)
             | Self::Alive(m)
             | Self::Suspect(m)
             | Self::Down(m)
             | Self::Left(m)
-            | Self::Updated(m) => m,
+            | Self::Updated(m) => Some(m),
+            Self::Isolated | Self::Connected => None,
         }
     }
 }
@@ -157,6 +184,15 @@ pub struct Stats {
     pub late_timers: u64,
     /// Stale timers handed back and ignored.
     pub stale_timers: u64,
+    /// Rejoin rounds: joins sent again to seeds without a live member.
+    pub rejoins: u64,
+    /// Times this member became isolated ([`Event::Isolated`]).
+    pub isolations: u64,
+    /// New members dropped because the table held
+    /// [`Config::max_members`] and none was dead or left.
+    pub members_rejected: u64,
+    /// Dead or left members forgotten early to make room for a new one.
+    pub members_evicted: u64,
 }
 
 /// A message the core dropped. The core's state is unchanged, except for
@@ -194,6 +230,7 @@ enum Due {
     Gossip,
     PushPull,
     Reap,
+    Rejoin,
 }
 
 impl Due {
@@ -208,6 +245,7 @@ impl Due {
             Self::Gossip => TimerKind::Gossip,
             Self::PushPull => TimerKind::PushPull,
             Self::Reap => TimerKind::Reap,
+            Self::Rejoin => TimerKind::Rejoin,
         }
     }
 }
@@ -289,6 +327,12 @@ impl<R: RngCore> Swim<R> {
             gossip_timer: None,
             reap_timer: None,
             last_gossip: None,
+            seeds: BTreeSet::new(),
+            rejoin_timer: None,
+            rejoin_attempt: 0,
+            seeds_dirty: false,
+            connected: false,
+            isolated: false,
             outputs: VecDeque::new(),
             stats: Stats::default(),
         };
@@ -301,19 +345,35 @@ impl<R: RngCore> Swim<R> {
         Ok(swim)
     }
 
-    /// Sends this member's full state to each seed, asking for theirs back
-    /// (the join of hashicorp/memberlist). Call again to retry; joining an
-    /// already joined cluster is harmless.
-    pub fn join(&mut self, _now: Instant, seeds: impl IntoIterator<Item = SocketAddr>) {
+    /// Sets the seeds, the addresses where members are expected (this
+    /// member's own address is skipped), and sends this member's full state
+    /// to each seed that has no live member yet, asking for theirs back
+    /// (the join of hashicorp/memberlist).
+    ///
+    /// The seeds replace those of the previous call: pass the whole set
+    /// each time it changes (the speaker Pods' addresses, say). While a
+    /// seed has no live member the core joins it again by itself, with a
+    /// backoff from [`Config::rejoin_min`] doubling to
+    /// [`Config::rejoin_max`], jittered; a seed whose member is up costs
+    /// nothing. With seeds and no live member, the core reports
+    /// [`Event::Isolated`]. Ignored after [`leave`](Self::leave).
+    pub fn join(&mut self, now: Instant, seeds: impl IntoIterator<Item = SocketAddr>) {
         if self.left {
             return;
         }
-        for seed in seeds {
-            if seed != self.local.addr {
-                debug!(%seed, "join");
-                self.send_state(seed, true, true);
-            }
+        let local = self.local.addr;
+        self.seeds = seeds.into_iter().filter(|s| *s != local).collect();
+        // New seeds: start the backoff over.
+        self.rejoin_attempt = 0;
+        if let Some(t) = self.rejoin_timer.take() {
+            self.timers.cancel(t);
         }
+        for seed in self.missing_seeds() {
+            debug!(%seed, "join");
+            self.send_state(seed, true, true);
+        }
+        self.seeds_dirty = true;
+        self.check_seeds(now);
     }
 
     /// Leaves gracefully: every known member is told directly, at once, and
@@ -327,9 +387,13 @@ impl<R: RngCore> Swim<R> {
         debug!(incarnation = self.local.incarnation, "leave");
         self.left = true;
         self.local.state = State::Left;
-        for t in [self.probe_timer.take(), self.push_pull_timer.take()]
-            .into_iter()
-            .flatten()
+        for t in [
+            self.probe_timer.take(),
+            self.push_pull_timer.take(),
+            self.rejoin_timer.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             self.timers.cancel(t);
         }
@@ -405,7 +469,7 @@ impl<R: RngCore> Swim<R> {
         let behind = packet.updates.iter().any(|u| {
             !matches!(u, Update::Alive { .. })
                 && *u.name() == self.local.name
-                && u.incarnation() < self.local.incarnation
+                && is_newer(self.local.incarnation, u.incarnation())
         });
         // Updates first: a buddy suspicion about us is refuted before the
         // ack goes out, so the ack carries the refutation.
@@ -431,6 +495,7 @@ impl<R: RngCore> Swim<R> {
         if correction.is_some() {
             self.send(from, Message::Gossip, correction);
         }
+        self.check_seeds(now);
         Ok(())
     }
 
@@ -473,6 +538,7 @@ impl<R: RngCore> Swim<R> {
         if state.reply {
             self.send_state(state.addr, false, false);
         }
+        self.check_seeds(now);
         Ok(())
     }
 
@@ -481,7 +547,10 @@ impl<R: RngCore> Swim<R> {
     /// ignored. Drain [`poll_output`](Self::poll_output) afterwards.
     pub fn handle_timer(&mut self, now: Instant, timer: Timer) {
         match self.timers.take(timer, now) {
-            Ok((at, due)) => self.fire(now, at, due),
+            Ok((at, due)) => {
+                self.fire(now, at, due);
+                self.check_seeds(now);
+            }
             Err(true) => trace!(%timer, "timer not due yet"),
             Err(false) => {
                 self.stats.stale_timers += 1;
@@ -543,6 +612,24 @@ impl<R: RngCore> Swim<R> {
             .count()
     }
 
+    /// Whether this member is isolated: it has seeds (from
+    /// [`join`](Self::join)) but no other member alive or suspect, and a
+    /// join went unanswered or its last member was lost. Set with
+    /// [`Event::Isolated`], cleared with [`Event::Connected`]. A member
+    /// without seeds (the first of a cluster) is never isolated. While
+    /// isolated it cannot know whether the others are down or it is cut
+    /// off, so a caller should not take over work that others may be
+    /// doing.
+    #[must_use]
+    pub fn isolated(&self) -> bool {
+        self.isolated
+    }
+
+    /// The seeds of the last [`join`](Self::join).
+    pub fn seeds(&self) -> impl Iterator<Item = &SocketAddr> {
+        self.seeds.iter()
+    }
+
     /// Lifeguard's local health multiplier, 1 when healthy.
     #[must_use]
     pub fn health_multiplier(&self) -> u32 {
@@ -596,6 +683,7 @@ impl<R: RngCore> Swim<R> {
             Due::Gossip => self.gossip(now),
             Due::PushPull => self.push_pull_round(now),
             Due::Reap => self.reap(now),
+            Due::Rejoin => self.rejoin(now),
         }
     }
 
@@ -864,11 +952,14 @@ impl<R: RngCore> Swim<R> {
             // Someone speaks for a newer us (a previous life, or a name
             // clash): outbid it.
             let differs = addr != self.local.addr || meta != self.local.meta;
-            if incarnation > self.local.incarnation
+            if is_newer(incarnation, self.local.incarnation)
                 || (incarnation == self.local.incarnation && differs)
             {
                 self.refute(now, incarnation);
             }
+            return;
+        }
+        if !self.members.contains_key(&name) && !self.make_room(&name) {
             return;
         }
         let event = match self.members.get_mut(&name) {
@@ -892,7 +983,7 @@ impl<R: RngCore> Swim<R> {
                 Event::Up(member)
             }
             Some(e) => {
-                if incarnation <= e.member.incarnation {
+                if !is_newer(incarnation, e.member.incarnation) {
                     return;
                 }
                 let old = e.member.clone();
@@ -937,7 +1028,9 @@ impl<R: RngCore> Swim<R> {
                 }
             }
         };
-        debug!(member = %event.member(), "alive");
+        if let Some(m) = event.member() {
+            debug!(member = %m, "alive");
+        }
         self.event(event);
         self.broadcast(
             now,
@@ -954,7 +1047,7 @@ impl<R: RngCore> Swim<R> {
     /// second suspector of the same incarnation is a confirmation.
     fn apply_suspect(&mut self, now: Instant, name: Name, incarnation: Incarnation, from: Name) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -963,7 +1056,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || !e.member.state.is_up() {
+        if !is_current(incarnation, e.member.incarnation) || !e.member.state.is_up() {
             return;
         }
         if let Some(s) = e.suspicion.as_mut()
@@ -1087,7 +1180,7 @@ impl<R: RngCore> Swim<R> {
     /// incarnation.
     fn apply_dead(&mut self, now: Instant, name: Name, incarnation: Incarnation, from: Name) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -1095,7 +1188,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || !e.member.state.is_up() {
+        if !is_current(incarnation, e.member.incarnation) || !e.member.state.is_up() {
             return;
         }
         let suspicion = e.suspicion.take();
@@ -1123,7 +1216,7 @@ impl<R: RngCore> Swim<R> {
     /// incarnation.
     fn apply_left(&mut self, now: Instant, name: Name, incarnation: Incarnation) {
         if name == self.local.name {
-            if incarnation >= self.local.incarnation {
+            if is_current(incarnation, self.local.incarnation) {
                 self.refute(now, incarnation);
             }
             return;
@@ -1131,7 +1224,7 @@ impl<R: RngCore> Swim<R> {
         let Some(e) = self.members.get_mut(&name) else {
             return;
         };
-        if incarnation < e.member.incarnation || e.member.state == State::Left {
+        if !is_current(incarnation, e.member.incarnation) || e.member.state == State::Left {
             return;
         }
         let suspicion = e.suspicion.take();
@@ -1162,10 +1255,17 @@ impl<R: RngCore> Swim<R> {
         self.broadcast_local(now);
     }
 
+    /// Moves past `seen` (a statement about us) and our own incarnation,
+    /// whichever is newer. Serial arithmetic: the next incarnation after
+    /// `u32::MAX` is 0, and every member takes it as newer, so a statement
+    /// about us at any incarnation can be refuted.
     fn bump_incarnation(&mut self, seen: Incarnation) {
-        // An incarnation of 2^32 - 1 cannot be outbid; unreachable with one
-        // bump per refutation or metadata change.
-        self.local.incarnation = seen.max(self.local.incarnation).saturating_add(1);
+        let base = if is_newer(seen, self.local.incarnation) {
+            seen
+        } else {
+            self.local.incarnation
+        };
+        self.local.incarnation = base.wrapping_add(1);
     }
 
     fn broadcast_local(&mut self, now: Instant) {
@@ -1373,7 +1473,140 @@ impl<R: RngCore> Swim<R> {
     }
 
     fn event(&mut self, event: Event) {
+        self.seeds_dirty = true;
         self.outputs.push_back(Output::Event(event));
+    }
+
+    // ---- seeds, rejoin and isolation ----
+
+    /// Seeds with no live member at their address.
+    fn missing_seeds(&self) -> Vec<SocketAddr> {
+        if self.seeds.is_empty() {
+            return Vec::new();
+        }
+        let up: BTreeSet<SocketAddr> = self
+            .members
+            .values()
+            .filter(|e| e.member.state.is_up())
+            .map(|e| e.member.addr)
+            .collect();
+        self.seeds
+            .iter()
+            .filter(|s| !up.contains(s))
+            .copied()
+            .collect()
+    }
+
+    /// Runs after every input that changed the membership or the seeds:
+    /// keeps the rejoin timer armed exactly while a seed has no live
+    /// member, declares an isolation when the last member is lost, and
+    /// ends one when a member is up.
+    fn check_seeds(&mut self, now: Instant) {
+        if !std::mem::take(&mut self.seeds_dirty) || self.left {
+            return;
+        }
+        let up = self.num_up() > 0;
+        let missing = !self.missing_seeds().is_empty();
+        if !missing {
+            self.rejoin_attempt = 0;
+            if let Some(t) = self.rejoin_timer.take() {
+                self.timers.cancel(t);
+            }
+        } else if self.rejoin_timer.is_none() {
+            let at = now + self.rejoin_delay();
+            self.rejoin_timer = Some(self.arm(at, Due::Rejoin));
+        }
+        let alone = !up && !self.seeds.is_empty();
+        if alone && self.connected {
+            // The failure detector took the last member: already
+            // established, no need to wait for a rejoin to go unanswered.
+            self.set_isolated(true);
+        } else if !alone {
+            self.set_isolated(false);
+        }
+        self.connected = up;
+    }
+
+    /// The rejoin timer: join the seeds without a live member again.
+    fn rejoin(&mut self, now: Instant) {
+        self.rejoin_timer = None;
+        let missing = self.missing_seeds();
+        if missing.is_empty() {
+            self.rejoin_attempt = 0;
+            return;
+        }
+        if self.num_up() == 0 {
+            // The previous join went unanswered for a whole backoff.
+            self.set_isolated(true);
+        }
+        self.stats.rejoins += 1;
+        debug!(
+            seeds = missing.len(),
+            attempt = self.rejoin_attempt,
+            "rejoin"
+        );
+        for seed in missing {
+            self.send_state(seed, true, true);
+        }
+        self.rejoin_attempt = self.rejoin_attempt.saturating_add(1);
+        let at = now + self.rejoin_delay();
+        self.rejoin_timer = Some(self.arm(at, Due::Rejoin));
+    }
+
+    /// The delay before the next rejoin: `rejoin_min · 2^attempt`, at most
+    /// `rejoin_max`, drawn uniformly from the upper half of that.
+    fn rejoin_delay(&mut self) -> Duration {
+        let factor = 1u32 << self.rejoin_attempt.min(31);
+        let full = self
+            .config
+            .rejoin_min
+            .saturating_mul(factor)
+            .min(self.config.rejoin_max);
+        let half = full / 2;
+        half + self.jitter(full - half)
+    }
+
+    fn set_isolated(&mut self, isolated: bool) {
+        if isolated == self.isolated {
+            return;
+        }
+        self.isolated = isolated;
+        if isolated {
+            self.stats.isolations += 1;
+            debug!(seeds = self.seeds.len(), "isolated");
+            self.outputs.push_back(Output::Event(Event::Isolated));
+        } else {
+            debug!("connected");
+            self.outputs.push_back(Output::Event(Event::Connected));
+        }
+    }
+
+    /// Room in the table for the new member `name`: true if there is
+    /// room, or the oldest dead or left member was forgotten to make it;
+    /// false (counted) if the table is full of live members.
+    fn make_room(&mut self, name: &Name) -> bool {
+        if self.members.len() < self.config.max_members {
+            return true;
+        }
+        let oldest = self
+            .members
+            .values()
+            .filter(|e| !e.member.state.is_up())
+            .min_by_key(|e| e.since)
+            .map(|e| e.member.name.clone());
+        match oldest {
+            Some(old) => {
+                self.members.remove(&old);
+                self.stats.members_evicted += 1;
+                trace!(member = %old, "forgotten to make room");
+                true
+            }
+            None => {
+                self.stats.members_rejected += 1;
+                trace!(member = %name, max = self.config.max_members, "member table full");
+                false
+            }
+        }
     }
 
     fn arm(&mut self, at: Instant, due: Due) -> Timer {

@@ -56,6 +56,8 @@ pub enum TimerKind {
     PushPull,
     /// Forget dead and left members past their retention.
     Reap,
+    /// Join the seeds that have no live member again (backoff).
+    Rejoin,
 }
 
 /// The live timers of one core and the data each fires with.

@@ -492,17 +492,11 @@ fn loss_report() {
 }
 
 /// `n` members started `gap` apart, each joining member 0 only (as the
-/// failover benchmark starts them), with incarnations as the
-/// `ferrolb-memberlist` binary sets them (seconds since the epoch). Every
-/// member must learn of every later joiner by gossip alone, well before
-/// the first push-pull round could help; returns the time from the last
-/// join until everyone sees everyone.
+/// failover benchmark starts them). Every member must learn of every later
+/// joiner by gossip alone, well before the first push-pull round could
+/// help; returns the time from the last join until everyone sees everyone.
 fn staggered_join(seed: u64, n: usize, gap: Duration) -> Duration {
-    let config = |i: usize| {
-        let mut c = lan(i);
-        c.incarnation = 1_700_000_000 + u32::try_from(i).unwrap();
-        c
-    };
+    let config = lan;
     let mut sim = Sim::new(seed);
     sim.add(config(0));
     for i in 1..n {
@@ -534,8 +528,138 @@ fn staggered_join(seed: u64, n: usize, gap: Duration) -> Duration {
 #[test]
 fn staggered_joins_through_one_seed() {
     let _guard = test_log();
-    for (seed, n, gap_ms) in [(61, 100, 100), (62, 150, 20), (63, 100, 0)] {
+    for (seed, n, gap_ms) in [(66, 100, 100), (62, 150, 20), (63, 100, 0)] {
         let took = staggered_join(seed, n, Duration::from_millis(gap_ms));
         println!("{n} members {gap_ms} ms apart: formed {took:?} after the last join");
     }
+}
+
+/// Node `i`'s isolation events since `from`, in order.
+fn isolation(sim: &Sim, i: usize, from: std::time::Instant) -> Vec<Event> {
+    sim.events
+        .iter()
+        .filter(|(t, j, e)| {
+            *t >= from && *j == i && matches!(e, Event::Isolated | Event::Connected)
+        })
+        .map(|(_, _, e)| e.clone())
+        .collect()
+}
+
+/// The longest a healed member waits for its next rejoin, plus time for
+/// the join's round trip and gossip: from the configuration, not a guess.
+fn rejoin_bound(c: &Config) -> Duration {
+    c.rejoin_max + c.probe_interval * 10
+}
+
+/// A node whose join is dropped on the way (a firewall, a dead link) is
+/// isolated meanwhile, and joins on its own once the path is back.
+#[test]
+fn blocked_join_rejoins_after_the_block() {
+    let _guard = test_log();
+    let n = 4;
+    let mut sim = Sim::cluster(91, n, lan);
+    let from = sim.now;
+    let late = sim.add(lan(n));
+    // The newcomer reaches nobody, and nobody reaches it.
+    sim.partition = Some((0..=n).map(|i| u8::from(i == late)).collect());
+    sim.join(late, &[0, 1]);
+    sim.run_for(Duration::from_secs(5));
+    assert!(sim.get(late).isolated());
+    assert_eq!(sim.get(late).num_up(), 0);
+    assert!(
+        sim.get(late).stats().rejoins >= 3,
+        "{:?}",
+        sim.get(late).stats()
+    );
+    sim.partition = None;
+    let deadline = sim.now + rejoin_bound(&lan(n));
+    assert!(
+        sim.run_until_cond(deadline, Sim::converged),
+        "no join after the block"
+    );
+    assert_eq!(
+        isolation(&sim, late, from),
+        [Event::Isolated, Event::Connected]
+    );
+    assert!(!sim.get(late).isolated());
+    assert!(sim.downs_since(from).is_empty());
+}
+
+/// The only seed starts after the node that joins it.
+#[test]
+fn late_seed_is_joined_when_it_starts() {
+    let _guard = test_log();
+    let mut sim = Sim::new(92);
+    let seed = sim.add(lan(0));
+    sim.kill(seed);
+    let node = sim.add(lan(1));
+    sim.join(node, &[seed]);
+    sim.run_for(Duration::from_secs(7));
+    assert!(sim.get(node).isolated());
+    sim.start(seed, lan(0));
+    let deadline = sim.now + rejoin_bound(&lan(0));
+    assert!(sim.run_until_cond(deadline, Sim::converged));
+    assert_eq!(
+        isolation(&sim, node, sim.t0),
+        [Event::Isolated, Event::Connected]
+    );
+}
+
+/// A node with the wrong key is isolated (its joins fail authentication)
+/// and keeps trying: once its key is right, it joins without being told.
+#[test]
+fn wrong_key_is_isolated_until_the_key_is_right() {
+    let _guard = test_log();
+    let n = 3;
+    let mut sim = Sim::cluster(93, n, lan);
+    let mut wrong = lan(n);
+    wrong.security = Security::Encrypted(Keyring::new(key(2)));
+    let node = sim.add(wrong);
+    sim.join(node, &[0]);
+    sim.run_for(Duration::from_secs(4));
+    assert!(sim.get(node).isolated());
+    let rejected = sim.get(0).stats().unknown_key;
+    assert!(rejected >= 2, "{rejected} joins rejected at the seed");
+    // The key file is fixed (the driver re-reads it into the keyring).
+    sim.swim(node).keyring_mut().unwrap().install(key(1));
+    sim.swim(node)
+        .keyring_mut()
+        .unwrap()
+        .use_key(&key(1))
+        .unwrap();
+    let deadline = sim.now + rejoin_bound(&lan(n));
+    assert!(sim.run_until_cond(deadline, Sim::converged));
+    assert!(!sim.get(node).isolated());
+}
+
+/// A member left behind by a key rotation (its key is stale) loses every
+/// member, is isolated at once, and comes back when it gets the new key.
+#[test]
+fn stale_key_member_is_isolated_then_rejoins() {
+    let _guard = test_log();
+    let n = 4;
+    let mut sim = Sim::cluster(94, n, lan);
+    let from = sim.now;
+    let stale = n - 1;
+    for i in 0..stale {
+        let k = sim.swim(i).keyring_mut().unwrap();
+        k.install(key(2));
+        k.use_key(&key(2)).unwrap();
+        k.remove(&key(1)).unwrap();
+    }
+    let deadline = sim.now + Duration::from_secs(30);
+    assert!(sim.run_until_cond(deadline, |s| s.get(stale).isolated()));
+    assert_eq!(sim.get(stale).num_up(), 0);
+    sim.swim(stale).keyring_mut().unwrap().install(key(2));
+    sim.swim(stale)
+        .keyring_mut()
+        .unwrap()
+        .use_key(&key(2))
+        .unwrap();
+    let deadline = sim.now + rejoin_bound(&lan(n));
+    assert!(sim.run_until_cond(deadline, Sim::converged));
+    assert_eq!(
+        isolation(&sim, stale, from),
+        [Event::Isolated, Event::Connected]
+    );
 }

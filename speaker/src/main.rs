@@ -9,14 +9,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bgp::session::StopMode;
 use clap::{Parser, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use speaker::driver::l2::L2Config;
-use speaker::driver::memberlist::{Config as MemberlistConfig, Memberlist};
+use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
 use speaker::publish;
 use speaker::run::{self, Options};
@@ -118,9 +118,16 @@ struct Args {
     #[arg(long, requires = "memberlist_bind", value_parser = parse_advertise)]
     memberlist_advertise: Option<Advertise>,
     /// A member to join, ADDR:PORT; repeat for more (in Kubernetes mode
-    /// the speaker Pods are joined as well).
+    /// the speaker Pods are joined as well). Seeds without a live member
+    /// are joined again with backoff (0.5 s doubling to 10 s, jittered); a
+    /// node with seeds but no live member reports itself isolated
+    /// (ferrolb_memberlist_isolated).
     #[arg(long = "memberlist-join", requires = "memberlist_bind")]
     memberlist_join: Vec<SocketAddr>,
+    /// Most memberlist members remembered; new names beyond it replace the
+    /// oldest dead or left member, or are dropped (and counted).
+    #[arg(long, default_value_t = 5000, requires = "memberlist_bind")]
+    memberlist_max_members: usize,
     /// File of AES-256 keys, one per line (64 hex digits or base64 of 32
     /// octets; the first is primary, the others accepted, for rotation). Any
     /// other line is a passphrase whose SHA-256 is the key, so MetalLB's
@@ -269,10 +276,14 @@ async fn start_kubernetes(
             let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel();
             let ml = ml.clone();
             let own = advertise_addr(args.memberlist_advertise, bind);
+            let fixed = args.memberlist_join.clone();
             tokio::spawn(async move {
                 while let Some(ips) = seeds_rx.recv().await {
-                    let addrs = k8s::seed_addrs(&ips, own.port(), own);
-                    if !addrs.is_empty() && ml.join(addrs).is_err() {
+                    // The whole set each time: the seeds are where members
+                    // are expected, and a Pod gone is no longer one.
+                    let mut addrs = k8s::seed_addrs(&ips, own.port(), own);
+                    addrs.extend(fixed.iter().copied());
+                    if ml.join(addrs).is_err() {
                         return;
                     }
                 }
@@ -296,16 +307,7 @@ async fn start_kubernetes(
     Ok(report_tx)
 }
 
-fn start_memberlist(
-    args: &Args,
-    bind: SocketAddr,
-) -> Result<
-    (
-        Memberlist,
-        mpsc::UnboundedReceiver<speaker::driver::memberlist::MemberEvent>,
-    ),
-    String,
-> {
+fn start_memberlist(args: &Args, bind: SocketAddr) -> Result<(Memberlist, Events), String> {
     let security = match &args.memberlist_key_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -321,55 +323,24 @@ fn start_memberlist(
     };
     let name = Name::new(&args.node_name).map_err(|e| format!("--node-name: {e}"))?;
     let advertise = advertise_addr(args.memberlist_advertise, bind);
+    // Incarnation 0, not the wall clock: a clock stepped back would make a
+    // restart lower than its previous life anyway. The others hand the old
+    // incarnation back on join and the core outbids it (see
+    // `memberlist::Config::incarnation`).
     let mut swim = memberlist::Config::lan(name, advertise, security);
-    // Seconds since the epoch: a restarted member is taken back at once
-    // instead of first refuting its recorded death.
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    swim.incarnation = u32::try_from(secs).unwrap_or(u32::MAX);
+    swim.max_members = args.memberlist_max_members;
     let mut config = MemberlistConfig::new(swim, bind);
     config.seeds.clone_from(&args.memberlist_join);
     let started =
         Memberlist::start(config).map_err(|e| format!("--memberlist-bind {bind}: {e}"))?;
     if let Some(path) = &args.memberlist_key_file {
         let every = Duration::from_millis(args.memberlist_key_reload_ms.max(100));
-        tokio::spawn(reload_keys(path.clone(), every, started.0.clone()));
+        let ml = started.0.clone();
+        tokio::spawn(keyring::watch(path.clone(), every, move |ring| {
+            ml.set_keyring(ring).is_ok()
+        }));
     }
     Ok(started)
-}
-
-/// Re-reads the key file every `every` and hands a changed keyring
-/// to memberlist (a Secret volume is updated in place when the Secret
-/// changes). A file that cannot be read or parsed is logged and the keys
-/// in use stay.
-async fn reload_keys(path: PathBuf, every: Duration, ml: Memberlist) {
-    let mut last = std::fs::read_to_string(&path).ok();
-    let mut tick = tokio::time::interval(every);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => {
-                warn!(path = %path.display(), error = %e, "memberlist key file unreadable; keys unchanged");
-                continue;
-            }
-        };
-        if last.as_deref() == Some(text.as_str()) {
-            continue;
-        }
-        match keyring::parse(&text) {
-            Ok(ring) => {
-                info!(keys = ring.keys().count(), "memberlist keys reloaded");
-                if ml.set_keyring(ring).is_err() {
-                    return;
-                }
-                last = Some(text);
-            }
-            Err(e) => warn!(error = %e, "memberlist key file rejected; keys unchanged"),
-        }
-    }
 }
 
 /// `--memberlist-advertise`: a full address, or an IP for the bind port.

@@ -34,7 +34,7 @@ use crate::announce::{
 use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
-use crate::driver::memberlist::{MemberEvent, Memberlist};
+use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
 use crate::source::{Snapshot, file};
@@ -74,7 +74,7 @@ pub type Reload = Result<Snapshot, Vec<file::Error>>;
 pub async fn run(
     opts: Options,
     mut reloads: mpsc::Receiver<Reload>,
-    memberlist: Option<(Memberlist, mpsc::UnboundedReceiver<MemberEvent>)>,
+    memberlist: Option<(Memberlist, Events)>,
     metrics: metrics::Shared,
     report: Option<watch::Sender<publish::Report>>,
     shutdown: impl Future<Output = ()>,
@@ -128,14 +128,22 @@ pub async fn run(
                 r.reload(reload);
                 r.reconcile().await;
             }
-            Some(ev) = recv_opt(&mut member_events) => {
-                if r.member_event(&ev.event) {
-                    if r.l2_hold.is_some() && matches!(ev.event, Event::Up(_)) {
-                        // A join brings the whole member list in one
-                        // exchange: decide shortly after the first member.
-                        let soon = std::time::Instant::now() + L2_HOLD_SETTLE;
-                        r.l2_hold = r.l2_hold.map(|h| h.min(soon));
+            // One reconcile per batch: a burst of joins (a join reply lists
+            // every member) is one batch, not one reconcile per member.
+            Some(batch) = recv_batch_opt(&mut member_events) => {
+                let mut changed = false;
+                for ev in &batch {
+                    if r.member_event(&ev.event) {
+                        changed = true;
+                        if r.l2_hold.is_some() && matches!(ev.event, Event::Up(_)) {
+                            // A join brings the whole member list in one
+                            // exchange: decide shortly after the first member.
+                            let soon = std::time::Instant::now() + L2_HOLD_SETTLE;
+                            r.l2_hold = r.l2_hold.map(|h| h.min(soon));
+                        }
                     }
+                }
+                if changed {
                     r.reconcile().await;
                 }
             }
@@ -265,7 +273,12 @@ impl Reconciler {
         let Some(members) = &mut self.members else {
             return false;
         };
-        let name = event.member().name.as_str().to_owned();
+        // `Isolated` / `Connected` (no member) are not used by the layer 2
+        // decisions yet.
+        let Some(member) = event.member() else {
+            return false;
+        };
+        let name = member.name.as_str().to_owned();
         match event {
             Event::Up(_) | Event::Alive(_) | Event::Suspect(_) | Event::Updated(_) => {
                 members.insert(name)
@@ -274,6 +287,7 @@ impl Reconciler {
                 // This node counts as long as it runs.
                 name != self.opts.node && members.remove(&name)
             }
+            Event::Isolated | Event::Connected => false,
         }
     }
 
@@ -700,6 +714,14 @@ fn bfd_down() -> Notification {
 async fn sleep_opt(at: Option<std::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next batch of memberlist events; pending forever without memberlist.
+async fn recv_batch_opt(rx: &mut Option<Events>) -> Option<Vec<MemberEvent>> {
+    match rx {
+        Some(rx) => rx.recv_batch().await,
         None => std::future::pending().await,
     }
 }

@@ -1,8 +1,12 @@
 //! `ferrolb-memberlist` processes, one per network namespace on one bridge
 //! (10.0.0.1..N/24, port 7946): formation, kill -9 detection time, a 200 ms
 //! SIGSTOP, 5% random loss (nftables in every namespace), wrong keys and
-//! plaintext, graceful leave. Events are read as JSON from each process's
-//! stdout; detection times use the events' own timestamps.
+//! plaintext, graceful leave; and the hardening of issue 14: a join blocked
+//! by nftables, a wrong key fixed by rewriting the key file, a seed that
+//! starts late (each: isolated meanwhile, joined after, no restart), a
+//! keyless client holding stream connections, and a restart "earlier" than
+//! the previous life. Events are read as JSON from each process's stdout;
+//! detection times use the events' own timestamps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -161,18 +165,7 @@ struct Cluster {
 impl Cluster {
     /// N members with key A, each joining node 1, all alive everywhere.
     fn new(n: usize) -> Self {
-        testnet::require_root();
-        testnet::require_binary("nft");
-        let bridge = Bridge::new("mlbr");
-        let dir = RunDir::new("memberlist");
-        std::fs::write(dir.join("key-a"), format!("{KEY_A}\n")).unwrap();
-        std::fs::write(dir.join("key-b"), format!("{KEY_B}\n")).unwrap();
-        let mut cluster = Self {
-            _bridge: bridge,
-            netns: Vec::new(),
-            nodes: Vec::new(),
-            dir,
-        };
+        let mut cluster = Self::empty();
         for i in 1..=n {
             cluster.add(i, &["--key-file", "key-a"]);
         }
@@ -180,16 +173,54 @@ impl Cluster {
         cluster
     }
 
+    /// The bridge and the key files, no member yet.
+    fn empty() -> Self {
+        testnet::require_root();
+        testnet::require_binary("nft");
+        let bridge = Bridge::new("mlbr");
+        let dir = RunDir::new("memberlist");
+        std::fs::write(dir.join("key-a"), format!("{KEY_A}\n")).unwrap();
+        std::fs::write(dir.join("key-b"), format!("{KEY_B}\n")).unwrap();
+        Self {
+            _bridge: bridge,
+            netns: Vec::new(),
+            nodes: Vec::new(),
+            dir,
+        }
+    }
+
     /// Adds namespace `i` and starts member `m{i}` in it; `key-a`/`key-b`
     /// in `extra` name files of the run directory.
     fn add(&mut self, i: usize, extra: &[&str]) -> usize {
+        self.add_with(i, extra, |_| {})
+    }
+
+    /// [`Self::add`], running `before` in the new namespace before the
+    /// member starts (nftables rules, say).
+    fn add_with(&mut self, i: usize, extra: &[&str], before: impl FnOnce(&Netns)) -> usize {
+        let ns = self.netns(i);
+        before(&ns);
+        let node = self.start(&ns, i, extra);
+        self.netns.push(ns);
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Namespace `i` on the bridge, 10.0.0.`i`/24, nothing running.
+    fn netns(&self, i: usize) -> Netns {
         let ns = Netns::new(&format!("ml{i}"));
         self._bridge.attach(&ns, "eth0");
         ns.add_addr("eth0", &format!("10.0.0.{i}/24"));
+        ns
+    }
+
+    /// Starts member `m{i}` in `ns`, joining m1 unless it is m1.
+    fn start(&self, ns: &Netns, i: usize, extra: &[&str]) -> Node {
         let extra: Vec<String> = extra
             .iter()
             .map(|a| match *a {
-                "key-a" | "key-b" => self.dir.join(a).display().to_string(),
+                // key-a, key-b and other key files of the run directory.
+                a if a.starts_with("key-") => self.dir.join(a).display().to_string(),
                 a => a.to_owned(),
             })
             .collect();
@@ -197,16 +228,13 @@ impl Cluster {
         if i != 1 {
             args.extend(["--join", "10.0.0.1:7946"]);
         }
-        let node = Node::start(
-            &ns,
+        Node::start(
+            ns,
             &self.dir,
             &format!("m{i}"),
             &format!("10.0.0.{i}"),
             &args,
-        );
-        self.netns.push(ns);
-        self.nodes.push(node);
-        self.nodes.len() - 1
+        )
     }
 
     fn names(&self, n: usize) -> BTreeSet<String> {
@@ -393,4 +421,284 @@ fn graceful_leave_is_left_not_dead() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(c.reports("dead", "m2").is_empty());
     assert!(c.reports("suspect", "m2").is_empty());
+}
+
+/// Waits until `node`'s counter `field` reaches `at_least`; returns it.
+fn wait_stat(node: &mut Node, field: &str, at_least: u64, timeout: Duration) -> u64 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let s = node.stats();
+        let v = s[field].as_u64().unwrap();
+        if v >= at_least {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {field} = {v} < {at_least} after {timeout:?}: {s}\n{}",
+            node.name,
+            node.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The isolation events a node printed, in order.
+fn isolation_events(node: &mut Node) -> Vec<String> {
+    node.poll();
+    node.seen
+        .iter()
+        .filter(|v| v["event"] == "isolated" || v["event"] == "connected")
+        .map(|v| v["event"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// How long a node whose seeds are back may wait for its next rejoin: the
+/// core's largest backoff (10 s, `memberlist::Config::lan`), plus the join
+/// itself. A liveness bound, far above what happens.
+const REJOIN: Duration = Duration::from_secs(20);
+
+/// Issue 14, finding 3: the memberlist ports toward the seed are dropped
+/// by nftables when the node starts; it reports itself isolated, keeps
+/// rejoining, and joins without a restart once the block is lifted.
+#[test]
+fn blocked_join_is_isolated_then_joins() {
+    let mut c = Cluster::new(2);
+    let m3 = c.add_with(3, &["--key-file", "key-a"], |ns| {
+        ns.run(["nft", "add", "table", "inet", "block"]);
+        ns.run([
+            "nft",
+            "add chain inet block output { type filter hook output priority 0; policy accept; }",
+        ]);
+        ns.run([
+            "nft",
+            "add rule inet block output ip daddr 10.0.0.0/24 meta l4proto { tcp, udp } th dport 7946 counter drop",
+        ]);
+    });
+    c.nodes[m3].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    // A few rejoins go into the block.
+    wait_stat(&mut c.nodes[m3], "rejoins", 3, Duration::from_secs(10));
+    assert_eq!(c.nodes[m3].stats()["isolated"], true);
+    let pid = c.nodes[m3].proc.pid();
+    c.netns[m3].run(["nft", "delete", "table", "inet", "block"]);
+    c.nodes[m3].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(3, Duration::from_secs(5));
+    assert_eq!(c.nodes[m3].proc.pid(), pid);
+    assert!(c.nodes[m3].proc.is_running());
+    assert_eq!(
+        isolation_events(&mut c.nodes[m3]),
+        ["isolated", "connected"]
+    );
+    let s = c.nodes[m3].stats();
+    assert_eq!(s["isolated"], false, "{s}");
+    eprintln!(
+        "blocked join: {} rejoins, joined after the block",
+        s["rejoins"]
+    );
+}
+
+/// Issue 14, finding 3: a node with the wrong key is isolated (its joins
+/// fail authentication at the seed) and keeps trying; when its key file is
+/// rotated to the cluster's key, it joins.
+#[test]
+fn wrong_key_is_isolated_until_the_key_file_is_fixed() {
+    let mut c = Cluster::new(2);
+    std::fs::write(c.dir.join("key-m3"), format!("{KEY_B}\n")).unwrap();
+    let m3 = c.add(3, &["--key-file", "key-m3", "--key-reload-ms", "200"]);
+    c.nodes[m3].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    wait_stat(&mut c.nodes[0], "unknown_key", 2, Duration::from_secs(10));
+    // Rotate the file as a Secret volume does: a new file renamed over.
+    let tmp = c.dir.join("key-m3.new");
+    std::fs::write(&tmp, format!("{KEY_A}\n")).unwrap();
+    std::fs::rename(&tmp, c.dir.join("key-m3")).unwrap();
+    c.nodes[m3].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(3, Duration::from_secs(5));
+    assert_eq!(
+        isolation_events(&mut c.nodes[m3]),
+        ["isolated", "connected"]
+    );
+}
+
+/// Issue 14, finding 3: the node starts before its only seed exists; the
+/// seed starts later, and they join.
+#[test]
+fn late_seed_is_joined_when_it_starts() {
+    let mut c = Cluster::empty();
+    // m2 first, joining 10.0.0.1, which is not there yet.
+    let m2 = c.add(2, &["--key-file", "key-a"]);
+    c.nodes[m2].wait("isolated", Duration::from_secs(5), |v| {
+        v["event"] == "isolated"
+    });
+    wait_stat(&mut c.nodes[m2], "rejoins", 3, Duration::from_secs(10));
+    c.add(1, &["--key-file", "key-a"]);
+    c.nodes[m2].wait("connected", REJOIN, |v| v["event"] == "connected");
+    c.wait_formed(2, Duration::from_secs(5));
+    assert_eq!(
+        isolation_events(&mut c.nodes[m2]),
+        ["isolated", "connected"]
+    );
+}
+
+/// Issue 14, finding 5: a client without the key, in another namespace,
+/// keeps 100 connections to the seed's stream port, each sending a 6-byte
+/// frame every 500 ms and reconnecting when closed. A new node still joins
+/// through that seed, and the seed counts what it turned away.
+#[test]
+fn keyless_stream_flood_does_not_block_joins() {
+    use std::io::{Read, Write as _};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let mut c = Cluster::new(2);
+    let attacker = c.netns(9);
+    let stop = Arc::new(AtomicBool::new(false));
+    let connects = Arc::new(AtomicU64::new(0));
+    let flood = {
+        let (stop, connects) = (Arc::clone(&stop), Arc::clone(&connects));
+        std::thread::spawn(move || {
+            attacker.run_in(|| {
+                // Threads spawned here are in the namespace too.
+                std::thread::scope(|s| {
+                    for _ in 0..100 {
+                        s.spawn(|| {
+                            while !stop.load(Ordering::Relaxed) {
+                                let Ok(mut conn) = std::net::TcpStream::connect("10.0.0.1:7946")
+                                else {
+                                    std::thread::sleep(Duration::from_millis(50));
+                                    continue;
+                                };
+                                connects.fetch_add(1, Ordering::Relaxed);
+                                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                                    .unwrap();
+                                let mut buf = [0; 16];
+                                // A 6-byte frame, again and again, until closed.
+                                while !stop.load(Ordering::Relaxed)
+                                    && conn.write_all(&[0, 0, 0, 2, 1, 1]).is_ok()
+                                {
+                                    match conn.read(&mut buf) {
+                                        Ok(0) => break,
+                                        Ok(_) => {}
+                                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                        Err(_) => break,
+                                    }
+                                }
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        });
+                    }
+                });
+            });
+        })
+    };
+    // Until the seed has turned away well more than its 64 slots.
+    let turned_away = |s: &Value| {
+        [
+            "streams_refused_source",
+            "streams_rejected",
+            "stream_timeouts",
+        ]
+        .iter()
+        .map(|f| s[f].as_u64().unwrap())
+        .sum::<u64>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = c.nodes[0].stats();
+        if turned_away(&s) > 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m3 = c.add(3, &["--key-file", "key-a"]);
+    c.wait_formed(3, Duration::from_secs(10));
+    let s = c.nodes[0].stats();
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    assert!(s["streams_refused_source"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["streams_rejected"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["streams_refused"], 0, "{s}");
+    assert!(isolation_events(&mut c.nodes[m3]).is_empty());
+    eprintln!(
+        "keyless flood: {} connections made, seed turned away {} (refused per source {}, \
+         rejected frames {}, timed out {}); m3 joined",
+        connects.load(Ordering::Relaxed),
+        turned_away(&s),
+        s["streams_refused_source"],
+        s["streams_rejected"],
+        s["stream_timeouts"]
+    );
+}
+
+/// Issue 14, finding 11: a member restarts with a lower incarnation than
+/// its previous life (as a wall clock stepped back would give). The others
+/// take it back, with its new metadata, at an incarnation above the old.
+#[test]
+fn restart_with_an_earlier_incarnation_is_taken_back() {
+    let mut c = Cluster::empty();
+    c.add(1, &["--key-file", "key-a"]);
+    let before = 1_700_000_000u64;
+    let m2 = c.add(
+        2,
+        &[
+            "--key-file",
+            "key-a",
+            "--incarnation",
+            &before.to_string(),
+            "--meta",
+            "before",
+        ],
+    );
+    c.add(3, &["--key-file", "key-a"]);
+    c.wait_formed(3, Duration::from_secs(5));
+    c.nodes[m2].proc.signal(Signal::SIGKILL);
+    // Restart in the same namespace, 1000 "seconds" earlier.
+    let earlier = (before - 1000).to_string();
+    let node = c.start(
+        &c.netns[m2],
+        2,
+        &[
+            "--key-file",
+            "key-a",
+            "--incarnation",
+            &earlier,
+            "--meta",
+            "after",
+        ],
+    );
+    c.nodes[m2] = node;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in [0, 2] {
+        loop {
+            c.nodes[i].seen.retain(|v| v["event"] != "members");
+            c.nodes[i].send("members");
+            let v = c.nodes[i].wait("members", Duration::from_secs(5), |v| {
+                v["event"] == "members"
+            });
+            let m = v["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == "m2")
+                .cloned()
+                .unwrap();
+            if m["state"] == "alive" && m["meta"] == "after" {
+                let inc = m["incarnation"].as_u64().unwrap();
+                assert!(inc > before, "m2 taken back at {inc}, not above {before}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} sees m2 as {m}",
+                c.nodes[i].name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    c.wait_formed(3, Duration::from_secs(5));
+    let s = c.nodes[m2].stats();
+    assert!(s["refutations"].as_u64().unwrap() >= 1, "{s}");
 }

@@ -104,8 +104,16 @@ impl Node {
     }
 
     /// Makes this node know members `others` as alive at incarnation 0,
-    /// through a full-state message from the first of them.
+    /// through a full-state message from the first of them; forgets the
+    /// events it caused.
     fn know(&mut self, now: Instant, others: &[usize]) {
+        self.hear_state(now, others);
+        self.events.clear();
+    }
+
+    /// A full-state message from `others[0]` listing `others` alive at
+    /// incarnation 0.
+    fn hear_state(&mut self, now: Instant, others: &[usize]) {
         let state = PushPull {
             from: name(others[0]),
             addr: addr(others[0]),
@@ -132,7 +140,39 @@ impl Node {
         .unwrap();
         self.swim.handle_stream(now, &frame).unwrap();
         self.drain();
-        self.events.clear();
+    }
+
+    /// Runs this node alone in virtual time until `until`, each timer at
+    /// its deadline; returns when each join frame went out, and where.
+    fn run_alone(&mut self, until: Instant) -> Vec<(Instant, SocketAddr)> {
+        self.run(until, None)
+    }
+
+    /// As [`Self::run_alone`], with member `peer` acking every ping at once.
+    fn run(&mut self, until: Instant, peer: Option<usize>) -> Vec<(Instant, SocketAddr)> {
+        let mut joins = Vec::new();
+        while let Some(at) = self.swim.poll_timeout().filter(|at| *at <= until) {
+            self.streams.clear();
+            self.swim.handle_timeout(at);
+            self.drain();
+            if let Some(peer) = peer {
+                for (to, p) in self.take_sent() {
+                    if let (true, Message::Ping { seq, .. }) = (to == addr(peer), p.message) {
+                        let ack = packet(peer, Message::Ack { seq }, vec![]);
+                        self.recv(at, peer, &ack).unwrap();
+                    }
+                }
+            }
+            for (to, frame) in &self.streams {
+                let body =
+                    envelope::open(&Security::Plaintext, Transport::Stream, &frame[4..]).unwrap();
+                if PushPull::parse(&body).unwrap().join {
+                    joins.push((at, *to));
+                }
+            }
+        }
+        self.streams.clear();
+        joins
     }
 
     fn take_sent(&mut self) -> Vec<(SocketAddr, Packet)> {
@@ -749,4 +789,319 @@ fn answering_suspect_is_probed_again() {
     let (_, again) = sent.iter().find(|(to, _)| *to == addr(3)).unwrap();
     assert!(matches!(again.message, Message::Ping { .. }));
     assert_eq!(again.updates[0], suspect);
+}
+
+/// The rejoin delays: the k-th (from 0) is drawn from [d/2, d] with
+/// d = min(rejoin_max, rejoin_min · 2^k).
+fn rejoin_bounds(c: &Config, k: u32) -> (Duration, Duration) {
+    let d = c
+        .rejoin_min
+        .saturating_mul(1 << k.min(31))
+        .min(c.rejoin_max);
+    (d / 2, d)
+}
+
+#[test]
+fn rejoin_backs_off_with_jitter_up_to_the_cap() {
+    let t0 = Instant::now();
+    let c = config(1);
+    let mut a = Node::with(c.clone(), t0);
+    a.swim.join(t0, [addr(2)]);
+    a.drain();
+    assert_eq!(a.streams.len(), 1, "the join goes out at once");
+    a.streams.clear();
+    assert!(
+        a.events.is_empty(),
+        "not isolated before a join went unanswered"
+    );
+    let joins = a.run_alone(t0 + Duration::from_secs(120));
+    assert!(joins.iter().all(|(_, to)| *to == addr(2)));
+    let mut last = t0;
+    let mut capped = Vec::new();
+    for (k, (at, _)) in joins.iter().enumerate() {
+        let gap = *at - last;
+        let (lo, hi) = rejoin_bounds(&c, u32::try_from(k).unwrap());
+        assert!(
+            lo <= gap && gap <= hi,
+            "rejoin {k}: {gap:?} not in {lo:?}..={hi:?}"
+        );
+        if hi == c.rejoin_max {
+            capped.push(gap);
+        }
+        last = *at;
+    }
+    // 0.25-0.5, 0.5-1, 1-2, 2-4, 4-8 s, then 5-10 s: at least 11 in 120 s.
+    assert!(joins.len() >= 11 && capped.len() >= 6, "{joins:?}");
+    capped.sort();
+    assert!(
+        capped[0] < capped[capped.len() - 1],
+        "no jitter: {capped:?}"
+    );
+    assert_eq!(a.swim.stats().rejoins, joins.len() as u64);
+    // Isolated once, when the first rejoin found the join unanswered.
+    assert_eq!(a.events, [Event::Isolated]);
+    assert!(a.swim.isolated());
+    assert_eq!(a.swim.stats().isolations, 1);
+
+    // The seed answers: connected, and the rejoins stop.
+    let now = last + ms(1);
+    a.hear_state(now, &[2]);
+    assert!(matches!(
+        &a.events[..],
+        [Event::Isolated, Event::Up(_), Event::Connected]
+    ));
+    assert!(!a.swim.isolated());
+    a.events.clear();
+    let until = now + Duration::from_secs(30);
+    assert!(
+        a.run(until, Some(2)).is_empty(),
+        "rejoin while the seed is up"
+    );
+    assert!(a.events.is_empty(), "{:?}", a.events);
+
+    // The seed's member dies: isolated at once (the failure detector
+    // established it), and the backoff starts over from rejoin_min.
+    let dead = Update::Dead {
+        name: name(2),
+        incarnation: 0,
+        from: name(3),
+    };
+    let now = until + ms(1);
+    a.recv(now, 3, &packet(3, Message::Gossip, vec![dead]))
+        .unwrap();
+    assert!(a.events.ends_with(&[Event::Isolated]), "{:?}", a.events);
+    let joins = a.run_alone(now + Duration::from_secs(2));
+    let (lo, hi) = rejoin_bounds(&c, 0);
+    let gap = joins[0].0 - now;
+    assert!(lo <= gap && gap <= hi, "{gap:?}");
+    assert_eq!(a.swim.stats().isolations, 2);
+}
+
+#[test]
+fn rejoin_only_the_seeds_without_a_live_member() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    a.know(t0, &[2]);
+    a.swim.join(t0, [addr(2), addr(3), addr(1)]);
+    a.drain();
+    let to: Vec<SocketAddr> = a.streams.drain(..).map(|(to, _)| to).collect();
+    assert_eq!(to, [addr(3)], "member 2 is up, 1 is this node");
+    let joins = a.run(t0 + ms(900), Some(2));
+    assert!(!joins.is_empty() && joins.iter().all(|(_, to)| *to == addr(3)));
+    // Member 2 is up: not isolated, even though a seed is missing.
+    assert!(!a.swim.isolated() && a.events.is_empty());
+    // New seeds replace the old ones: without 3, no more rejoins.
+    a.swim.join(t0 + ms(900), [addr(2)]);
+    a.drain();
+    assert!(a.streams.is_empty());
+    assert!(a.run(t0 + Duration::from_secs(30), Some(2)).is_empty());
+    assert_eq!(a.swim.seeds().collect::<Vec<_>>(), [&addr(2)]);
+}
+
+#[test]
+fn no_seeds_no_isolation() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    assert!(a.run_alone(t0 + Duration::from_secs(60)).is_empty());
+    assert!(!a.swim.isolated() && a.events.is_empty());
+    // A join answered before the first rejoin is no isolation either.
+    a.swim.join(t0 + Duration::from_secs(60), [addr(2)]);
+    a.hear_state(t0 + Duration::from_secs(60) + ms(2), &[2]);
+    assert!(matches!(&a.events[..], [Event::Up(_)]), "{:?}", a.events);
+    assert_eq!(a.swim.stats().rejoins, 0);
+    // Seeds set to none: an isolation ends too.
+    let mut b = Node::new(2, t0);
+    b.swim.join(t0, [addr(1)]);
+    b.run_alone(t0 + Duration::from_secs(1));
+    assert!(b.swim.isolated());
+    b.swim.join(t0 + Duration::from_secs(1), []);
+    b.drain();
+    assert!(!b.swim.isolated());
+    assert_eq!(b.events, [Event::Isolated, Event::Connected]);
+}
+
+#[test]
+fn forged_death_at_the_largest_incarnation_is_refuted() {
+    let t0 = Instant::now();
+    // b's incarnation is near the top (say it came from a clock far ahead).
+    let mut bc = config(2);
+    bc.incarnation = u32::MAX - 1;
+    let mut b = Node::with(bc, t0);
+    b.know(t0, &[1]);
+    let mut a = Node::new(1, t0);
+    let alive = |inc| Update::Alive {
+        name: name(2),
+        incarnation: inc,
+        addr: addr(2),
+        meta: Meta::default(),
+    };
+    a.recv(
+        t0,
+        2,
+        &packet(2, Message::Gossip, vec![alive(u32::MAX - 1)]),
+    )
+    .unwrap();
+    a.events.clear();
+    // A buggy or stale member declares b dead at u32::MAX, the largest
+    // incarnation there is.
+    let forged = |inc| Update::Dead {
+        name: name(2),
+        incarnation: inc,
+        from: name(3),
+    };
+    a.recv(t0, 3, &packet(3, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert!(matches!(&a.events[..], [Event::Down(_)]));
+    b.recv(t0, 3, &packet(3, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    // b refutes with the next incarnation, which wraps to 0 ...
+    assert_eq!(b.swim.local().incarnation, 0);
+    b.fire(TimerKind::Gossip);
+    let refutation = b
+        .take_sent()
+        .into_iter()
+        .flat_map(|(_, p)| p.updates)
+        .find(|u| *u.name() == name(2))
+        .unwrap();
+    assert_eq!(refutation, alive(0));
+    // ... and 0 is newer than u32::MAX: a takes b back.
+    a.recv(t0 + ms(1), 2, &packet(2, Message::Gossip, vec![refutation]))
+        .unwrap();
+    assert!(matches!(&a.events[..], [Event::Down(_), Event::Up(m)] if m.incarnation == 0));
+    assert_eq!(a.swim.member("n2").unwrap().state, State::Alive);
+    // Again at the new incarnation: refuted again.
+    b.recv(t0 + ms(2), 3, &packet(3, Message::Gossip, vec![forged(0)]))
+        .unwrap();
+    assert_eq!(b.swim.local().incarnation, 1);
+
+    // A member at a low incarnation: u32::MAX is 2^32 - 1 steps ahead,
+    // that is one behind in serial arithmetic, so the forgery is stale
+    // news, ignored everywhere.
+    let mut c = Node::new(3, t0);
+    c.know(t0, &[2]);
+    c.recv(t0, 4, &packet(4, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert!(c.events.is_empty());
+    assert_eq!(c.swim.member("n2").unwrap().state, State::Alive);
+    let mut d = Node::new(2, t0);
+    d.know(t0, &[1]);
+    d.recv(t0, 4, &packet(4, Message::Gossip, vec![forged(u32::MAX)]))
+        .unwrap();
+    assert_eq!(d.swim.local().incarnation, 0, "nothing to refute");
+}
+
+/// A restart whose initial incarnation is lower than the previous life's
+/// (a clock stepped back, or no clock at all): the others hand the old
+/// incarnation back in the join reply, and the member outbids it, with its
+/// new metadata.
+#[test]
+fn restart_with_a_lower_incarnation_is_taken_back() {
+    let t0 = Instant::now();
+    for previous in [State::Alive, State::Dead, State::Left] {
+        let mut b = Node::new(2, t0);
+        // b remembers a's previous life at incarnation 1000.
+        let old = Update::Alive {
+            name: name(1),
+            incarnation: 1000,
+            addr: addr(1),
+            meta: Meta::new(&b"old"[..]).unwrap(),
+        };
+        b.recv(t0, 1, &packet(1, Message::Gossip, vec![old]))
+            .unwrap();
+        let end = match previous {
+            State::Dead => Some(Update::Dead {
+                name: name(1),
+                incarnation: 1000,
+                from: name(2),
+            }),
+            State::Left => Some(Update::Left {
+                name: name(1),
+                incarnation: 1000,
+            }),
+            _ => None,
+        };
+        if let Some(u) = end {
+            b.recv(t0, 3, &packet(3, Message::Gossip, vec![u])).unwrap();
+        }
+        b.events.clear();
+        b.take_sent();
+
+        // a restarts at incarnation 0 with new metadata and joins b.
+        let mut ac = config(1);
+        ac.meta = Meta::new(&b"new"[..]).unwrap();
+        let mut a = Node::with(ac, t0 + ms(10));
+        a.swim.join(t0 + ms(10), [addr(2)]);
+        a.drain();
+        let (_, join) = a.streams.pop().unwrap();
+        b.swim.handle_stream(t0 + ms(11), &join).unwrap();
+        b.drain();
+        // Its statement at 0 is stale news for b ...
+        assert!(b.events.is_empty(), "{previous}: {:?}", b.events);
+        let (_, reply) = b.streams.pop().unwrap();
+        a.swim.handle_stream(t0 + ms(12), &reply).unwrap();
+        a.drain();
+        // ... and b's reply tells a about its previous life: a outbids it.
+        assert_eq!(a.swim.local().incarnation, 1001, "{previous}");
+        assert_eq!(a.swim.local().meta.as_bytes().as_ref(), b"new");
+        a.fire(TimerKind::Gossip);
+        for (to, p) in a.take_sent() {
+            assert_eq!(to, addr(2));
+            b.recv(t0 + ms(13), 1, &p).unwrap();
+        }
+        let m = b.swim.member("n1").unwrap();
+        assert_eq!((m.state, m.incarnation), (State::Alive, 1001), "{previous}");
+        assert_eq!(m.meta.as_bytes().as_ref(), b"new");
+        match previous {
+            State::Alive => assert!(matches!(&b.events[..], [Event::Updated(_)])),
+            _ => assert!(matches!(&b.events[..], [Event::Up(_)]), "{:?}", b.events),
+        }
+    }
+}
+
+#[test]
+fn member_table_is_bounded() {
+    let t0 = Instant::now();
+    let mut c = config(1);
+    c.max_members = 4;
+    let mut a = Node::with(c, t0);
+    // One full-state message naming 10 members: 4 are taken.
+    a.hear_state(t0, &(2..12).collect::<Vec<_>>());
+    assert_eq!(a.swim.members().count(), 4);
+    assert_eq!(a.swim.stats().members_rejected, 6);
+    assert_eq!(a.events.len(), 4);
+    a.events.clear();
+    // A gossiped newcomer is dropped too, and not passed on.
+    let newcomer = Update::Alive {
+        name: name(20),
+        incarnation: 0,
+        addr: addr(20),
+        meta: Meta::default(),
+    };
+    a.take_sent();
+    a.recv(t0, 2, &packet(2, Message::Gossip, vec![newcomer.clone()]))
+        .unwrap();
+    assert!(a.swim.member("n20").is_none() && a.events.is_empty());
+    assert_eq!(a.swim.stats().members_rejected, 7);
+    a.fire(TimerKind::Gossip);
+    assert!(
+        a.take_sent()
+            .iter()
+            .all(|(_, p)| p.updates.iter().all(|u| *u.name() != name(20)))
+    );
+    // Once a member is dead, a newcomer takes its place.
+    let dead = Update::Dead {
+        name: name(3),
+        incarnation: 0,
+        from: name(2),
+    };
+    a.recv(
+        t0 + ms(1),
+        2,
+        &packet(2, Message::Gossip, vec![dead, newcomer]),
+    )
+    .unwrap();
+    assert!(a.swim.member("n3").is_none());
+    assert_eq!(a.swim.member("n20").unwrap().state, State::Alive);
+    assert_eq!(a.swim.members().count(), 4);
+    assert_eq!(a.swim.stats().members_evicted, 1);
 }

@@ -408,15 +408,17 @@ impl Sim {
         let n = name(member);
         self.events
             .iter()
-            .filter(move |(t, _, e)| *t >= from && e.member().name == n)
+            .filter(move |(t, _, e)| *t >= from && e.member().is_some_and(|m| m.name == n))
     }
 
     /// Down events since `from`, as (when, observer, member name).
     pub fn downs_since(&self, from: Instant) -> Vec<(Duration, usize, String)> {
         self.events
             .iter()
-            .filter(|(t, _, e)| *t >= from && matches!(e, Event::Down(_)))
-            .map(|(t, i, e)| (*t - self.t0, *i, e.member().name.to_string()))
+            .filter_map(|(t, i, e)| match e {
+                Event::Down(m) if *t >= from => Some((*t - self.t0, *i, m.name.to_string())),
+                _ => None,
+            })
             .collect()
     }
 }

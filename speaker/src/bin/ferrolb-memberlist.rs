@@ -11,9 +11,10 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
-use memberlist::{Event, Member, Meta, Name, Security, State};
+use memberlist::{Event, Member, Meta, Name, Security};
 use serde_json::{Value, json};
 use speaker::driver::memberlist::{Config, MemberEvent, Memberlist, Stats};
+use speaker::source::keyring;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -24,20 +25,25 @@ use tokio::signal::unix::{SignalKind, signal};
 ///   {"event":"started","name":..,"addr":..}
 ///   {"event":"alive"|"suspect"|"dead"|"left"|"updated","member":NAME,
 ///    "addr":..,"incarnation":N,"meta":..,"refuted":BOOL (alive only)}
+///   {"event":"isolated"}   {"event":"connected"}
 ///   {"event":"stats",...}  {"event":"members","members":[...]}
 ///   {"event":"stopped"}    {"event":"error","message":..}
 /// "alive" is a join (refuted=false) or a refuted suspicion (refuted=true).
+/// "isolated": this member has seeds but no live member, and a join went
+/// unanswered or its last member was lost (a blocked network, a wrong key);
+/// "connected" ends it.
 ///
 /// Reads commands from standard input, one per line:
 ///   leave          leave gracefully (the leave is sent to every member,
 ///                  then a short drain) and exit
 ///   stats          print the counters
 ///   members        print every known member and its state
-///   join ADDR:PORT join (more) members
+///   join ADDR:PORT add a seed and join it
 ///   meta STRING    replace this member's metadata
 ///
-/// SIGTERM and SIGINT leave gracefully too; SIGKILL is a crash. While no
-/// other member is known, the --join seeds are retried every second.
+/// SIGTERM and SIGINT leave gracefully too; SIGKILL is a crash. Seeds
+/// without a live member are joined again with backoff (0.5 s doubling to
+/// 10 s, jittered), for as long as the member runs.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about, verbatim_doc_comment)]
 struct Args {
@@ -59,13 +65,17 @@ struct Args {
     /// File of 32-byte AES-256 keys, one per line, each in hex (64 digits)
     /// or base64 (44 characters); blank lines and lines starting with #
     /// are skipped. The first key is primary (encrypts); the others are
-    /// accepted when decrypting (key rotation).
+    /// accepted when decrypting (key rotation). Re-read every
+    /// --key-reload-ms; a changed file replaces the keyring.
     #[arg(
         long,
         required_unless_present = "plaintext",
         conflicts_with = "plaintext"
     )]
     key_file: Option<PathBuf>,
+    /// How often the key file is re-read, in milliseconds (at least 100).
+    #[arg(long, default_value_t = 10_000, requires = "key_file")]
+    key_reload_ms: u64,
     /// No encryption or authentication (lab use only). Plaintext members
     /// and encrypted ones ignore each other.
     #[arg(long)]
@@ -76,6 +86,15 @@ struct Args {
     /// Timing profile: lan = 100 ms probes, 250 ms to 1 s suspicion.
     #[arg(long, value_enum, default_value_t = Profile::Lan)]
     profile: Profile,
+    /// Most members remembered; new names beyond it replace the oldest
+    /// dead or left member, or are dropped (stats: members_rejected).
+    #[arg(long, default_value_t = 5000)]
+    max_members: usize,
+    /// Initial incarnation. No clock is needed: a restarted member learns
+    /// its previous incarnation from the others and outbids it. Set it to
+    /// test exactly that (a restart "earlier" than its previous life).
+    #[arg(long, default_value_t = 0)]
+    incarnation: u32,
     /// Log filter for standard error (tracing's env-filter syntax).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -120,9 +139,7 @@ async fn run(args: Args) -> Result<(), String> {
         let path = args.key_file.as_ref().ok_or("--key-file or --plaintext")?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--key-file {}: {e}", path.display()))?;
-        Security::Encrypted(
-            speaker::source::keyring::parse(&text).map_err(|e| format!("--key-file: {e}"))?,
-        )
+        Security::Encrypted(keyring::parse(&text).map_err(|e| format!("--key-file: {e}"))?)
     };
     let name = Name::new(&args.name).map_err(|e| format!("--name: {e}"))?;
     let advertise = args.advertise.unwrap_or(args.bind);
@@ -130,12 +147,18 @@ async fn run(args: Args) -> Result<(), String> {
         Profile::Lan => memberlist::Config::lan(name, advertise, security),
     };
     swim.meta = Meta::new(args.meta.into_bytes()).map_err(|e| format!("--meta: {e}"))?;
-    // Seconds since the epoch: a restarted member is taken back at once
-    // instead of first refuting its recorded death.
-    swim.incarnation = u32::try_from(unix_ms() / 1000).unwrap_or(u32::MAX);
+    swim.incarnation = args.incarnation;
+    swim.max_members = args.max_members;
     let mut config = Config::new(swim, args.bind);
     config.seeds.clone_from(&args.seeds);
     let (ml, mut events) = Memberlist::start(config).map_err(|e| format!("start: {e}"))?;
+    if let Some(path) = &args.key_file {
+        let every = Duration::from_millis(args.key_reload_ms.max(100));
+        let handle = ml.clone();
+        tokio::spawn(keyring::watch(path.clone(), every, move |ring| {
+            handle.set_keyring(ring).is_ok()
+        }));
+    }
     emit(json!({
         "event": "started",
         "name": args.name,
@@ -147,8 +170,7 @@ async fn run(args: Args) -> Result<(), String> {
     let mut stdin_open = true;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut rejoin = tokio::time::interval(Duration::from_secs(1));
-    rejoin.tick().await;
+    let mut seeds = args.seeds.clone();
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
@@ -157,21 +179,13 @@ async fn run(args: Args) -> Result<(), String> {
             },
             line = stdin.next_line(), if stdin_open => match line {
                 Ok(Some(line)) => {
-                    if command(&ml, line.trim()).await {
+                    if command(&ml, &mut seeds, line.trim()).await {
                         break;
                     }
                 }
                 // Without stdin, run until a signal.
                 _ => stdin_open = false,
             },
-            _ = rejoin.tick(), if !args.seeds.is_empty() => {
-                let alone = ml.members().await.is_ok_and(|m| {
-                    m.iter().skip(1).all(|m| !matches!(m.state, State::Alive | State::Suspect))
-                });
-                if alone {
-                    let _ = ml.join(args.seeds.iter().copied());
-                }
-            }
             _ = sigterm.recv() => {
                 ml.leave().await;
                 break;
@@ -183,7 +197,7 @@ async fn run(args: Args) -> Result<(), String> {
         }
     }
     // Events of the drain (none expected, but keep the stream complete).
-    while let Ok(ev) = events.try_recv() {
+    while let Some(ev) = events.try_recv() {
         emit(event_json(&ev));
     }
     emit(json!({"event": "stopped", "ts_ms": unix_ms()}));
@@ -191,7 +205,7 @@ async fn run(args: Args) -> Result<(), String> {
 }
 
 /// Runs one stdin command; true when the member has left.
-async fn command(ml: &Memberlist, line: &str) -> bool {
+async fn command(ml: &Memberlist, seeds: &mut Vec<SocketAddr>, line: &str) -> bool {
     let (cmd, arg) = line.split_once(' ').unwrap_or((line, ""));
     match cmd {
         "" => {}
@@ -213,7 +227,11 @@ async fn command(ml: &Memberlist, line: &str) -> bool {
         },
         "join" => match parse_addr(arg.trim()) {
             Ok(a) => {
-                let _ = ml.join([a]);
+                // The core takes the whole set of seeds each time.
+                if !seeds.contains(&a) {
+                    seeds.push(a);
+                }
+                let _ = ml.join(seeds.iter().copied());
             }
             Err(e) => emit(json!({"event": "error", "message": e})),
         },
@@ -261,8 +279,12 @@ fn event_json(ev: &MemberEvent) -> Value {
         Event::Down(_) => ("dead", None),
         Event::Left(_) => ("left", None),
         Event::Updated(_) => ("updated", None),
+        Event::Isolated => ("isolated", None),
+        Event::Connected => ("connected", None),
     };
-    let m = ev.event.member();
+    let Some(m) = ev.event.member() else {
+        return json!({"event": kind, "ts_ms": ms_since_epoch(ev.at)});
+    };
     let mut v = json!({
         "event": kind,
         "member": m.name.as_str(),
@@ -284,6 +306,8 @@ fn stats_json(s: &Stats) -> Value {
         "event": "stats",
         "ts_ms": unix_ms(),
         "members_up": s.members_up,
+        "members_known": s.members_known,
+        "isolated": s.isolated,
         "health_multiplier": s.health_multiplier,
         "packets_received": c.packets_received,
         "packets_sent": c.packets_sent,
@@ -301,6 +325,10 @@ fn stats_json(s: &Stats) -> Value {
         "refutations": c.refutations,
         "late_timers": c.late_timers,
         "stale_timers": c.stale_timers,
+        "rejoins": c.rejoins,
+        "isolations": c.isolations,
+        "members_rejected": c.members_rejected,
+        "members_evicted": c.members_evicted,
         "udp_send_errors": io.udp_send_errors,
         "udp_recv_errors": io.udp_recv_errors,
         "streams_accepted": io.streams_accepted,
@@ -310,6 +338,9 @@ fn stats_json(s: &Stats) -> Value {
         "stream_io_errors": io.stream_io_errors,
         "stream_oversize": io.stream_oversize,
         "streams_refused": io.streams_refused,
+        "streams_refused_source": io.streams_refused_source,
+        "streams_rejected": io.streams_rejected,
+        "streams_dropped": io.streams_dropped,
     })
 }
 

@@ -5,11 +5,24 @@
 //! concurrent connections) and counts what it drops.
 //!
 //! [`Memberlist`] is the API the speaker uses: start a member, join seeds,
-//! change its metadata, leave, and receive a stream of [`MemberEvent`]s for
-//! the layer 2 election.
+//! change its metadata, leave, and receive its [`Events`] for the layer 2
+//! election.
+//!
+//! # Stream connections
+//!
+//! Every stream connection carries exactly one frame (the core's full-state
+//! exchange: connect, write one frame, close), so the listener reads one
+//! frame, hands it to the core and closes. A connection that has not
+//! delivered its whole frame within `stream_timeout` of the accept is
+//! closed, whatever it sends; a frame that fails authentication is the
+//! connection's last. Inbound and outbound connections have their own slots,
+//! and one source address holds at most `max_streams_per_source` inbound
+//! slots: a client without the key cannot keep the slots, and joins go
+//! through.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -21,7 +34,7 @@ use rand::rngs::StdRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, trace, warn};
 
@@ -33,16 +46,28 @@ pub struct Config {
     pub swim: memberlist::Config,
     /// Where the UDP socket and the TCP listener are bound (same port).
     pub bind: SocketAddr,
-    /// Members to join at start (more with [`Memberlist::join`]).
+    /// Members to join at start (replaced with [`Memberlist::join`]); the
+    /// core rejoins those without a live member, with backoff.
     pub seeds: Vec<SocketAddr>,
-    /// Bound on a stream connect, and on reading or writing one frame.
+    /// Lifetime of a stream connection: an inbound one must deliver its
+    /// whole frame within this time of the accept, an outbound one must
+    /// connect and write its frame within it. Past it the connection is
+    /// closed (`IoStats::stream_timeouts`).
     pub stream_timeout: Duration,
     /// Largest stream frame read (prefix excluded), at most
     /// [`frame::MAX_LEN`].
     pub max_stream_len: usize,
-    /// Stream connections open at once, inbound and outbound together;
-    /// more are refused (and counted).
-    pub max_streams: usize,
+    /// Inbound stream connections open at once; more are closed at once
+    /// (`IoStats::streams_refused`).
+    pub max_inbound_streams: usize,
+    /// Outbound stream connections open at once; frames beyond are not
+    /// sent (`IoStats::streams_dropped`), and the core's rejoin and
+    /// push-pull rounds try again later.
+    pub max_outbound_streams: usize,
+    /// Inbound stream connections open at once from one IP address; more
+    /// are closed at once (`IoStats::streams_refused_source`), so one host
+    /// cannot take every inbound slot.
+    pub max_streams_per_source: usize,
     /// How long the driver keeps running after [`Memberlist::leave`], so
     /// that the core's leave retransmissions go out and late probes get
     /// their acks.
@@ -51,7 +76,8 @@ pub struct Config {
 
 impl Config {
     /// `swim` bound at `bind`, no seeds, and the default I/O bounds: 2 s
-    /// stream timeout, 1 MiB frames, 64 streams, 150 ms leave drain.
+    /// stream lifetime, 1 MiB frames, 64 inbound and 64 outbound streams,
+    /// 4 inbound streams per source address, 150 ms leave drain.
     #[must_use]
     pub fn new(swim: memberlist::Config, bind: SocketAddr) -> Self {
         Self {
@@ -60,7 +86,9 @@ impl Config {
             seeds: Vec::new(),
             stream_timeout: Duration::from_secs(2),
             max_stream_len: 1 << 20,
-            max_streams: 64,
+            max_inbound_streams: 64,
+            max_outbound_streams: 64,
+            max_streams_per_source: 4,
             leave_drain: Duration::from_millis(150),
         }
     }
@@ -71,10 +99,64 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberEvent {
     /// What happened (`Up` and `Alive` are both "alive": a join and a
-    /// refuted suspicion).
+    /// refuted suspicion; `Isolated` and `Connected` are about this member's
+    /// own connectivity, see [`Stats::isolated`]).
     pub event: Event,
     /// When.
     pub at: SystemTime,
+}
+
+/// The events of one member, in order.
+///
+/// Coalescing: the driver hands over all the events of one input together
+/// (one join reply can bring every member of the cluster at once), and
+/// [`recv_batch`](Self::recv_batch) takes every event waiting. A consumer
+/// that reconciles once per batch therefore reconciles once for a burst of
+/// N joins, not N times; and while it reconciles, new events pile up into
+/// the next batch, so its rate of reconciles never exceeds what it can do.
+/// No event is dropped or merged: a batch holds them all, in order.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::UnboundedReceiver<Vec<MemberEvent>>,
+    pending: VecDeque<MemberEvent>,
+}
+
+impl Events {
+    /// The next event; `None` once the driver has stopped and every event
+    /// was taken. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<MemberEvent> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(ev);
+            }
+            let batch = self.rx.recv().await?;
+            self.pending.extend(batch);
+        }
+    }
+
+    /// Waits for at least one event, then returns every event waiting, in
+    /// order (never empty); `None` once the driver has stopped and every
+    /// event was taken. Cancel-safe.
+    pub async fn recv_batch(&mut self) -> Option<Vec<MemberEvent>> {
+        if self.pending.is_empty() {
+            let batch = self.rx.recv().await?;
+            self.pending.extend(batch);
+        }
+        while let Ok(batch) = self.rx.try_recv() {
+            self.pending.extend(batch);
+        }
+        Some(self.pending.drain(..).collect())
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<MemberEvent> {
+        if self.pending.is_empty()
+            && let Ok(batch) = self.rx.try_recv()
+        {
+            self.pending.extend(batch);
+        }
+        self.pending.pop_front()
+    }
 }
 
 /// Counters: the core's (every malformed, unauthenticated or misdirected
@@ -87,8 +169,18 @@ pub struct Stats {
     pub io: IoStats,
     /// Other members alive or suspect.
     pub members_up: usize,
+    /// Other members remembered in any state, at most
+    /// `swim.max_members` (beyond: `core.members_rejected`).
+    pub members_known: usize,
     /// Lifeguard's local health multiplier (1 when healthy).
     pub health_multiplier: u32,
+    /// This member has seeds but no other member alive or suspect, and a
+    /// join went unanswered or its last member was lost (a gauge; the
+    /// edges are `Event::Isolated` and `Event::Connected`, the count
+    /// `core.isolations`). It cannot tell whether the others are down or
+    /// it is cut off (a blocked network, a wrong or stale key), and it keeps
+    /// rejoining its seeds (`core.rejoins`).
+    pub isolated: bool,
 }
 
 /// I/O failures and refusals seen by the driver.
@@ -102,16 +194,27 @@ pub struct IoStats {
     pub streams_accepted: u64,
     /// Stream connections opened to send a frame.
     pub streams_opened: u64,
-    /// Outbound stream connects that failed or timed out.
+    /// Outbound stream connects that failed.
     pub stream_connect_failures: u64,
-    /// Streams closed for a read or write timeout.
+    /// Stream connections closed at the end of their lifetime
+    /// (`stream_timeout`): an inbound frame not read whole in time, an
+    /// outbound connect or write not done in time.
     pub stream_timeouts: u64,
     /// Other stream read or write errors.
     pub stream_io_errors: u64,
     /// Stream frames larger than `max_stream_len` (connection dropped).
     pub stream_oversize: u64,
-    /// Streams refused because `max_streams` were open.
+    /// Inbound connections closed at once: `max_inbound_streams` were open.
     pub streams_refused: u64,
+    /// Inbound connections closed at once: their source address had
+    /// `max_streams_per_source` open.
+    pub streams_refused_source: u64,
+    /// Inbound streams whose frame the core rejected (authentication,
+    /// framing, decoding; the core's counters say which), each closed on
+    /// that first frame.
+    pub streams_rejected: u64,
+    /// Outbound frames not sent: `max_outbound_streams` were open.
+    pub streams_dropped: u64,
 }
 
 /// The handle of a running member. Cheap to clone; the member stops when
@@ -144,7 +247,7 @@ impl Memberlist {
     /// # Errors
     /// Binding failed, or the core's configuration is invalid
     /// (`InvalidInput`).
-    pub fn start(mut config: Config) -> io::Result<(Self, mpsc::UnboundedReceiver<MemberEvent>)> {
+    pub fn start(mut config: Config) -> io::Result<(Self, Events)> {
         let udp = std::net::UdpSocket::bind(config.bind)?;
         let local_addr = udp.local_addr()?;
         // The listener takes the port the datagram socket got.
@@ -180,7 +283,10 @@ impl Memberlist {
             events,
             frames_tx,
             frames_rx,
-            streams: JoinSet::new(),
+            inbound: JoinSet::new(),
+            inbound_sources: HashMap::new(),
+            per_source: HashMap::new(),
+            outbound: JoinSet::new(),
             io: Arc::default(),
         };
         tokio::spawn(driver.run(cmd_rx, seeds).instrument(span));
@@ -189,7 +295,10 @@ impl Memberlist {
                 commands,
                 local_addr,
             },
-            events_rx,
+            Events {
+                rx: events_rx,
+                pending: VecDeque::new(),
+            },
         ))
     }
 
@@ -199,8 +308,10 @@ impl Memberlist {
         self.local_addr
     }
 
-    /// Sends this member's state to each seed (again). Harmless when
-    /// already joined.
+    /// Sets the seeds (replacing the previous ones: pass the whole set
+    /// each time it changes) and joins those without a live member. The
+    /// core keeps rejoining them with backoff while they have none; see
+    /// `memberlist::Swim::join`.
     pub fn join(&self, seeds: impl IntoIterator<Item = SocketAddr>) -> Result<(), Stopped> {
         self.send(Command::Join(seeds.into_iter().collect()))
     }
@@ -258,6 +369,9 @@ struct IoCounters {
     stream_io_errors: AtomicU64,
     stream_oversize: AtomicU64,
     streams_refused: AtomicU64,
+    streams_refused_source: AtomicU64,
+    streams_rejected: AtomicU64,
+    streams_dropped: AtomicU64,
 }
 
 impl IoCounters {
@@ -277,6 +391,9 @@ impl IoCounters {
             stream_io_errors: get(&self.stream_io_errors),
             stream_oversize: get(&self.stream_oversize),
             streams_refused: get(&self.streams_refused),
+            streams_refused_source: get(&self.streams_refused_source),
+            streams_rejected: get(&self.streams_rejected),
+            streams_dropped: get(&self.streams_dropped),
         }
     }
 }
@@ -286,12 +403,19 @@ struct Driver {
     config: Config,
     udp: UdpSocket,
     listener: TcpListener,
-    events: mpsc::UnboundedSender<MemberEvent>,
+    events: mpsc::UnboundedSender<Vec<MemberEvent>>,
     /// Whole frames read by the inbound stream tasks.
     frames_tx: mpsc::Sender<Bytes>,
     frames_rx: mpsc::Receiver<Bytes>,
-    /// Inbound and outbound stream tasks; aborted when the driver stops.
-    streams: JoinSet<()>,
+    /// Inbound stream tasks (one frame each); aborted when the driver
+    /// stops.
+    inbound: JoinSet<()>,
+    /// The source address of each inbound task.
+    inbound_sources: HashMap<task::Id, IpAddr>,
+    /// Inbound tasks open per source address.
+    per_source: HashMap<IpAddr, usize>,
+    /// Outbound stream tasks; aborted when the driver stops.
+    outbound: JoinSet<()>,
     io: Arc<IoCounters>,
 }
 
@@ -362,10 +486,19 @@ impl Driver {
                 },
                 Some(frame) = self.frames_rx.recv() => {
                     if let Err(e) = self.swim.handle_stream(now(), &frame) {
+                        // The reader closed the connection after this frame.
+                        IoCounters::add(&self.io.streams_rejected);
                         trace!(error = %e, "stream frame dropped");
                     }
                 }
-                Some(_) = self.streams.join_next(), if !self.streams.is_empty() => {}
+                Some(done) = self.inbound.join_next_with_id(), if !self.inbound.is_empty() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    self.release_source(id);
+                }
+                Some(_) = self.outbound.join_next(), if !self.outbound.is_empty() => {}
                 cmd = commands.recv() => match cmd {
                     Some(Command::Join(seeds)) => self.swim.join(now(), seeds),
                     Some(Command::SetMeta(meta)) => self.swim.set_metadata(now(), meta),
@@ -384,7 +517,9 @@ impl Driver {
                             core: self.swim.stats().clone(),
                             io: self.io.snapshot(),
                             members_up: self.swim.num_up(),
+                            members_known: self.swim.members().count(),
                             health_multiplier: self.swim.health_multiplier(),
+                            isolated: self.swim.isolated(),
                         });
                     }
                     Some(Command::Leave(tx)) => match &mut leaving {
@@ -406,7 +541,8 @@ impl Driver {
         }
         // Flush what the last input produced, then stop the stream tasks.
         self.drain();
-        self.streams.abort_all();
+        self.inbound.abort_all();
+        self.outbound.abort_all();
         info!("memberlist stopped");
         if let Some((_, waiters)) = leaving {
             for w in waiters {
@@ -415,8 +551,10 @@ impl Driver {
         }
     }
 
-    /// Carries out every pending output of the core.
+    /// Carries out every pending output of the core; its events go to the
+    /// consumer together, as one batch.
     fn drain(&mut self) {
+        let mut batch = Vec::new();
         while let Some(output) = self.swim.poll_output() {
             match output {
                 Output::Send { to, packet } => {
@@ -438,88 +576,120 @@ impl Driver {
                 // This driver sleeps until `poll_timeout` instead.
                 Output::Arm { .. } => {}
                 Output::Event(event) => {
-                    let m = event.member();
                     match &event {
-                        Event::Up(_) => info!(member = %m.name, addr = %m.addr, "member up"),
-                        Event::Down(_) => info!(member = %m.name, "member down"),
-                        Event::Left(_) => info!(member = %m.name, "member left"),
-                        _ => debug!(member = %m, "member event"),
+                        Event::Up(m) => info!(member = %m.name, addr = %m.addr, "member up"),
+                        Event::Down(m) => info!(member = %m.name, "member down"),
+                        Event::Left(m) => info!(member = %m.name, "member left"),
+                        Event::Alive(m) | Event::Suspect(m) | Event::Updated(m) => {
+                            debug!(member = %m, "member event");
+                        }
+                        // An operator must see this: the node cannot tell
+                        // whether the others are down or it is cut off.
+                        Event::Isolated => warn!(
+                            seeds = self.swim.seeds().count(),
+                            "memberlist isolated: no member reachable; rejoining seeds"
+                        ),
+                        Event::Connected => info!(
+                            members = self.swim.num_up(),
+                            "memberlist no longer isolated"
+                        ),
                     }
-                    let _ = self.events.send(MemberEvent {
+                    batch.push(MemberEvent {
                         event,
                         at: SystemTime::now(),
                     });
                 }
             }
         }
+        if !batch.is_empty() {
+            let _ = self.events.send(batch);
+        }
     }
 
+    /// An accepted connection: refused (closed at once, counted) when the
+    /// inbound slots or its source's share are taken, else read for one
+    /// frame.
     fn on_accept(&mut self, stream: TcpStream, remote: SocketAddr) {
-        if self.streams.len() >= self.config.max_streams {
+        // Dropping `stream` closes it. Refusals are peer-driven: debug, not
+        // warn (the counters show a flood).
+        if self.inbound.len() >= self.config.max_inbound_streams {
             IoCounters::add(&self.io.streams_refused);
-            debug!(%remote, "stream refused: too many open");
+            debug!(%remote, "stream refused: every inbound slot taken");
             return;
         }
+        let source = remote.ip();
+        let open = self.per_source.entry(source).or_insert(0);
+        if *open >= self.config.max_streams_per_source {
+            IoCounters::add(&self.io.streams_refused_source);
+            debug!(%remote, open = *open, "stream refused: too many from this address");
+            return;
+        }
+        *open += 1;
         IoCounters::add(&self.io.streams_accepted);
         let reader = StreamReader {
             max_len: self.config.max_stream_len.min(frame::MAX_LEN),
-            timeout: self.config.stream_timeout,
+            lifetime: self.config.stream_timeout,
             frames: self.frames_tx.clone(),
             io: Arc::clone(&self.io),
         };
-        self.streams.spawn(reader.run(stream));
+        let id = self.inbound.spawn(reader.run(stream)).id();
+        self.inbound_sources.insert(id, source);
+    }
+
+    /// An inbound task ended: its slot of its source is free again.
+    fn release_source(&mut self, id: task::Id) {
+        let Some(source) = self.inbound_sources.remove(&id) else {
+            return;
+        };
+        if let Some(open) = self.per_source.get_mut(&source) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                self.per_source.remove(&source);
+            }
+        }
     }
 
     fn open_stream(&mut self, to: SocketAddr, frame: Bytes) {
-        if self.streams.len() >= self.config.max_streams {
-            IoCounters::add(&self.io.streams_refused);
-            debug!(%to, "stream not sent: too many open");
+        if self.outbound.len() >= self.config.max_outbound_streams {
+            IoCounters::add(&self.io.streams_dropped);
+            debug!(%to, "stream not sent: every outbound slot taken");
             return;
         }
         IoCounters::add(&self.io.streams_opened);
         let io = Arc::clone(&self.io);
-        let timeout = self.config.stream_timeout;
-        self.streams.spawn(async move {
-            let stream = match tokio::time::timeout(timeout, TcpStream::connect(to)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
+        let deadline = Instant::now() + self.config.stream_timeout;
+        self.outbound.spawn(async move {
+            // One deadline for the connect and the write together.
+            let send = async {
+                let mut stream = TcpStream::connect(to).await.inspect_err(|e| {
                     IoCounters::add(&io.stream_connect_failures);
                     trace!(%to, error = %e, "stream connect failed");
-                    return;
-                }
-                Err(_) => {
-                    IoCounters::add(&io.stream_connect_failures);
-                    trace!(%to, "stream connect timed out");
-                    return;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let mut stream = stream;
-            let write = async {
-                stream.write_all(&frame).await?;
-                stream.shutdown().await
-            };
-            match tokio::time::timeout(timeout, write).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
+                })?;
+                let _ = stream.set_nodelay(true);
+                let written = async {
+                    stream.write_all(&frame).await?;
+                    stream.shutdown().await
+                };
+                written.await.inspect_err(|e| {
                     IoCounters::add(&io.stream_io_errors);
                     trace!(%to, error = %e, "stream write failed");
-                }
-                Err(_) => {
-                    IoCounters::add(&io.stream_timeouts);
-                    trace!(%to, "stream write timed out");
-                }
+                })
+            };
+            if tokio::time::timeout_at(deadline, send).await.is_err() {
+                IoCounters::add(&io.stream_timeouts);
+                trace!(%to, "stream connect or write timed out");
             }
         });
     }
 }
 
-/// Reads length-prefixed frames from one accepted connection and hands each
-/// whole frame to the driver. Malformed framing is handed over too, so the
-/// core counts it.
+/// Reads the one length-prefixed frame of an accepted connection and hands
+/// it to the driver, then closes. Malformed framing is handed over too, so
+/// the core counts it.
 struct StreamReader {
     max_len: usize,
-    timeout: Duration,
+    /// From the accept to the whole frame.
+    lifetime: Duration,
     frames: mpsc::Sender<Bytes>,
     io: Arc<IoCounters>,
 }
@@ -527,18 +697,18 @@ struct StreamReader {
 impl StreamReader {
     async fn run(self, mut stream: TcpStream) {
         let mut buf = BytesMut::with_capacity(4096);
-        // Each frame must arrive within the timeout from the end of the
-        // previous one (or the accept).
-        let mut deadline = Instant::now() + self.timeout;
+        // The whole frame must arrive within the lifetime from the accept,
+        // however the sender paces it.
+        let deadline = Instant::now() + self.lifetime;
         loop {
             match frame::decode(&buf) {
                 Ok(Some(n)) => {
+                    // One frame per connection (the core's full-state
+                    // exchange): whatever follows is not read, and a frame
+                    // that fails authentication is the last one.
                     let f = buf.split_to(n).freeze();
-                    if self.frames.send(f).await.is_err() {
-                        return;
-                    }
-                    deadline = Instant::now() + self.timeout;
-                    continue;
+                    let _ = self.frames.send(f).await;
+                    return;
                 }
                 Ok(None) => {}
                 Err(_) => {
@@ -603,10 +773,7 @@ mod tests {
         Config::new(swim, addr)
     }
 
-    async fn wait_for(
-        events: &mut mpsc::UnboundedReceiver<MemberEvent>,
-        pred: impl Fn(&Event) -> bool,
-    ) -> MemberEvent {
+    async fn wait_for(events: &mut Events, pred: impl Fn(&Event) -> bool) -> MemberEvent {
         tokio::time::timeout(Duration::from_secs(5), async {
             loop {
                 let ev = events.recv().await.unwrap();
@@ -642,7 +809,10 @@ mod tests {
 
         b.set_meta(Meta::new(&b"zone-1"[..]).unwrap()).unwrap();
         let ev = wait_for(&mut a_events, |e| matches!(e, Event::Updated(_))).await;
-        assert_eq!(ev.event.member().meta.as_bytes().as_ref(), b"zone-1");
+        assert_eq!(
+            ev.event.member().unwrap().meta.as_bytes().as_ref(),
+            b"zone-1"
+        );
 
         b.leave().await;
         wait_for(
@@ -696,5 +866,126 @@ mod tests {
             "{stats:?}"
         );
         assert!(stats.core.mode_mismatch >= 1, "{stats:?}");
+    }
+
+    /// A keyless client holding many stream connections from one address,
+    /// some sending a 6-byte frame, some a length prefix and nothing more:
+    /// none keeps a slot past its first frame or its lifetime, and a new
+    /// member still joins through the same seed.
+    #[tokio::test]
+    async fn keyless_clients_cannot_hold_the_stream_slots() {
+        let (a, mut a_events) = Memberlist::start(config("a", Some([7; 32]))).unwrap();
+        let to = a.local_addr();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut attackers = JoinSet::new();
+        for i in 0..100 {
+            let stop = Arc::clone(&stop);
+            attackers.spawn(async move {
+                let mut held = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // From 127.0.0.2, so the member's own streams (from
+                    // 127.0.0.1) are another source.
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                    let Ok(mut s) = socket.connect(to).await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let junk: &[u8] = if i % 2 == 0 {
+                        &[0, 0, 0, 2, 1, 1]
+                    } else {
+                        &[0, 0, 4, 0]
+                    };
+                    // Hold it until the member closes it.
+                    if s.write_all(junk).await.is_ok() {
+                        let mut b = [0; 16];
+                        let _ = s.read(&mut b).await;
+                    }
+                    held += 1;
+                }
+                held
+            });
+        }
+        // Until the member has turned away more than its slots' worth.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let io = a.stats().await.unwrap().io;
+            if io.streams_refused_source + io.streams_rejected + io.stream_timeouts > 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{io:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut b_config = config("b", Some([7; 32]));
+        b_config.seeds = vec![to];
+        let (_b, mut b_events) = Memberlist::start(b_config).unwrap();
+        wait_for(
+            &mut b_events,
+            |e| matches!(e, Event::Up(m) if m.name.as_str() == "a"),
+        )
+        .await;
+        wait_for(
+            &mut a_events,
+            |e| matches!(e, Event::Up(m) if m.name.as_str() == "b"),
+        )
+        .await;
+        stop.store(true, Ordering::Relaxed);
+        let io = a.stats().await.unwrap().io;
+        assert!(io.streams_refused_source > 0, "{io:?}");
+        assert!(io.streams_rejected > 0, "{io:?}");
+        // Nobody else was refused for lack of slots.
+        assert_eq!(io.streams_refused, 0, "{io:?}");
+        attackers.abort_all();
+    }
+
+    /// One join reply lists every member: the new member's consumer gets
+    /// them in one batch, not one wake-up per member.
+    #[tokio::test]
+    async fn a_burst_of_joins_is_one_batch() {
+        let n = 12;
+        // All on 127.0.0.1: one source address for every member.
+        let local = |name: &str| {
+            let mut c = config(name, Some([7; 32]));
+            c.max_streams_per_source = 64;
+            c
+        };
+        let (seed, mut seed_events) = Memberlist::start(local("m0")).unwrap();
+        let mut others = Vec::new();
+        for i in 1..n {
+            let mut c = local(&format!("m{i}"));
+            c.seeds = vec![seed.local_addr()];
+            others.push(Memberlist::start(c).unwrap());
+        }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while seed.stats().await.unwrap().members_up < n - 1 {
+                let _ = seed_events.recv_batch().await;
+            }
+        })
+        .await
+        .unwrap();
+        let mut c = local("new");
+        c.seeds = vec![seed.local_addr()];
+        let (_new, mut events) = Memberlist::start(c).unwrap();
+        let mut ups = 0;
+        let mut batches = 0;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while ups < n {
+                let batch = events.recv_batch().await.unwrap();
+                let up = batch
+                    .iter()
+                    .filter(|e| matches!(e.event, Event::Up(_)))
+                    .count();
+                if up > 0 {
+                    batches += 1;
+                    ups += up;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(ups, n);
+        // The join reply brings all of them; gossip may bring one or two
+        // first.
+        assert!(batches <= 3, "{n} joins in {batches} batches");
     }
 }

@@ -1,7 +1,9 @@
 //! The memberlist key file: 32-byte AES-256 keys, one per line, in hex (64
 //! digits) or base64 (44 characters); blank lines and `#` comments are
 //! skipped. The first key is primary (encrypts), the others are accepted
-//! when decrypting (key rotation). Pure parsing, no I/O.
+//! when decrypting (key rotation). [`parse`] is pure; [`watch`] re-reads
+//! the file and hands each changed keyring on (a rotated Secret applies
+//! without a restart).
 //!
 //! A line that is neither (MetalLB's `memberlist` Secret holds
 //! `openssl rand -base64 128`, 172 characters) is a passphrase: its key is
@@ -10,8 +12,12 @@
 //! The same format as `ferrolb-memberlist --key-file`, whose private copy
 //! of this parser predates this module.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use memberlist::{Key, Keyring};
 use sha2::{Digest, Sha256};
+use tracing::{info, warn};
 
 /// The keyring of a key file's text.
 pub fn parse(text: &str) -> Result<Keyring, String> {
@@ -27,6 +33,41 @@ pub fn parse(text: &str) -> Result<Keyring, String> {
         ring.install(key?);
     }
     Ok(ring)
+}
+
+/// Re-reads the key file at `path` every `every` and hands each changed
+/// keyring to `apply` (a Secret volume is updated in place when the Secret
+/// changes); stops when `apply` returns false. A file that cannot be read
+/// or parsed is logged and the keys in use stay. The first read is
+/// compared with what is in the file when this starts: call it after the
+/// initial keyring was taken from the file.
+pub async fn watch(path: PathBuf, every: Duration, mut apply: impl FnMut(Keyring) -> bool) {
+    let mut last = std::fs::read_to_string(&path).ok();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "memberlist key file unreadable; keys unchanged");
+                continue;
+            }
+        };
+        if last.as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        match parse(&text) {
+            Ok(ring) => {
+                info!(keys = ring.keys().count(), "memberlist keys reloaded");
+                if !apply(ring) {
+                    return;
+                }
+                last = Some(text);
+            }
+            Err(e) => warn!(error = %e, "memberlist key file rejected; keys unchanged"),
+        }
+    }
 }
 
 fn parse_key(s: &str) -> Result<Key, String> {
