@@ -76,9 +76,8 @@ struct Args {
     /// Timing profile: lan = 100 ms probes, 250 ms to 1 s suspicion.
     #[arg(long, value_enum, default_value_t = Profile::Lan)]
     profile: Profile,
-    /// Log filter for standard error (tracing's env-filter syntax).
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -89,28 +88,20 @@ enum Profile {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log_level))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("tokio runtime: {e}")),
+    let log = args.log.clone();
+    let program = async move {
+        // Errors are an event on standard output too, for the tools that
+        // drive this program.
+        run(args).await.inspect_err(|message| {
+            emit(json!({"event": "error", "message": message}));
+        })
     };
-    match rt.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&e),
-    }
-}
-
-fn fail(message: &str) -> ExitCode {
-    emit(json!({"event": "error", "message": message}));
-    eprintln!("ferrolb-memberlist: {message}");
-    ExitCode::FAILURE
+    shell::main(
+        "ferrolb-memberlist",
+        shell::Runtime::CurrentThread,
+        &log,
+        program,
+    )
 }
 
 async fn run(args: Args) -> Result<(), String> {
