@@ -14,8 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use controller::leader;
 use controller::plan::{self, Source};
 use controller::reconcile::{self, Options};
-use tracing::{error, info};
-use tracing_subscriber::EnvFilter;
+use tracing::info;
 
 /// ferrolb controller: assigns LoadBalancer Service IPs from MetalLB
 /// IPAddressPools.
@@ -52,12 +51,8 @@ struct RunArgs {
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:7472")]
     metrics_addr: SocketAddr,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax; RUST_LOG overrides).
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    #[command(flatten)]
+    log: shell::LogArgs,
     /// Name of the coordination.k8s.io Lease used for leader election.
     #[arg(long, default_value = "ferrolb-controller")]
     lease_name: String,
@@ -97,12 +92,6 @@ struct PlanArgs {
     /// Services without a class).
     #[arg(long)]
     lb_class: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -194,24 +183,9 @@ fn read_file(p: &Path) -> Result<Source, String> {
 }
 
 fn run_controller(args: RunArgs) -> ExitCode {
-    init_logs(args.log_format, &args.log_level);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!(error = %e, "cannot start the runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            error!(error = %e, "controller stopped");
-            ExitCode::FAILURE
-        }
-    }
+    let log = args.log.clone();
+    // A worker per core: reconciles run in parallel.
+    shell::main("controller", shell::Runtime::MultiThread, &log, serve(args))
 }
 
 async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -242,28 +216,14 @@ async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         pool_status_period: args.pool_status_period,
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
+    let signals = shell::signal::Shutdown::new()?;
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.recv().await;
         info!("shutting down");
         let _ = tx.send(true);
     });
     reconcile::run(client, opts, rx).await?;
     Ok(())
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 fn default_identity() -> String {
@@ -274,16 +234,4 @@ fn default_identity() -> String {
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "controller".into());
     format!("{host}-{}", std::process::id())
-}
-
-fn init_logs(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        // No colour codes: the logs go to files and collectors.
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }

@@ -1,16 +1,16 @@
 //! Prometheus metrics with MetalLB's names, and `/healthz` and `/readyz`,
-//! over a minimal HTTP/1.1 server on tokio (one request per connection).
+//! served by the shared server ([`shell::http`]: timeouts, connection
+//! caps, accept backoff).
 //!
-//! [`render`] is pure (counts in, exposition text out); [`serve`] only
+//! [`render`] is pure (counts in, exposition text out); [`spawn`] only
 //! moves bytes.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, info};
+use shell::health::{Health, State};
+use shell::http::{Config, Routes, Server};
 
 use crate::state::PoolCounts;
 
@@ -63,73 +63,26 @@ pub fn render(pools: &[PoolCounts], leader: bool) -> String {
     out
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` forever.
-pub async fn serve(listener: TcpListener, source: Arc<dyn Source>) {
-    if let Ok(addr) = listener.local_addr() {
-        info!(%addr, "metrics server listening");
-    }
-    loop {
-        let Ok((conn, peer)) = listener.accept().await else {
-            continue;
-        };
-        let source = source.clone();
-        tokio::spawn(async move {
-            if let Err(e) = handle(conn, source.as_ref()).await {
-                debug!(%peer, error = %e, "metrics connection failed");
-            }
-        });
-    }
-}
-
-/// Binds `addr` and serves it in a background task.
+/// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in
+/// background tasks for as long as the runtime runs. Readiness is the
+/// component `lease` ([`Source::is_ready`]). Returns the bound address.
 pub async fn spawn(addr: SocketAddr, source: Arc<dyn Source>) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(serve(listener, source));
-    Ok(local)
-}
-
-async fn handle(mut conn: TcpStream, source: &dyn Source) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    // Read the request head only; bodies are not expected.
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = conn.read(&mut chunk).await?;
-        if n == 0 {
-            break;
+    let health = Health::new();
+    let ready = Arc::clone(&source);
+    health.check("lease", move || {
+        if ready.is_ready() {
+            State::Ready
+        } else {
+            State::Starting(
+                "no Lease round trip yet, or the leader's startup replay is not done".into(),
+            )
         }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf);
-    let mut words = head.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (code, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            render(&source.pool_counts(), source.is_leader()),
-        ),
-        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_owned()),
-        ("GET", "/readyz") if source.is_ready() => ("200 OK", "text/plain", "ok\n".to_owned()),
-        ("GET", "/readyz") => (
-            "503 Service Unavailable",
-            "text/plain",
-            "not ready\n".to_owned(),
-        ),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "method not allowed\n".to_owned(),
-        ),
-    };
-    let resp = format!(
-        "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(resp.as_bytes()).await?;
-    conn.shutdown().await
+    });
+    let routes = Routes::new(health, move || {
+        render(&source.pool_counts(), source.is_leader())
+    });
+    let handle = Server::bind(addr, Config::default()).await?.spawn(routes)?;
+    Ok(handle.local_addr())
 }
 
 /// Label values escape `\`, `"` and newlines.

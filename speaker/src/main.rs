@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bgp::session::StopMode;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use speaker::driver::l2::L2Config;
@@ -21,7 +21,6 @@ use speaker::metrics;
 use speaker::publish;
 use speaker::run::{self, Options};
 use speaker::source::{file, k8s, keyring};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
@@ -142,55 +141,15 @@ struct Args {
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "0.0.0.0:7472")]
     metrics_addr: SocketAddr,
-    /// Log format on standard error.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or debug.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging(&args);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("speaker: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(start(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "speaker failed");
-            eprintln!("speaker: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let log = args.log.clone();
+    // One thread: every task is I/O-bound and small.
+    shell::main("speaker", shell::Runtime::CurrentThread, &log, start(args))
 }
 
 async fn start(args: Args) -> Result<(), String> {
@@ -203,7 +162,8 @@ async fn start(args: Args) -> Result<(), String> {
         }
     }
     let shared = metrics::Shared::default();
-    metrics::spawn(args.metrics_addr, Arc::clone(&shared))
+    let health = shell::Health::new();
+    let server = metrics::serve(args.metrics_addr, Arc::clone(&shared), health)
         .await
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
     let memberlist = match args.memberlist_bind {
@@ -238,17 +198,15 @@ async fn start(args: Args) -> Result<(), String> {
         bfd: speaker::driver::bfd::Options::default(),
         bgp_without_bfd_up: args.bgp_without_bfd_up,
     };
-    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+    let signals = shell::signal::Shutdown::new().map_err(|e| format!("signal handlers: {e}"))?;
     let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => info!("SIGTERM"),
-            _ = int.recv() => info!("SIGINT"),
-        }
+        signals.recv().await;
     };
-    run::run(opts, reloads, memberlist, shared, report, shutdown)
+    let result = run::run(opts, reloads, memberlist, shared, report, shutdown)
         .await
-        .map_err(|e| format!("--bgp-listen: {e}"))
+        .map_err(|e| format!("--bgp-listen: {e}"));
+    server.shutdown().await;
+    result
 }
 
 /// Connects to the API, starts the watches (and the memberlist seed

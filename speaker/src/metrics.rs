@@ -1,22 +1,18 @@
 //! Prometheus metrics with MetalLB's names where the concept exists, and
-//! `/healthz` and `/readyz`, over a minimal HTTP/1.1 server on tokio (one
-//! request per connection).
+//! `/healthz` and `/readyz`, served by the shared server
+//! ([`shell::http`]: timeouts, connection caps, accept backoff).
 //!
 //! [`Snapshot::render`] is pure (values in, exposition text out); the
 //! reconcile loop refreshes the [`Snapshot`] behind [`Shared`], and
-//! [`spawn`] only moves bytes.
-//!
-//! The HTTP responder mirrors `controller/src/metrics.rs`; the two crates
-//! share no tokio-using crate to hold it yet.
+//! [`serve`] only moves bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, info};
+use shell::health::{Health, State};
+use shell::http::{Config, Handle, Routes, Server};
 
 /// The values the metrics report, refreshed by the reconcile loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -368,69 +364,27 @@ impl Snapshot {
     }
 }
 
-/// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in a
-/// background task. Returns the bound address.
-pub async fn spawn(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    info!(addr = %local, "metrics server listening");
-    tokio::spawn(async move {
-        loop {
-            let Ok((conn, peer)) = listener.accept().await else {
-                continue;
-            };
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                if let Err(e) = handle(conn, &shared).await {
-                    debug!(%peer, error = %e, "metrics connection failed");
-                }
-            });
+/// Binds `addr` and serves, in background tasks, `/metrics` (the
+/// snapshot's text), and `/healthz` and `/readyz` from `health`, to which
+/// it adds the component `configuration`: ready once a configuration has
+/// been applied ([`Snapshot::ready`]).
+pub async fn serve(addr: SocketAddr, shared: Shared, health: Health) -> std::io::Result<Handle> {
+    let ready = Arc::clone(&shared);
+    health.check("configuration", move || {
+        if lock(&ready).ready {
+            State::Ready
+        } else {
+            State::Starting("no configuration applied yet".into())
         }
     });
-    Ok(local)
+    let routes = Routes::new(health, move || lock(&shared).render());
+    Server::bind(addr, Config::default()).await?.spawn(routes)
 }
 
-async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    // Read the request head only; bodies are not expected.
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = conn.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf);
-    let mut words = head.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (ready, metrics) = {
-        let snap = shared.lock().unwrap_or_else(PoisonError::into_inner);
-        (snap.ready, (path == "/metrics").then(|| snap.render()))
-    };
-    let (code, ctype, body) = match (method, path, metrics) {
-        ("GET", "/metrics", Some(text)) => ("200 OK", "text/plain; version=0.0.4", text),
-        ("GET", "/healthz", _) => ("200 OK", "text/plain", "ok\n".to_owned()),
-        ("GET", "/readyz", _) if ready => ("200 OK", "text/plain", "ok\n".to_owned()),
-        ("GET", "/readyz", _) => (
-            "503 Service Unavailable",
-            "text/plain",
-            "not ready\n".to_owned(),
-        ),
-        ("GET", _, _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "method not allowed\n".to_owned(),
-        ),
-    };
-    let resp = format!(
-        "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(resp.as_bytes()).await?;
-    conn.shutdown().await
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
+    // The reconcile loop replaces whole fields: a panic while it holds the
+    // lock leaves a snapshot that is still worth reporting.
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A metric family: name, type, help, and how to read a value.
@@ -552,28 +506,40 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_and_readiness() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let shared = Shared::default();
-        let addr = spawn("127.0.0.1:0".parse().unwrap(), shared.clone())
-            .await
-            .unwrap();
+        let server = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            shared.clone(),
+            Health::new(),
+        )
+        .await
+        .unwrap();
+        let addr = server.local_addr();
         let get = |path: &'static str| async move {
-            let mut c = TcpStream::connect(addr).await.unwrap();
-            c.write_all(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes())
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            c.write_all(format!("GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes())
                 .await
                 .unwrap();
             let mut s = String::new();
             c.read_to_string(&mut s).await.unwrap();
             s
         };
-        assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        let not_ready = get("/readyz").await;
+        assert!(not_ready.starts_with("HTTP/1.1 503"), "{not_ready}");
+        assert!(
+            not_ready.ends_with("not ready: configuration: no configuration applied yet\n"),
+            "{not_ready}"
+        );
         shared.lock().unwrap().ready = true;
         assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
+        let metrics = get("/metrics").await;
         assert!(
-            get("/metrics")
-                .await
-                .contains("ferrolb_config_errors_total 0")
+            metrics.ends_with(&format!("\r\n\r\n{}", Snapshot::default().render())),
+            "{metrics}"
         );
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
+        server.shutdown().await;
     }
 }

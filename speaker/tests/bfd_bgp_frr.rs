@@ -222,7 +222,8 @@ impl Lab {
     fn metrics(&self) -> String {
         self.node.run_in(|| {
             let mut c = std::net::TcpStream::connect("127.0.0.1:7472").unwrap();
-            c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .unwrap();
             let mut s = String::new();
             c.read_to_string(&mut s).unwrap();
             s

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bfd::{Event, PeerKey, Profile, SessionConfig};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use serde_json::{Value, json};
 use speaker::driver::bfd::{BfdSpeaker, Options};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -79,55 +79,20 @@ struct Args {
     /// Seed for discriminators and jitter (default: from the OS).
     #[arg(long)]
     seed: Option<u64>,
-    /// Log filter (tracing EnvFilter syntax), on standard error.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-    /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging(&args);
+    let log = args.log.clone();
     // One thread: the driver is one task.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ferrolb-bfd: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ferrolb-bfd: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    shell::main(
+        "ferrolb-bfd",
+        shell::Runtime::CurrentThread,
+        &log,
+        run(args),
+    )
 }
 
 async fn run(args: Args) -> Result<(), String> {

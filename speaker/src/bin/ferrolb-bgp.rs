@@ -124,12 +124,8 @@ struct Args {
     /// peers keep the routes (default: Cease/Administrative Shutdown).
     #[arg(long)]
     preserve_on_exit: bool,
-    /// Log format on standard error.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or debug.
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -140,14 +136,6 @@ enum Mode {
     Active,
     /// Only accept.
     Passive,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// A tiny error type for main: a message with context.
@@ -183,36 +171,13 @@ mod anyhow_lite {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging(&args);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ferrolb-bgp: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ferrolb-bgp: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let log = args.log.clone();
+    shell::main(
+        "ferrolb-bgp",
+        shell::Runtime::CurrentThread,
+        &log,
+        run(args),
+    )
 }
 
 async fn run(args: Args) -> Result<()> {

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use l2::{Burst, Reason, Stats};
 use serde_json::json;
 use speaker::driver::l2::{L2Announcer, L2Config, L2Event, L2Stats};
@@ -54,55 +54,15 @@ struct Args {
     /// Milliseconds between those rounds.
     #[arg(long, default_value_t = 1100)]
     burst_interval_ms: u64,
-    /// Log format on standard error.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or debug.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging(&args);
+    let log = args.log.clone();
     // One thread: the driver is one task, and the benchmark pins it.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ferrolb-l2: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ferrolb-l2: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    shell::main("ferrolb-l2", shell::Runtime::CurrentThread, &log, run(args))
 }
 
 async fn run(args: Args) -> Result<(), String> {

@@ -95,9 +95,8 @@ struct Args {
     /// test exactly that (a restart "earlier" than its previous life).
     #[arg(long, default_value_t = 0)]
     incarnation: u32,
-    /// Log filter for standard error (tracing's env-filter syntax).
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -108,28 +107,20 @@ enum Profile {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log_level))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("tokio runtime: {e}")),
+    let log = args.log.clone();
+    let program = async move {
+        // Errors are an event on standard output too, for the tools that
+        // drive this program.
+        run(args).await.inspect_err(|message| {
+            emit(json!({"event": "error", "message": message}));
+        })
     };
-    match rt.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&e),
-    }
-}
-
-fn fail(message: &str) -> ExitCode {
-    emit(json!({"event": "error", "message": message}));
-    eprintln!("ferrolb-memberlist: {message}");
-    ExitCode::FAILURE
+    shell::main(
+        "ferrolb-memberlist",
+        shell::Runtime::CurrentThread,
+        &log,
+        program,
+    )
 }
 
 async fn run(args: Args) -> Result<(), String> {

@@ -543,7 +543,9 @@ impl Node {
                 return String::new();
             };
             let mut s = String::new();
-            if c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").is_ok() {
+            if c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .is_ok()
+            {
                 let _ = c.read_to_string(&mut s);
             }
             s

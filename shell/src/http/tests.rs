@@ -1,0 +1,238 @@
+//! The server in-process, over loopback (several 127.0.0.0/8 sources).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+
+use super::*;
+use crate::health::State;
+
+fn source(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))
+}
+
+async fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(from, 0)).unwrap();
+    sock.connect(to).await.unwrap()
+}
+
+/// One request with `Connection: close`; the whole response.
+async fn get_from(from: IpAddr, to: SocketAddr, method: &str, path: &str) -> String {
+    let mut c = connect_from(from, to).await;
+    c.write_all(
+        format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).await.unwrap();
+    s
+}
+
+async fn start(config: Config, health: Health) -> Handle {
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server
+        .spawn(Routes::new(health, || "a_metric 1\n".to_owned()))
+        .unwrap()
+}
+
+/// Waits for the peer to close: Ok(()) on EOF or reset.
+async fn closed(c: &mut TcpStream) {
+    let mut buf = [0u8; 1024];
+    loop {
+        match c.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn routes_answer_from_metrics_and_health() {
+    let health = Health::new();
+    let config_ready = health.component("configuration");
+    let server = start(Config::default(), health.clone()).await;
+    let addr = server.local_addr();
+    let get = |path: &'static str| get_from(source(1), addr, "GET", path);
+
+    let m = get("/metrics").await;
+    assert!(m.starts_with("HTTP/1.1 200 OK\r\n"), "{m}");
+    assert!(
+        m.contains("content-type: text/plain; version=0.0.4\r\n"),
+        "{m}"
+    );
+    assert!(m.ends_with("\r\n\r\na_metric 1\n"), "{m}");
+    assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
+    let r = get("/readyz").await;
+    assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+    assert!(r.ends_with("not ready: configuration: starting\n"), "{r}");
+    config_ready.ready();
+    assert!(get("/readyz?verbose").await.ends_with("\r\n\r\nok\n"));
+    health.component("bgp 10.0.0.1").fail("task panicked");
+    let h = get("/healthz").await;
+    assert!(h.starts_with("HTTP/1.1 500"), "{h}");
+    assert!(h.ends_with("failed: bgp 10.0.0.1: task panicked\n"), "{h}");
+    assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+    assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
+    let post = get_from(source(1), addr, "POST", "/metrics").await;
+    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    assert!(post.contains("allow: GET, HEAD\r\n"), "{post}");
+    let head = get_from(source(1), addr, "HEAD", "/metrics").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.ends_with("\r\n\r\n"), "HEAD has no body: {head}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn keep_alive_is_limited_in_requests() {
+    let config = Config {
+        max_requests_per_connection: 3,
+        ..Config::default()
+    };
+    let server = start(config, Health::new()).await;
+    let mut c = connect_from(source(1), server.local_addr()).await;
+    let mut all = String::new();
+    for _ in 0..3 {
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf).await.unwrap();
+        all.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+    }
+    assert_eq!(all.matches("HTTP/1.1 200").count(), 3, "{all}");
+    // Only the third says close, and then the server closes.
+    assert_eq!(all.matches("connection: close").count(), 1, "{all}");
+    closed(&mut c).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed_after_the_header_timeout() {
+    let config = Config {
+        header_timeout: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let server = start(config.clone(), Health::new()).await;
+    let addr = server.local_addr();
+    let t0 = Instant::now();
+    let mut idle = connect_from(source(1), addr).await;
+    let mut slow = connect_from(source(2), addr).await;
+    let trickle = async {
+        for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\n" {
+            if slow.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        closed(&mut slow).await;
+    };
+    tokio::join!(closed(&mut idle), trickle);
+    // Neither was closed before its time ran out.
+    assert!(t0.elapsed() >= config.header_timeout, "{:?}", t0.elapsed());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_its_response_is_closed_after_the_request_timeout() {
+    let config = Config {
+        request_timeout: Duration::from_millis(400),
+        ..Config::default()
+    };
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), config.clone())
+        .await
+        .unwrap();
+    // More than any socket buffers hold.
+    let big = "x".repeat(32 << 20);
+    let server = server
+        .spawn(Routes::new(Health::new(), move || big.clone()))
+        .unwrap();
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut c = sock.connect(server.local_addr()).await.unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    tokio::time::sleep(config.request_timeout).await;
+    // Now drain: the stream must end well short of the whole body.
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match c.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    assert!(got < 32 << 20, "read {got} bytes: the whole body");
+    assert!(t0.elapsed() >= config.request_timeout);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn at_the_caps_the_oldest_connection_makes_room_for_a_probe() {
+    let config = Config {
+        max_connections: 4,
+        max_connections_per_source: 2,
+        ..Config::default()
+    };
+    let server = start(config, Health::new()).await;
+    let addr = server.local_addr();
+    // Two sources fill every slot with idle connections, and a third
+    // source tries to take more than its share.
+    let mut held = Vec::new();
+    for n in [10, 10, 11, 11] {
+        held.push(connect_from(source(n), addr).await);
+    }
+    let mut greedy = Vec::new();
+    for _ in 0..3 {
+        greedy.push(connect_from(source(12), addr).await);
+    }
+    // The probe is answered every time.
+    for _ in 0..5 {
+        let r = get_from(source(2), addr, "GET", "/healthz").await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    // The greedy source's first connection made room for its third: it
+    // was closed, at once, not after a timeout.
+    closed(&mut greedy[0]).await;
+    // The oldest idle connections were closed for the newcomers.
+    closed(&mut held[0]).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_idle_connections_and_stops_accepting() {
+    let server = start(Config::default(), Health::new()).await;
+    let addr = server.local_addr();
+    let mut idle = connect_from(source(1), addr).await;
+    // Let the server accept it.
+    let r = get_from(source(1), addr, "GET", "/healthz").await;
+    assert!(r.starts_with("HTTP/1.1 200"));
+    let t0 = Instant::now();
+    server.shutdown().await;
+    // Idle connections close at once, well before the 2 s grace.
+    closed(&mut idle).await;
+    assert!(
+        t0.elapsed() < Config::default().shutdown_grace,
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(TcpStream::connect(addr).await.is_err());
+}
+
+#[test]
+fn state_lines_in_the_health_bodies() {
+    let health = Health::new();
+    health.check("x", || State::Failed("why".into()));
+    let routes = Routes::new(health, String::new);
+    let (status, _, body) = routes.respond(&Method::GET, "/healthz");
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, "failed: x: why\n");
+}

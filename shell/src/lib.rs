@@ -1,0 +1,25 @@
+//! ferrolb's process shell: what every binary of the project does around
+//! its real work, written once.
+//!
+//! - [`LogArgs`]: the `--log-format` / `--log-level` flags and the
+//!   `tracing` subscriber they set up (text without colour codes, or one
+//!   JSON object per line, on standard error).
+//! - [`main`]: logging, a tokio runtime, the program's future, and the exit
+//!   code (0, or 1 with the error logged and printed).
+//! - [`signal::Shutdown`]: SIGTERM or SIGINT.
+//! - [`health`]: a registry of named components (task states, checks) that
+//!   `/healthz` and `/readyz` report.
+//! - [`http`]: the metrics/health HTTP server (hyper), with timeouts,
+//!   connection caps and accept backoff, safe to expose on a host port.
+//!
+//! This is glue, not a sans-IO core: it owns sockets, clocks and tasks.
+
+pub mod health;
+pub mod http;
+mod log;
+mod process;
+pub mod signal;
+
+pub use health::{Component, Health, State};
+pub use log::{LogArgs, LogError, LogFormat};
+pub use process::{Runtime, main};
