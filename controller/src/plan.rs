@@ -196,7 +196,7 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
             }
         }
     }
-    let problems = validate::config(&cfg);
+    let (_, problems) = validate::config(&cfg);
     if !problems.is_empty() || !duplicates.is_empty() {
         duplicates.extend(
             problems

@@ -105,7 +105,7 @@ pub fn load(files: &Files) -> Result<Snapshot, Vec<Error>> {
         return Err(errors);
     }
     default_namespaces(&mut snap);
-    let problems = validate::config(&snap.config);
+    let (_, problems) = validate::config(&snap.config);
     if !problems.is_empty() {
         return Err(problems.into_iter().map(Error::Invalid).collect());
     }

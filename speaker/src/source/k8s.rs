@@ -192,7 +192,7 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
     loop {
         changed.mark_unchanged();
         let snap = caches.snapshot();
-        let problems = validate::config(&snap.config);
+        let (_, problems) = validate::config(&snap.config);
         let reload = if problems.is_empty() {
             Ok(snap)
         } else {
