@@ -16,7 +16,7 @@ use std::num::NonZeroU8;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use api::v1beta1::BFDProfileSpec;
+use api::model::BfdProfile;
 use bfd::client::{Gate, Verdict};
 use bfd::{PeerKey, Profile, SessionConfig};
 use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
@@ -228,8 +228,8 @@ impl Reconciler {
             Ok(snapshot) => {
                 info!(
                     services = snapshot.services.len(),
-                    peers = snapshot.config.peers.len(),
-                    pools = snapshot.config.pools.len(),
+                    peers = snapshot.model.peers.len(),
+                    pools = snapshot.model.pools.len(),
                     "configuration loaded"
                 );
                 m.last_reload_success = true;
@@ -283,7 +283,7 @@ impl Reconciler {
         };
         let (mut view, mut problems) = ClusterView::from_k8s(
             &self.opts.node,
-            snap.config.clone(),
+            snap.model.clone(),
             &snap.nodes,
             &snap.services,
             &snap.slices,
@@ -295,7 +295,7 @@ impl Reconciler {
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
         let bgp = bgp_plan(&view);
-        let l2 = (!view.config.l2_advertisements.is_empty() && self.l2_hold.is_none())
+        let l2 = (!view.model.l2_advertisements.is_empty() && self.l2_hold.is_none())
             .then(|| l2_plan(&view));
         problems.extend(bgp.problems.iter().cloned());
         problems.extend(l2.iter().flat_map(|p| p.problems.iter().cloned()));
@@ -638,21 +638,16 @@ fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
     })
 }
 
-/// A BFDProfile's fields, MetalLB's defaults for those unset. Values out of
-/// the CRD's ranges (which the API rejects) fall back to the defaults.
-fn bfd_profile(spec: &BFDProfileSpec) -> Profile {
-    let d = Profile::default();
-    let ms =
-        |v: Option<u32>, default: Duration| v.map_or(default, |v| Duration::from_millis(v.into()));
-    let byte = |v: Option<u32>| v.and_then(|v| u8::try_from(v).ok());
+/// A BFDProfile as the BFD core's profile (the model holds MetalLB's
+/// defaults for unset fields, and its bounds).
+fn bfd_profile(p: &BfdProfile) -> Profile {
     Profile {
-        receive_interval: ms(spec.receive_interval, d.receive_interval),
-        transmit_interval: ms(spec.transmit_interval, d.transmit_interval),
-        detect_multiplier: byte(spec.detect_multiplier)
-            .and_then(NonZeroU8::new)
-            .unwrap_or(d.detect_multiplier),
-        passive: spec.passive_mode.unwrap_or(d.passive),
-        minimum_ttl: byte(spec.minimum_ttl).unwrap_or(d.minimum_ttl),
+        receive_interval: p.receive_interval,
+        transmit_interval: p.transmit_interval,
+        detect_multiplier: NonZeroU8::new(p.detect_multiplier)
+            .unwrap_or(Profile::default().detect_multiplier),
+        passive: p.passive,
+        minimum_ttl: p.minimum_ttl,
     }
 }
 

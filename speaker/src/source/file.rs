@@ -95,20 +95,22 @@ pub fn read_dir(dir: &Path) -> Result<Files, Error> {
 /// Returns every error found, not just the first.
 pub fn load(files: &Files) -> Result<Snapshot, Vec<Error>> {
     let mut snap = Snapshot::default();
+    let mut config = Config::default();
     let mut errors = Vec::new();
     for (path, text) in files {
-        if let Err(e) = load_file(&mut snap, path, text) {
+        if let Err(e) = load_file(&mut config, &mut snap, path, text) {
             errors.push(e);
         }
     }
     if !errors.is_empty() {
         return Err(errors);
     }
-    default_namespaces(&mut snap);
-    let (_, problems) = validate::config(&snap.config);
+    default_namespaces(&mut config, &mut snap);
+    let (model, problems) = validate::config(&config);
     if !problems.is_empty() {
         return Err(problems.into_iter().map(Error::Invalid).collect());
     }
+    snap.model = Arc::new(model);
     Ok(snap)
 }
 
@@ -146,12 +148,11 @@ pub async fn watch(
     }
 }
 
-fn load_file(snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> {
+fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> {
     let config = Config::from_yaml(text).map_err(|error| Error::Config {
         path: path.to_owned(),
         error,
     })?;
-    let c = &mut snap.config;
     c.pools.extend(config.pools);
     c.peers.extend(config.peers);
     c.bgp_advertisements.extend(config.bgp_advertisements);
@@ -192,13 +193,12 @@ fn load_file(snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> 
     Ok(())
 }
 
-fn default_namespaces(snap: &mut Snapshot) {
+fn default_namespaces(c: &mut Config, snap: &mut Snapshot) {
     fn set(meta: &mut ObjectMeta) {
         if meta.namespace.as_deref().is_none_or(str::is_empty) {
             meta.namespace = Some(DEFAULT_NAMESPACE.to_owned());
         }
     }
-    let c = &mut snap.config;
     c.pools.iter_mut().for_each(|o| set(&mut o.metadata));
     c.peers.iter_mut().for_each(|o| set(&mut o.metadata));
     c.bgp_advertisements
@@ -271,7 +271,7 @@ metadata: {name: skipped}
     #[test]
     fn reads_every_kind_across_files() {
         let snap = load(&files(&[("a.yaml", POOL), ("b.yaml", SERVICE)])).unwrap();
-        assert_eq!(snap.config.pools.len(), 1);
+        assert_eq!(snap.model.pools.len(), 1);
         assert_eq!(snap.nodes.len(), 1);
         assert_eq!(snap.secrets.len(), 1);
         assert_eq!(
@@ -281,7 +281,7 @@ metadata: {name: skipped}
         // The slice joins the service (same defaulted namespace).
         let (view, problems) = crate::announce::ClusterView::from_k8s(
             "n2",
-            snap.config,
+            snap.model,
             &snap.nodes,
             &snap.services,
             &snap.slices,

@@ -13,7 +13,7 @@ pub mod keyring;
 
 use std::sync::Arc;
 
-use api::validate::Config;
+use api::model::Model;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
@@ -22,8 +22,8 @@ use k8s_openapi::api::discovery::v1 as discoveryv1;
 /// large cluster costs pointers, not copies.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// The metallb.io objects.
-    pub config: Config,
+    /// The metallb.io objects, parsed and valid.
+    pub model: Arc<Model>,
     /// Nodes.
     pub nodes: Vec<Arc<corev1::Node>>,
     /// Services, with their status (ingress IPs).
