@@ -69,7 +69,12 @@ impl Node {
     /// The body of `GET /metrics` inside the node's namespace.
     fn metrics(&self) -> String {
         self.ns.run_in(|| {
-            let mut c = std::net::TcpStream::connect("127.0.0.1:7472").unwrap();
+            // A speaker just started may not listen yet: the port's answer,
+            // not a guess about start-up time, says when it does.
+            let mut c = wait_until("the metrics port", T, Duration::from_millis(50), || {
+                std::net::TcpStream::connect("127.0.0.1:7472").ok()
+            })
+            .unwrap();
             c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
             let mut s = String::new();
             c.read_to_string(&mut s).unwrap();
