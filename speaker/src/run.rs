@@ -37,7 +37,7 @@ use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{MemberEvent, Memberlist};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
-use crate::source::{Snapshot, file};
+use crate::source::{Rejected, Snapshot, file};
 
 /// How the speaker runs, from its flags.
 #[derive(Clone, Debug)]
@@ -64,7 +64,7 @@ pub struct Options {
 }
 
 /// A result of the configuration source.
-pub type Reload = Result<Snapshot, Vec<file::Error>>;
+pub type Reload = Result<Snapshot, Rejected>;
 
 /// Runs until `shutdown` completes, then leaves memberlist at once, ends
 /// the BGP sessions as `opts.exit` says and withdraws layer 2 addresses.
@@ -236,7 +236,7 @@ impl Reconciler {
                 self.snapshot = Some(snapshot);
                 self.publish_config(ConfigResult::Valid);
             }
-            Err(errors) => {
+            Err(Rejected { errors, cluster }) => {
                 for e in &errors {
                     match e {
                         file::Error::Invalid(p) => error!(
@@ -253,8 +253,16 @@ impl Reconciler {
                 m.last_reload_success = false;
                 let summary: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 self.publish_config(ConfigResult::Invalid(summary.join("; ")));
-                if self.snapshot.is_some() {
-                    warn!("keeping the last good configuration");
+                match (&mut self.snapshot, cluster) {
+                    (Some(last), Some(cluster)) => {
+                        *last = last.with_cluster(*cluster);
+                        warn!(
+                            services = last.services.len(),
+                            "keeping the last good configuration; nodes, services, endpoints and secrets are current"
+                        );
+                    }
+                    (Some(_), None) => warn!("keeping the last good configuration"),
+                    (None, _) => {}
                 }
             }
         }

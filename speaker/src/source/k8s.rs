@@ -36,7 +36,7 @@ use kube::{Client, Resource};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::{Snapshot, file};
+use super::{Rejected, Snapshot, file};
 use crate::run::Reload;
 
 /// How long changes are gathered before a snapshot is built: short enough
@@ -202,7 +202,10 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
                 ..snap
             })
         } else {
-            Err(problems.into_iter().map(file::Error::Invalid).collect())
+            Err(Rejected {
+                errors: problems.into_iter().map(file::Error::Invalid).collect(),
+                cluster: Some(Box::new(snap)),
+            })
         };
         if tx.send(reload).await.is_err() {
             return;

@@ -33,3 +33,29 @@ pub struct Snapshot {
     /// Secrets (BGP passwords).
     pub secrets: Vec<Arc<corev1::Secret>>,
 }
+
+/// A configuration the source refused, with the cluster objects it read.
+#[derive(Debug)]
+pub struct Rejected {
+    /// Every error found.
+    pub errors: Vec<file::Error>,
+    /// The current Nodes, Services, EndpointSlices and Secrets (its model
+    /// empty) when they were all read: one bad metallb.io object must not
+    /// freeze the rest of the view. `None` when the objects may be
+    /// incomplete (a file that is not YAML).
+    pub cluster: Option<Box<Snapshot>>,
+}
+
+impl Snapshot {
+    /// This snapshot's configuration with the cluster objects of `cluster`:
+    /// what the speaker acts on while a newer configuration is refused. As
+    /// MetalLB, it keeps the last good configuration and keeps reconciling
+    /// services, endpoints and nodes.
+    #[must_use]
+    pub fn with_cluster(&self, cluster: Self) -> Self {
+        Self {
+            model: Arc::clone(&self.model),
+            ..cluster
+        }
+    }
+}
