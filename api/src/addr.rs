@@ -5,21 +5,26 @@
 //! two addresses of one family (`192.168.9.1-192.168.9.5`, spaces allowed
 //! around the dash). Like Go's `net.ParseCIDR`, which MetalLB uses, a prefix
 //! with host bits set (`10.0.0.1/24`) means its network (`10.0.0.0/24`).
-//! Pure parsing: no I/O.
+//! CIDR values are [`IpNetwork`]s (the `ipnetwork` crate); the syntax is
+//! checked here, because `ipnetwork`'s parser takes spellings Go rejects
+//! (`10.0.0.0` alone as a /32, leading zeros). Pure parsing: no I/O.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use ipnetwork::IpNetwork;
+
 /// An inclusive range of addresses of one family, parsed from a pool entry.
 ///
-/// Invariant: `first` and `last` are of the same family and `first <= last`.
+/// Invariant: `first` and `last` are of the same family and `first <= last`;
+/// a CIDR entry's network is `first/len` with no host bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AddressRange {
     first: IpAddr,
     last: IpAddr,
-    /// The prefix length when the entry was written as a CIDR.
-    prefix_len: Option<u8>,
+    /// The network when the entry was written as a CIDR.
+    cidr: Option<IpNetwork>,
 }
 
 impl AddressRange {
@@ -39,7 +44,7 @@ impl AddressRange {
             return Ok(Self {
                 first,
                 last,
-                prefix_len: None,
+                cidr: None,
             });
         }
         let (addr, len) = text.split_once('/').ok_or(AddressError::Cidr)?;
@@ -59,11 +64,45 @@ impl AddressRange {
             u128::MAX >> (128 - bits + u32::from(len))
         };
         let network = to_u128(addr) & !host_mask;
+        let first = from_u128(addr, network);
         Ok(Self {
-            first: from_u128(addr, network),
+            first,
             last: from_u128(addr, network | host_mask),
-            prefix_len: Some(len),
+            // `len` is within the family's bits (checked above).
+            cidr: IpNetwork::new(first, len).ok(),
         })
+    }
+
+    /// The range of a CIDR value (its network, host bits cleared).
+    pub fn from_network(net: IpNetwork) -> Self {
+        let network = net.network();
+        Self {
+            first: network,
+            last: net.broadcast(),
+            cidr: IpNetwork::new(network, net.prefix()).ok(),
+        }
+    }
+
+    /// Whether `ip` is in the range (an address of the other family never
+    /// is).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        ip.is_ipv4() == self.is_ipv4() && self.first <= ip && ip <= self.last
+    }
+
+    /// How many addresses the range holds, saturating at `u128::MAX` (only
+    /// `::/0` holds more).
+    pub fn len(&self) -> u128 {
+        (to_u128(self.last) - to_u128(self.first)).saturating_add(1)
+    }
+
+    /// Never true: a range holds at least one address.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The network, when the entry was written as a CIDR.
+    pub fn cidr(&self) -> Option<IpNetwork> {
+        self.cidr
     }
 
     /// The first address of the range.
@@ -87,10 +126,10 @@ impl AddressRange {
     }
 
     /// The smallest CIDR blocks that together cover exactly this range, in
-    /// order, as `(network, prefix length)`; a CIDR entry gives itself.
-    pub fn prefixes(&self) -> Vec<(IpAddr, u8)> {
-        if let Some(len) = self.prefix_len {
-            return vec![(self.first, len)];
+    /// order; a CIDR entry gives itself.
+    pub fn prefixes(&self) -> Vec<IpNetwork> {
+        if let Some(net) = self.cidr {
+            return vec![net];
         }
         let bits = family_bits(self.first);
         let (mut start, end) = (to_u128(self.first), to_u128(self.last));
@@ -101,8 +140,12 @@ impl AddressRange {
             while host_bits > 0 && block_end(start, host_bits) > end {
                 host_bits -= 1;
             }
-            // `host_bits <= bits <= 128`, so the length fits in a u8.
-            out.push((from_u128(self.first, start), (bits - host_bits) as u8));
+            // `host_bits <= bits <= 128`, so the length fits in a u8 and is
+            // valid for the family.
+            if let Ok(net) = IpNetwork::new(from_u128(self.first, start), (bits - host_bits) as u8)
+            {
+                out.push(net);
+            }
             let last = block_end(start, host_bits);
             if last >= end {
                 return out;
@@ -118,7 +161,7 @@ impl AddressRange {
     pub fn shortest_prefix_len(&self) -> u8 {
         self.prefixes()
             .iter()
-            .map(|&(_, len)| len)
+            .map(IpNetwork::prefix)
             .min()
             .unwrap_or(family_bits(self.first) as u8)
     }
@@ -126,8 +169,8 @@ impl AddressRange {
 
 impl fmt::Display for AddressRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.prefix_len {
-            Some(len) => write!(f, "{}/{len}", self.first),
+        match self.cidr {
+            Some(net) => write!(f, "{net}"),
             None => write!(f, "{}-{}", self.first, self.last),
         }
     }
@@ -157,17 +200,20 @@ fn family_bits(addr: IpAddr) -> u32 {
     if addr.is_ipv4() { 32 } else { 128 }
 }
 
-fn to_u128(addr: IpAddr) -> u128 {
+/// An address as a number: an IPv4 address in the low 32 bits. Ranges of
+/// one family map to intervals of these numbers (the controller's free-list
+/// is built on them).
+pub fn to_u128(addr: IpAddr) -> u128 {
     match addr {
         IpAddr::V4(a) => u128::from(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
     }
 }
 
-/// Builds an address of `like`'s family from an integer that fits it.
-fn from_u128(like: IpAddr, value: u128) -> IpAddr {
+/// Builds an address of `like`'s family from a number that fits it (an
+/// IPv4 one keeps the low 32 bits).
+pub fn from_u128(like: IpAddr, value: u128) -> IpAddr {
     match like {
-        // Callers only pass values derived from IPv4 addresses here.
         IpAddr::V4(_) => IpAddr::V4((value as u32).into()),
         IpAddr::V6(_) => IpAddr::V6(value.into()),
     }
@@ -270,25 +316,29 @@ mod tests {
         );
     }
 
+    fn nets(texts: &[&str]) -> Vec<IpNetwork> {
+        texts.iter().map(|t| t.parse().unwrap()).collect()
+    }
+
     #[test]
     fn prefixes_summarize_a_range() {
         let r = AddressRange::parse("10.0.0.1-10.0.0.6").unwrap();
         assert_eq!(
             r.prefixes(),
-            vec![
-                (ip("10.0.0.1"), 32),
-                (ip("10.0.0.2"), 31),
-                (ip("10.0.0.4"), 31),
-                (ip("10.0.0.6"), 32)
-            ]
+            nets(&["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"])
         );
         assert_eq!(r.shortest_prefix_len(), 31);
         let r = AddressRange::parse("10.0.0.0-10.0.1.255").unwrap();
-        assert_eq!(r.prefixes(), vec![(ip("10.0.0.0"), 23)]);
+        assert_eq!(r.prefixes(), nets(&["10.0.0.0/23"]));
         let r = AddressRange::parse("0.0.0.0-255.255.255.255").unwrap();
-        assert_eq!(r.prefixes(), vec![(ip("0.0.0.0"), 0)]);
+        assert_eq!(r.prefixes(), nets(&["0.0.0.0/0"]));
         let r = AddressRange::parse("::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff").unwrap();
-        assert_eq!(r.prefixes(), vec![(ip("::"), 0)]);
+        assert_eq!(r.prefixes(), nets(&["::/0"]));
+        // A CIDR with host bits set is its network.
+        assert_eq!(
+            AddressRange::parse("10.0.0.7/30").unwrap().prefixes(),
+            nets(&["10.0.0.4/30"])
+        );
         assert_eq!(
             AddressRange::parse("fc00::/64")
                 .unwrap()
@@ -307,5 +357,23 @@ mod tests {
         assert!(!a.overlaps(&c));
         // Same integers, different families: no overlap.
         assert!(!a.overlaps(&v6));
+    }
+
+    #[test]
+    fn contains_and_len() {
+        let r = AddressRange::parse("10.0.0.5-10.0.0.9").unwrap();
+        assert!(r.contains(ip("10.0.0.5")) && r.contains(ip("10.0.0.9")));
+        assert!(!r.contains(ip("10.0.0.4")) && !r.contains(ip("10.0.0.10")));
+        // The same number in the other family is not inside.
+        assert!(!r.contains(ip("::a00:5")));
+        assert_eq!(r.len(), 5);
+        assert_eq!(AddressRange::parse("2001:db8::/64").unwrap().len(), 1 << 64);
+        assert_eq!(AddressRange::parse("::/0").unwrap().len(), u128::MAX);
+        assert_eq!(AddressRange::parse("10.0.0.0/30").unwrap().len(), 4);
+        let net: IpNetwork = "10.0.0.7/30".parse().unwrap();
+        let r = AddressRange::from_network(net);
+        assert_eq!((r.first(), r.last()), (ip("10.0.0.4"), ip("10.0.0.7")));
+        assert_eq!(r.cidr(), Some("10.0.0.4/30".parse().unwrap()));
+        assert_eq!(r, AddressRange::parse("10.0.0.4/30").unwrap());
     }
 }

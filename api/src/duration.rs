@@ -86,16 +86,23 @@ fn decimal_times(number: &str, scale: u128) -> Result<u128, DurationError> {
         }
         s.parse::<u128>().map_err(|_| DurationError::Overflow)
     };
-    let mut value = digits(whole)?
+    let value = digits(whole)?
         .checked_mul(scale)
         .ok_or(DurationError::Overflow)?;
-    // Fractions beyond nanosecond precision are dropped.
+    // Fractions beyond nanosecond precision are dropped: with at most 18
+    // digits the fraction times the largest scale (3.6e12 ns per hour)
+    // stays below 3.6e30, far inside u128, but the sum with the whole part
+    // may not be.
     let frac = &frac[..frac.len().min(18)];
-    if !frac.is_empty() {
-        let denominator = 10u128.pow(frac.len() as u32);
-        value += digits(frac)? * scale / denominator;
+    if frac.is_empty() {
+        return Ok(value);
     }
-    Ok(value)
+    let denominator = 10u128.pow(frac.len() as u32);
+    let part = digits(frac)?
+        .checked_mul(scale)
+        .ok_or(DurationError::Overflow)?
+        / denominator;
+    value.checked_add(part).ok_or(DurationError::Overflow)
 }
 
 #[cfg(test)]
@@ -131,5 +138,32 @@ mod tests {
         assert_eq!(parse(".s"), Err(DurationError::Syntax));
         assert_eq!(parse("3000000h"), Err(DurationError::Overflow));
         assert_eq!(parse("90 s"), Err(DurationError::Unit(" s".into())));
+    }
+
+    /// Issue 14, finding 9: the whole part times the unit fits a u128 just
+    /// under its limit, and adding the fraction went past it (a panic in
+    /// debug builds, a wrap to about 36 minutes in release ones).
+    #[test]
+    fn a_fraction_that_overflows_is_an_error() {
+        assert_eq!(
+            parse("94522879700260684295381835.999999999999999999h"),
+            Err(DurationError::Overflow)
+        );
+        // The same whole part without the fraction still fits u128 but not
+        // Go's i64 nanoseconds.
+        assert_eq!(
+            parse("94522879700260684295381835h"),
+            Err(DurationError::Overflow)
+        );
+        // Every digit of a long fraction is accepted, and truncated.
+        assert_eq!(
+            parse("1.999999999999999999999s"),
+            Ok(Duration::from_nanos(1_999_999_999))
+        );
+        assert_eq!(
+            parse("9223372036.854775807s"),
+            Ok(Duration::from_nanos(i64::MAX as u64))
+        );
+        assert_eq!(parse("9223372036.854775808s"), Err(DurationError::Overflow));
     }
 }

@@ -4,7 +4,9 @@
 //! enum and printer column follows MetalLB's CRDs: their YAML applies
 //! unchanged. On top, [`crd::crds`] adds CEL rules so the apiserver rejects
 //! bad objects without a webhook, and [`validate`] checks a whole
-//! configuration, including the rules between objects, as pure functions.
+//! configuration, including the rules between objects, as pure functions
+//! that return the parsed [`model`] the controller and the speaker decide
+//! from.
 //!
 //! This crate holds types and pure functions only: no client calls, no I/O
 //! (kube is used for its derive and resource traits).
@@ -19,6 +21,7 @@ pub mod community;
 pub mod crd;
 pub mod duration;
 pub mod meta;
+pub mod model;
 pub mod v1beta1;
 pub mod v1beta2;
 pub mod validate;

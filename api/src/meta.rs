@@ -34,18 +34,6 @@ pub struct LabelSelector {
     pub match_labels: BTreeMap<String, String>,
 }
 
-impl LabelSelector {
-    /// Whether `labels` satisfy the selector, as Kubernetes evaluates it.
-    ///
-    /// An unknown operator matches nothing; [`crate::validate`] reports it.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self.match_expressions.iter().all(|req| req.matches(labels))
-    }
-}
-
 /// One requirement of a LabelSelector (`metav1.LabelSelectorRequirement`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -61,20 +49,6 @@ pub struct LabelSelectorRequirement {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub values: Vec<String>,
-}
-
-impl LabelSelectorRequirement {
-    /// Whether `labels` satisfy this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
-        match self.operator.as_str() {
-            "In" => value.is_some_and(|v| self.values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            _ => false,
-        }
-    }
 }
 
 /// A reference to a Secret by name and namespace (`corev1.SecretReference`).
@@ -188,23 +162,6 @@ mod tests {
             operator: operator.into(),
             values: values.iter().map(|v| (*v).into()).collect(),
         }
-    }
-
-    #[test]
-    fn selector_matching() {
-        let node = labels(&[("zone", "a"), ("role", "edge")]);
-        assert!(LabelSelector::default().matches(&node));
-        let sel = |reqs: Vec<LabelSelectorRequirement>| LabelSelector {
-            match_expressions: reqs,
-            match_labels: labels(&[("role", "edge")]),
-        };
-        assert!(sel(vec![req("zone", "In", &["a", "b"])]).matches(&node));
-        assert!(!sel(vec![req("zone", "NotIn", &["a"])]).matches(&node));
-        assert!(sel(vec![req("rack", "NotIn", &["a"])]).matches(&node));
-        assert!(sel(vec![req("zone", "Exists", &[])]).matches(&node));
-        assert!(!sel(vec![req("zone", "DoesNotExist", &[])]).matches(&node));
-        assert!(!sel(vec![req("zone", "Equals", &["a"])]).matches(&node));
-        assert!(!sel(vec![]).matches(&labels(&[("role", "core")])));
     }
 
     #[test]

@@ -1,16 +1,17 @@
-//! Validation of MetalLB configuration as pure functions.
+//! Validation of MetalLB configuration as pure functions: objects in, the
+//! parsed [`Model`] and every [`Problem`] out.
 //!
-//! Each function takes objects and returns every [`Problem`] it finds, not
-//! just the first, so that an operator can fix a configuration in one pass.
-//! Per-object rules are also CEL rules in the CRDs ([`crate::crd::RULES`]);
-//! the cross-object rules (overlapping pools, duplicate peers, community
-//! aliases, aggregation lengths against pool prefixes) exist only here.
-//! The rules follow MetalLB's `internal/config` where this module does not
-//! say otherwise. No I/O, no clock.
+//! Each function parses what it can and returns every problem it finds,
+//! not just the first, so that an operator can fix a configuration in one
+//! pass. Per-object rules are also CEL rules in the CRDs
+//! ([`crate::crd::RULES`]); the cross-object rules (overlapping pools,
+//! duplicate peers, community aliases, aggregation lengths against pool
+//! prefixes) exist only here. The rules follow MetalLB's `internal/config`
+//! where this module does not say otherwise. No I/O, no clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use kube::ResourceExt;
@@ -19,8 +20,13 @@ use crate::addr::AddressRange;
 use crate::community::{Community as BgpCommunity, CommunityError};
 use crate::duration;
 use crate::meta::LabelSelector;
+use crate::model::{
+    BfdProfile, BgpAdvertisement as AdvModel, L2Advertisement as L2Model, Model, ObjectKey,
+    PasswordSource, Peer, PeerAsn, PeerTarget, Pool, Scope, Selector, Selectors, ServiceAllocation,
+    Timers,
+};
 use crate::v1beta1::{BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement};
-use crate::v1beta2::BGPPeer;
+use crate::v1beta2::{BGPPeer, DynamicASNMode};
 
 /// One thing wrong with a configuration, naming the object and the field.
 ///
@@ -40,7 +46,7 @@ pub struct Problem {
 }
 
 /// The metallb.io objects of one MetalLB namespace, validated together.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Config {
     /// IPAddressPools.
     pub pools: Vec<IPAddressPool>,
@@ -152,152 +158,271 @@ pub enum ConfigError {
 }
 
 /// Validates a whole configuration: every object, then the rules between
-/// objects.
-pub fn config(cfg: &Config) -> Vec<Problem> {
+/// objects. Returns the model of everything that parsed, and the problems.
+///
+/// An object with a problem in a value the model holds is left out of it;
+/// a pool is kept while its addresses and selectors parse (the controller
+/// keeps allocating from it, whatever else is wrong).
+pub fn config(cfg: &Config) -> (Model, Vec<Problem>) {
     let mut out = Vec::new();
-    cfg.pools
+    let pools: Vec<Pool> = cfg
+        .pools
         .iter()
-        .for_each(|p| out.extend(ip_address_pool(p)));
-    cfg.peers.iter().for_each(|p| out.extend(bgp_peer(p)));
-    cfg.bgp_advertisements
+        .filter_map(|p| keep(ip_address_pool(p), &mut out))
+        .collect();
+    let peers: Vec<Peer> = cfg
+        .peers
         .iter()
-        .for_each(|a| out.extend(bgp_advertisement(a)));
-    cfg.l2_advertisements
+        .filter_map(|p| keep(bgp_peer(p), &mut out))
+        .collect();
+    let (table, alias_problems) = aliases(&cfg.communities);
+    let bgp_advertisements: Vec<AdvModel> = cfg
+        .bgp_advertisements
         .iter()
-        .for_each(|a| out.extend(l2_advertisement(a)));
-    cfg.bfd_profiles
+        .filter_map(|a| keep(bgp_advertisement(a, &table), &mut out))
+        .collect();
+    let l2_advertisements = cfg
+        .l2_advertisements
         .iter()
-        .for_each(|p| out.extend(bfd_profile(p)));
+        .filter_map(|a| keep(l2_advertisement(a), &mut out))
+        .collect();
+    let bfd_profiles = cfg
+        .bfd_profiles
+        .iter()
+        .filter_map(|p| keep(bfd_profile(p), &mut out).map(|v| (p.name_any(), v)))
+        .collect();
     cfg.communities
         .iter()
         .for_each(|c| out.extend(community(c)));
+    out.extend(alias_problems);
     out.extend(overlapping_pools(&cfg.pools));
-    out.extend(duplicate_peers(&cfg.peers));
-    out.extend(community_aliases(&cfg.bgp_advertisements, &cfg.communities));
-    out.extend(aggregation_lengths(&cfg.bgp_advertisements, &cfg.pools));
-    out
+    out.extend(duplicate_peers(&peers));
+    out.extend(aggregation_lengths(&bgp_advertisements, &pools));
+    let mut pools = pools;
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    let model = Model {
+        pools,
+        peers,
+        bgp_advertisements,
+        l2_advertisements,
+        bfd_profiles,
+    };
+    (model, out)
 }
 
 /// One IPAddressPool: address syntax, families within a range, and its
-/// service allocation.
-pub fn ip_address_pool(pool: &IPAddressPool) -> Vec<Problem> {
+/// service allocation. The pool is `None` when an address or a selector
+/// operator does not parse.
+pub fn ip_address_pool(pool: &IPAddressPool) -> (Option<Pool>, Vec<Problem>) {
     let mut p = Found::new("IPAddressPool", pool.name_any());
     let spec = &pool.spec;
     if spec.addresses.is_empty() {
         p.push("spec.addresses", "at least one address range is required");
     }
+    let mut ranges = Some(Vec::new());
     for (i, text) in spec.addresses.iter().enumerate() {
-        if let Err(e) = AddressRange::parse(text) {
-            p.push(format!("spec.addresses[{i}]"), format!("{text:?} {e}"));
+        match AddressRange::parse(text) {
+            Ok(r) => ranges.iter_mut().for_each(|v| v.push(r)),
+            Err(e) => {
+                p.push(format!("spec.addresses[{i}]"), format!("{text:?} {e}"));
+                ranges = None;
+            }
         }
     }
+    let mut allocation = Some(None);
     if let Some(alloc) = &spec.service_allocation {
         duplicates(
             &mut p,
             "spec.serviceAllocation.namespaces",
             &alloc.namespaces,
         );
-        label_selectors(
+        let namespace_selectors = label_selectors(
             &mut p,
             "spec.serviceAllocation.namespaceSelectors",
             &alloc.namespace_selectors,
         );
-        label_selectors(
+        let service_selectors = label_selectors(
             &mut p,
             "spec.serviceAllocation.serviceSelectors",
             &alloc.service_selectors,
         );
+        allocation = namespace_selectors.zip(service_selectors).map(
+            |(namespace_selectors, service_selectors)| {
+                Some(ServiceAllocation {
+                    priority: alloc
+                        .priority
+                        .map_or(i32::MAX, |v| i32::try_from(v).unwrap_or(i32::MAX)),
+                    namespaces: alloc.namespaces.clone(),
+                    namespace_selectors,
+                    service_selectors,
+                })
+            },
+        );
     }
-    p.list
+    let value = ranges.zip(allocation).map(|(ranges, allocation)| Pool {
+        name: pool.name_any(),
+        labels: pool.labels().clone(),
+        ranges,
+        auto_assign: spec.auto_assign.unwrap_or(true),
+        avoid_buggy_ips: spec.avoid_buggy_ips.unwrap_or(false),
+        allocation,
+    });
+    (value, p.list)
 }
 
-/// One BGPPeer: AS numbers, addresses, timers and mutually exclusive fields.
-pub fn bgp_peer(peer: &BGPPeer) -> Vec<Problem> {
+/// One BGPPeer: AS numbers, addresses, timers and mutually exclusive
+/// fields. The peer is `None` when any of them is wrong.
+pub fn bgp_peer(peer: &BGPPeer) -> (Option<Peer>, Vec<Problem>) {
     let mut p = Found::new("BGPPeer", peer.name_any());
     let spec = &peer.spec;
-    asn(&mut p, "spec.myASN", Some(spec.my_asn));
+    let my_asn = asn(&mut p, "spec.myASN", Some(spec.my_asn));
     // As in MetalLB, peerASN 0 means unset.
     let peer_asn = spec.peer_asn.filter(|&a| a != 0);
-    asn(&mut p, "spec.peerASN", peer_asn);
+    let exact = asn(&mut p, "spec.peerASN", peer_asn);
     asn(&mut p, "spec.localASN", spec.local_asn);
-    match (peer_asn, spec.dynamic_asn) {
-        (None, None) => p.push("spec.peerASN", "one of peerASN and dynamicASN must be set"),
-        (Some(_), Some(_)) => p.push(
-            "spec.peerASN",
-            "peerASN and dynamicASN are mutually exclusive",
-        ),
-        _ => {}
-    }
+    let peer_as = match (peer_asn, spec.dynamic_asn) {
+        (None, None) => {
+            p.push("spec.peerASN", "one of peerASN and dynamicASN must be set");
+            None
+        }
+        (Some(_), Some(_)) => {
+            p.push(
+                "spec.peerASN",
+                "peerASN and dynamicASN are mutually exclusive",
+            );
+            None
+        }
+        (Some(_), None) => exact.map(PeerAsn::Exact),
+        (None, Some(DynamicASNMode::Internal)) => Some(PeerAsn::Internal),
+        (None, Some(DynamicASNMode::External)) => Some(PeerAsn::External),
+    };
     if spec.ebgp_multi_hop && peer_asn == Some(spec.my_asn) {
         p.push(
             "spec.ebgpMultiHop",
             "cannot be set for an iBGP peer (peerASN equal to myASN)",
         );
     }
-    match (spec.peer_address.is_empty(), spec.interface.is_empty()) {
-        (true, true) => p.push(
-            "spec.peerAddress",
-            "one of peerAddress and interface must be set",
-        ),
-        (false, false) => p.push(
-            "spec.peerAddress",
-            "peerAddress and interface are mutually exclusive",
-        ),
-        _ => {}
-    }
-    ip_field(&mut p, "spec.peerAddress", &spec.peer_address);
-    ip_field(&mut p, "spec.sourceAddress", &spec.source_address);
-    ip_field(&mut p, "spec.routerID", &spec.router_id);
-    if spec.peer_port == Some(0) || spec.peer_port.is_some_and(|port| port > MAX_PEER_PORT) {
+    let port = spec.peer_port.unwrap_or(DEFAULT_PEER_PORT);
+    if port == 0 || port > MAX_PEER_PORT {
         p.push(
             "spec.peerPort",
-            format!(
-                "{} is not in 1..={MAX_PEER_PORT}",
-                spec.peer_port.unwrap_or(0)
-            ),
+            format!("{port} is not in 1..={MAX_PEER_PORT}"),
         );
     }
-    timers(
+    let address = ip_field(&mut p, "spec.peerAddress", &spec.peer_address);
+    let target = match (spec.peer_address.is_empty(), spec.interface.is_empty()) {
+        (true, true) => {
+            p.push(
+                "spec.peerAddress",
+                "one of peerAddress and interface must be set",
+            );
+            None
+        }
+        (false, false) => {
+            p.push(
+                "spec.peerAddress",
+                "peerAddress and interface are mutually exclusive",
+            );
+            None
+        }
+        (false, true) => address.map(|a| PeerTarget::Address(SocketAddr::new(a, port))),
+        (true, false) => Some(PeerTarget::Interface {
+            name: spec.interface.clone(),
+            port,
+        }),
+    };
+    let source_address = ip_field(&mut p, "spec.sourceAddress", &spec.source_address);
+    let router_id = ip_field(&mut p, "spec.routerID", &spec.router_id);
+    let timers = timers(
         &mut p,
         spec.hold_time.as_deref(),
         spec.keepalive_time.as_deref(),
     );
-    if let Some(text) = &spec.connect_time {
-        match duration::parse(text) {
-            Err(e) => p.push("spec.connectTime", format!("{text:?} {e}")),
+    let connect_time = spec
+        .connect_time
+        .as_ref()
+        .and_then(|text| match duration::parse(text) {
+            Err(e) => {
+                p.push("spec.connectTime", format!("{text:?} {e}"));
+                None
+            }
             Ok(d) if d.subsec_nanos() != 0 => {
                 p.push(
                     "spec.connectTime",
                     format!("{text:?} must be a whole number of seconds"),
                 );
+                None
             }
             Ok(d) if !(1..=65535).contains(&d.as_secs()) => {
                 p.push(
                     "spec.connectTime",
                     format!("{text:?} must be between 1s and 65535s"),
                 );
+                None
             }
-            Ok(_) => {}
-        }
-    }
-    let secret_named = spec
+            Ok(d) => Some(d),
+        });
+    let namespace = peer.namespace().unwrap_or_default();
+    let secret = spec
         .password_secret
         .as_ref()
-        .and_then(|s| s.name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    if !spec.password.is_empty() && secret_named {
-        p.push(
-            "spec.password",
-            "password and passwordSecret are mutually exclusive",
-        );
-    }
-    label_selectors(&mut p, "spec.nodeSelectors", &spec.node_selectors);
-    p.list
+        .and_then(|s| s.name.as_deref().filter(|n| !n.is_empty()).map(|n| (s, n)))
+        .map(|(s, name)| {
+            // MetalLB reads the Secret from its own namespace, where the
+            // peer lives too.
+            let ns = s.namespace.clone().unwrap_or_else(|| namespace.clone());
+            PasswordSource::Secret(ObjectKey::new(ns, name))
+        });
+    let password = match (spec.password.is_empty(), secret) {
+        (true, secret) => secret,
+        (false, None) => Some(PasswordSource::Inline(spec.password.as_bytes().to_vec())),
+        (false, Some(_)) => {
+            p.push(
+                "spec.password",
+                "password and passwordSecret are mutually exclusive",
+            );
+            None
+        }
+    };
+    let nodes = label_selectors(&mut p, "spec.nodeSelectors", &spec.node_selectors);
+    let value = match (my_asn, peer_as, target, nodes, timers) {
+        (Some(my_asn), Some(peer_asn), Some(target), Some(nodes), Ok(timers))
+            if p.list.is_empty() =>
+        {
+            Some(Peer {
+                name: peer.name_any(),
+                namespace,
+                my_asn,
+                peer_asn,
+                local_asn: spec.local_asn,
+                target,
+                source_address,
+                router_id,
+                timers,
+                connect_time,
+                password,
+                bfd_profile: (!spec.bfd_profile.is_empty()).then(|| spec.bfd_profile.clone()),
+                graceful_restart: spec.enable_graceful_restart == Some(true),
+                ebgp_multi_hop: spec.ebgp_multi_hop,
+                vrf: (!spec.vrf.is_empty()).then(|| spec.vrf.clone()),
+                disable_mp: spec.disable_mp == Some(true),
+                dual_stack_address_family: spec.dual_stack_address_family == Some(true),
+                nodes,
+            })
+        }
+        _ => None,
+    };
+    (value, p.list)
 }
 
-/// One BGPAdvertisement on its own: lengths, list duplicates, selectors and
-/// the syntax of community values (aliases are checked by [`config`]).
-pub fn bgp_advertisement(adv: &BGPAdvertisement) -> Vec<Problem> {
+/// One BGPAdvertisement: lengths, list duplicates, selectors, and its
+/// communities, resolved through `aliases` (see [`aliases`]): a
+/// `Community` alias first, as MetalLB does, then a well-known name, then
+/// the literal syntax. The advertisement is `None` when anything is wrong.
+pub fn bgp_advertisement(
+    adv: &BGPAdvertisement,
+    aliases: &Aliases,
+) -> (Option<AdvModel>, Vec<Problem>) {
     let mut p = Found::new("BGPAdvertisement", adv.name_any());
     let spec = &adv.spec;
     if let Some(len) = spec.aggregation_length.filter(|l| !(1..=32).contains(l)) {
@@ -320,39 +445,66 @@ pub fn bgp_advertisement(adv: &BGPAdvertisement) -> Vec<Problem> {
             "serviceSelectors and a non-default aggregationLength or aggregationLengthV6 are mutually exclusive",
         );
     }
+    let mut communities = BTreeSet::new();
     for (i, text) in spec.communities.iter().enumerate() {
-        match BgpCommunity::parse(text) {
-            // Not community-shaped: the name of an alias.
-            Ok(_) | Err(CommunityError::Format) => {}
+        let value = match aliases.0.get(text) {
+            Some(c) => Ok(*c),
+            None => match crate::community::well_known(text) {
+                Some(v) => Ok(BgpCommunity::Standard((v >> 16) as u16, v as u16)),
+                None => BgpCommunity::parse(text),
+            },
+        };
+        match value {
+            Ok(c) => {
+                communities.insert(c);
+            }
+            // Not community-shaped: the name of an alias, and none is
+            // defined.
+            Err(CommunityError::Format) => p.push(
+                format!("spec.communities[{i}]"),
+                format!("{text:?} is neither a community nor an alias defined by a Community"),
+            ),
             Err(e) => p.push(format!("spec.communities[{i}]"), format!("{text:?} {e}")),
         }
     }
     duplicates(&mut p, "spec.ipAddressPools", &spec.ip_address_pools);
     duplicates(&mut p, "spec.communities", &spec.communities);
     duplicates(&mut p, "spec.peers", &spec.peers);
-    label_selectors(
+    let scope = scope(
         &mut p,
-        "spec.ipAddressPoolSelectors",
+        &spec.ip_address_pools,
         &spec.ip_address_pool_selectors,
+        &spec.node_selectors,
+        &spec.service_selectors,
     );
-    label_selectors(&mut p, "spec.nodeSelectors", &spec.node_selectors);
-    label_selectors(&mut p, "spec.serviceSelectors", &spec.service_selectors);
-    p.list
+    let value = scope.filter(|_| p.list.is_empty()).map(|scope| AdvModel {
+        name: adv.name_any(),
+        scope,
+        // Both checked to be in range above.
+        aggregation_v4: spec.aggregation_length.unwrap_or(32) as u8,
+        aggregation_v6: spec.aggregation_length_v6.unwrap_or(128) as u8,
+        local_pref: spec.local_pref.filter(|&lp| lp != 0),
+        communities,
+        peers: spec.peers.clone(),
+    });
+    (value, p.list)
 }
 
 /// One L2Advertisement: list duplicates, selectors and preference weights.
-pub fn l2_advertisement(adv: &L2Advertisement) -> Vec<Problem> {
+/// The advertisement is `None` when anything is wrong.
+pub fn l2_advertisement(adv: &L2Advertisement) -> (Option<L2Model>, Vec<Problem>) {
     let mut p = Found::new("L2Advertisement", adv.name_any());
     let spec = &adv.spec;
     duplicates(&mut p, "spec.ipAddressPools", &spec.ip_address_pools);
     duplicates(&mut p, "spec.interfaces", &spec.interfaces);
-    label_selectors(
+    let scope = scope(
         &mut p,
-        "spec.ipAddressPoolSelectors",
+        &spec.ip_address_pools,
         &spec.ip_address_pool_selectors,
+        &spec.node_selectors,
+        &spec.service_selectors,
     );
-    label_selectors(&mut p, "spec.nodeSelectors", &spec.node_selectors);
-    label_selectors(&mut p, "spec.serviceSelectors", &spec.service_selectors);
+    let mut preferred_nodes = Vec::new();
     for (i, pref) in spec.preferred_node_selectors.iter().enumerate() {
         if !(1..=100).contains(&pref.weight) {
             p.push(
@@ -360,17 +512,25 @@ pub fn l2_advertisement(adv: &L2Advertisement) -> Vec<Problem> {
                 format!("{} is not in 1..=100", pref.weight),
             );
         }
-        label_selector(
-            &mut p,
-            &format!("spec.preferredNodeSelectors[{i}].preference"),
-            &pref.preference,
-        );
+        let field = format!("spec.preferredNodeSelectors[{i}].preference");
+        if let Some(s) = label_selector(&mut p, &field, &pref.preference) {
+            // In 1..=100 when no problem was found.
+            preferred_nodes.push((pref.weight.unsigned_abs(), s));
+        }
     }
-    p.list
+    let value = scope.filter(|_| p.list.is_empty()).map(|scope| L2Model {
+        name: adv.name_any(),
+        scope,
+        interfaces: spec.interfaces.iter().cloned().collect(),
+        preferred_nodes,
+    });
+    (value, p.list)
 }
 
-/// One BFDProfile: each interval and count within MetalLB's bounds.
-pub fn bfd_profile(profile: &BFDProfile) -> Vec<Problem> {
+/// One BFDProfile: each interval and count within MetalLB's bounds. The
+/// profile (MetalLB's defaults for unset fields) is `None` when one is
+/// out of bounds.
+pub fn bfd_profile(profile: &BFDProfile) -> (Option<BfdProfile>, Vec<Problem>) {
     let mut p = Found::new("BFDProfile", profile.name_any());
     let spec = &profile.spec;
     let fields = [
@@ -385,7 +545,19 @@ pub fn bfd_profile(profile: &BFDProfile) -> Vec<Problem> {
             p.push(field, format!("{v} is not in {min}..={max}"));
         }
     }
-    p.list
+    let d = BfdProfile::default();
+    let ms = |v: Option<u32>, default| v.map_or(default, |v| Duration::from_millis(v.into()));
+    let byte = |v: Option<u32>, default| v.and_then(|v| u8::try_from(v).ok()).unwrap_or(default);
+    let value = p.list.is_empty().then(|| BfdProfile {
+        receive_interval: ms(spec.receive_interval, d.receive_interval),
+        transmit_interval: ms(spec.transmit_interval, d.transmit_interval),
+        detect_multiplier: byte(spec.detect_multiplier, d.detect_multiplier),
+        echo_interval: ms(spec.echo_interval, d.echo_interval),
+        echo_mode: spec.echo_mode.unwrap_or(d.echo_mode),
+        passive: spec.passive_mode.unwrap_or(d.passive),
+        minimum_ttl: byte(spec.minimum_ttl, d.minimum_ttl),
+    });
+    (value, p.list)
 }
 
 /// One Community: every alias has a name and a valid community value.
@@ -408,7 +580,45 @@ pub fn community(c: &Community) -> Vec<Problem> {
     p.list
 }
 
-/// Pools whose addresses overlap, within one pool or across pools.
+/// The community aliases that `Community` objects define, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Aliases(pub BTreeMap<String, BgpCommunity>);
+
+/// The aliases of `communities`, and the names defined twice (the first
+/// definition counts). Aliases without a name or with a bad value are left
+/// out ([`community`] reports them).
+pub fn aliases(communities: &[Community]) -> (Aliases, Vec<Problem>) {
+    let mut out = Vec::new();
+    let mut table = Aliases::default();
+    let mut defined: HashMap<&str, String> = HashMap::new();
+    for c in communities {
+        for (i, alias) in c.spec.communities.iter().enumerate() {
+            if alias.name.is_empty() {
+                continue;
+            }
+            if let Some(first) = defined.get(alias.name.as_str()) {
+                out.push(Problem {
+                    kind: "Community",
+                    name: c.name_any(),
+                    field: format!("spec.communities[{i}].name"),
+                    message: format!(
+                        "alias {:?} is already defined in Community {first:?}",
+                        alias.name
+                    ),
+                });
+                continue;
+            }
+            defined.insert(&alias.name, c.name_any());
+            if let Ok(value) = BgpCommunity::parse(&alias.value) {
+                table.0.insert(alias.name.clone(), value);
+            }
+        }
+    }
+    (table, out)
+}
+
+/// Pools whose addresses overlap, within one pool or across pools. The
+/// entries that parse count, also those of a pool with a bad entry.
 ///
 /// Each overlap is reported once, on the later entry.
 pub fn overlapping_pools(pools: &[IPAddressPool]) -> Vec<Problem> {
@@ -444,35 +654,26 @@ pub fn overlapping_pools(pools: &[IPAddressPool]) -> Vec<Problem> {
 /// Without the node list this cannot tell whether two different non-empty
 /// node selectors pick disjoint nodes, so such pairs are not reported;
 /// equal selectors, or either selecting every node, are.
-pub fn duplicate_peers(peers: &[BGPPeer]) -> Vec<Problem> {
+pub fn duplicate_peers(peers: &[Peer]) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, peer) in peers.iter().enumerate() {
         let key = session_key(peer);
-        if key.0.is_empty() {
-            continue;
-        }
         let first = peers[..i].iter().find(|other| {
             session_key(other) == key
-                && (peer.spec.node_selectors.is_empty()
-                    || other.spec.node_selectors.is_empty()
-                    || peer.spec.node_selectors == other.spec.node_selectors)
+                && (peer.nodes.is_empty() || other.nodes.is_empty() || peer.nodes == other.nodes)
         });
         if let Some(other) = first {
-            let field = if peer.spec.peer_address.is_empty() {
-                "spec.interface"
-            } else {
-                "spec.peerAddress"
+            let field = match peer.target {
+                PeerTarget::Address(_) => "spec.peerAddress",
+                PeerTarget::Interface { .. } => "spec.interface",
             };
             out.push(Problem {
                 kind: "BGPPeer",
-                name: peer.name_any(),
+                name: peer.name.clone(),
                 field: field.into(),
                 message: format!(
                     "duplicates BGPPeer {:?}: same peer {}, port {} and vrf {:?} on the same nodes",
-                    other.name_any(),
-                    key.0,
-                    key.1,
-                    key.2
+                    other.name, key.0, key.1, key.2
                 ),
             });
         }
@@ -480,108 +681,30 @@ pub fn duplicate_peers(peers: &[BGPPeer]) -> Vec<Problem> {
     out
 }
 
-/// Community strings in advertisements that are neither communities,
-/// well-known community names, nor aliases defined by a Community object,
-/// and aliases defined twice.
-pub fn community_aliases(advs: &[BGPAdvertisement], communities: &[Community]) -> Vec<Problem> {
-    let mut out = Vec::new();
-    let mut defined: HashMap<&str, String> = HashMap::new();
-    for c in communities {
-        for (i, alias) in c.spec.communities.iter().enumerate() {
-            if alias.name.is_empty() {
-                continue;
-            }
-            if let Some(first) = defined.get(alias.name.as_str()) {
-                out.push(Problem {
-                    kind: "Community",
-                    name: c.name_any(),
-                    field: format!("spec.communities[{i}].name"),
-                    message: format!(
-                        "alias {:?} is already defined in Community {first:?}",
-                        alias.name
-                    ),
-                });
-            } else {
-                defined.insert(&alias.name, c.name_any());
-            }
-        }
-    }
-    for adv in advs {
-        for (i, text) in adv.spec.communities.iter().enumerate() {
-            let is_alias_shaped = BgpCommunity::parse(text) == Err(CommunityError::Format);
-            let known =
-                defined.contains_key(text.as_str()) || crate::community::well_known(text).is_some();
-            if is_alias_shaped && !known {
-                out.push(Problem {
-                    kind: "BGPAdvertisement",
-                    name: adv.name_any(),
-                    field: format!("spec.communities[{i}]"),
-                    message: format!(
-                        "{text:?} is neither a community nor an alias defined by a Community"
-                    ),
-                });
-            }
-        }
-    }
-    out
-}
-
-/// Resolves an advertisement's community strings through the aliases.
-///
-/// Returns the communities in order, or the strings that resolve to nothing.
-pub fn resolve_communities(
-    adv: &BGPAdvertisement,
-    communities: &[Community],
-) -> Result<Vec<BgpCommunity>, Vec<String>> {
-    let aliases: HashMap<&str, &str> = communities
-        .iter()
-        .flat_map(|c| &c.spec.communities)
-        .map(|a| (a.name.as_str(), a.value.as_str()))
-        .collect();
-    let mut ok = Vec::new();
-    let mut bad = Vec::new();
-    for text in &adv.spec.communities {
-        let parsed = match aliases.get(text.as_str()) {
-            Some(value) => BgpCommunity::parse(value),
-            None => BgpCommunity::parse(text),
-        };
-        match parsed {
-            Ok(c) => ok.push(c),
-            Err(_) => bad.push(text.clone()),
-        }
-    }
-    if bad.is_empty() { Ok(ok) } else { Err(bad) }
-}
-
 /// Aggregation lengths shorter than a selected pool's prefixes.
 ///
 /// MetalLB rejects an aggregation length below the shortest prefix of an
 /// address entry (for a range, of the CIDRs that summarize it): aggregating
 /// `10.0.0.0/24` to a `/16` would announce addresses outside the pool.
-pub fn aggregation_lengths(advs: &[BGPAdvertisement], pools: &[IPAddressPool]) -> Vec<Problem> {
+pub fn aggregation_lengths(advs: &[AdvModel], pools: &[Pool]) -> Vec<Problem> {
     let mut out = Vec::new();
     for adv in advs {
-        let v4 = adv.spec.aggregation_length.unwrap_or(32);
-        let v6 = adv.spec.aggregation_length_v6.unwrap_or(128);
-        for pool in pools.iter().filter(|pool| selects_pool(adv, pool)) {
-            for text in &pool.spec.addresses {
-                let Ok(range) = AddressRange::parse(text) else {
-                    continue;
-                };
+        for pool in pools.iter().filter(|pool| adv.scope.selects_pool(pool)) {
+            for range in &pool.ranges {
                 let (len, field) = if range.is_ipv4() {
-                    (v4, "spec.aggregationLength")
+                    (adv.aggregation_v4, "spec.aggregationLength")
                 } else {
-                    (v6, "spec.aggregationLengthV6")
+                    (adv.aggregation_v6, "spec.aggregationLengthV6")
                 };
                 let prefix = range.shortest_prefix_len();
-                if len < i32::from(prefix) {
+                if len < prefix {
                     out.push(Problem {
                         kind: "BGPAdvertisement",
-                        name: adv.name_any(),
+                        name: adv.name.clone(),
                         field: field.into(),
                         message: format!(
-                            "{len} is shorter than prefix /{prefix} of {text:?} in IPAddressPool {:?}",
-                            pool.name_any()
+                            "{len} is shorter than prefix /{prefix} of \"{range}\" in IPAddressPool {:?}",
+                            pool.name
                         ),
                     });
                 }
@@ -591,54 +714,22 @@ pub fn aggregation_lengths(advs: &[BGPAdvertisement], pools: &[IPAddressPool]) -
     out
 }
 
-/// Whether a BGP advertisement applies to a pool: named, selected by label,
-/// or every pool when it names and selects none.
-pub fn selects_pool(adv: &BGPAdvertisement, pool: &IPAddressPool) -> bool {
-    let spec = &adv.spec;
-    if spec.ip_address_pools.is_empty() && spec.ip_address_pool_selectors.is_empty() {
-        return true;
-    }
-    let name = pool.name_any();
-    let labels = pool.labels();
-    spec.ip_address_pools.contains(&name)
-        || spec
-            .ip_address_pool_selectors
-            .iter()
-            .any(|s| s.matches(labels))
-}
-
-/// The hold and keepalive times a peer asks for, after MetalLB's defaults:
-/// a missing one is derived from the other (keepalive = hold / 3).
-///
-/// `Ok(None)` when neither is set.
-pub fn peer_timers(
-    hold: Option<&str>,
-    keepalive: Option<&str>,
-) -> Result<Option<(Duration, Duration)>, String> {
-    let parse = |field: &str, text: Option<&str>| {
-        text.map(|t| duration::parse(t).map_err(|e| format!("{field}: {t:?} {e}")))
-            .transpose()
-    };
-    let (hold, keepalive) = (
-        parse("spec.holdTime", hold)?,
-        parse("spec.keepaliveTime", keepalive)?,
-    );
-    Ok(match (hold, keepalive) {
-        (None, None) => None,
-        (Some(h), Some(k)) => Some((h, k)),
-        (Some(h), None) => Some((h, h / 3)),
-        (None, Some(k)) => Some((k * 3, k)),
-    })
-}
-
-/// Checks the timers: hold 0 or >= 3s, keepalive < hold (both 0 is allowed).
+/// Checks the timers (hold 0 or >= 3s, keepalive < hold, both 0 allowed)
+/// and returns them after MetalLB's defaults: a missing one is derived
+/// from the other (keepalive = hold / 3). `Ok(None)` when neither is set;
+/// `Err` when a problem was reported.
 ///
 /// MetalLB truncates the hold time to whole seconds before comparing, so it
 /// lets a sub-second hold time through; BGP negotiates whole seconds (RFC
 /// 4271 §4.2), so here anything between 0 and 3s is rejected. MetalLB also
 /// allows keepalive equal to hold; that makes every keepalive race the hold
 /// timer, so it is rejected too.
-fn timers(p: &mut Found, hold_text: Option<&str>, keepalive_text: Option<&str>) {
+fn timers(
+    p: &mut Found,
+    hold_text: Option<&str>,
+    keepalive_text: Option<&str>,
+) -> Result<Option<Timers>, ()> {
+    let before = p.list.len();
     let mut parsed = |field: &str, text: Option<&str>| match text.map(duration::parse) {
         Some(Err(e)) => {
             p.push(field, format!("{:?} {e}", text.unwrap_or_default()));
@@ -646,11 +737,12 @@ fn timers(p: &mut Found, hold_text: Option<&str>, keepalive_text: Option<&str>) 
         }
         other => Ok(other.and_then(Result::ok)),
     };
-    let (Ok(hold), Ok(keepalive)) = (
+    let (hold, keepalive) = (
         parsed("spec.holdTime", hold_text),
         parsed("spec.keepaliveTime", keepalive_text),
-    ) else {
-        return;
+    );
+    let (Ok(hold), Ok(keepalive)) = (hold, keepalive) else {
+        return Err(());
     };
     let effective_hold = hold.or(keepalive.map(|k| k * 3));
     if let Some(h) = effective_hold.filter(|h| !h.is_zero() && *h < MIN_HOLD_TIME) {
@@ -676,6 +768,47 @@ fn timers(p: &mut Found, hold_text: Option<&str>, keepalive_text: Option<&str>) 
             );
         }
     }
+    if p.list.len() != before {
+        return Err(());
+    }
+    Ok(match (hold, keepalive) {
+        (None, None) => None,
+        (Some(hold), Some(keepalive)) => Some(Timers { hold, keepalive }),
+        (Some(hold), None) => Some(Timers {
+            hold,
+            keepalive: hold / 3,
+        }),
+        (None, Some(keepalive)) => Some(Timers {
+            hold: keepalive * 3,
+            keepalive,
+        }),
+    })
+}
+
+/// Adds a check's problems to `out` and passes its value on.
+fn keep<T>((value, problems): (Option<T>, Vec<Problem>), out: &mut Vec<Problem>) -> Option<T> {
+    out.extend(problems);
+    value
+}
+
+/// The pools, nodes and services an advertisement applies to; `None` when a
+/// selector has an unknown operator.
+fn scope(
+    p: &mut Found,
+    pool_names: &[String],
+    pool_selectors: &[LabelSelector],
+    node_selectors: &[LabelSelector],
+    service_selectors: &[LabelSelector],
+) -> Option<Scope> {
+    let pools = label_selectors(p, "spec.ipAddressPoolSelectors", pool_selectors);
+    let nodes = label_selectors(p, "spec.nodeSelectors", node_selectors);
+    let services = label_selectors(p, "spec.serviceSelectors", service_selectors);
+    Some(Scope {
+        pool_names: pool_names.to_vec(),
+        pool_selectors: pools?.0,
+        nodes: nodes?,
+        services: services?,
+    })
 }
 
 /// The problems found so far on one object.
@@ -704,19 +837,30 @@ impl Found {
     }
 }
 
-fn asn(p: &mut Found, field: &str, value: Option<u32>) {
-    if let Some(v) = value.filter(|v| !(1..=MAX_ASN).contains(v)) {
-        p.push(
-            field,
-            format!("{v} is not a valid AS number (1..={MAX_ASN})"),
-        );
+/// An AS number in 1..=4294967294, or `None` (a problem when it is not).
+fn asn(p: &mut Found, field: &str, value: Option<u32>) -> Option<u32> {
+    let v = value?;
+    if (1..=MAX_ASN).contains(&v) {
+        return Some(v);
     }
+    p.push(
+        field,
+        format!("{v} is not a valid AS number (1..={MAX_ASN})"),
+    );
+    None
 }
 
-fn ip_field(p: &mut Found, field: &str, text: &str) {
-    if !text.is_empty() && text.parse::<IpAddr>().is_err() {
+/// An optional IP address field: `None` when empty or (a problem) not an
+/// address.
+fn ip_field(p: &mut Found, field: &str, text: &str) -> Option<IpAddr> {
+    if text.is_empty() {
+        return None;
+    }
+    let parsed = text.parse::<IpAddr>().ok();
+    if parsed.is_none() {
         p.push(field, format!("{text:?} is not an IP address"));
     }
+    parsed
 }
 
 fn duplicates(p: &mut Found, field: &str, items: &[String]) {
@@ -730,18 +874,27 @@ fn duplicates(p: &mut Found, field: &str, items: &[String]) {
     }
 }
 
-fn label_selectors(p: &mut Found, field: &str, selectors: &[LabelSelector]) {
+/// A list of selectors, each well-formed and none twice; `None` when one
+/// has an unknown operator.
+fn label_selectors(p: &mut Found, field: &str, selectors: &[LabelSelector]) -> Option<Selectors> {
+    let mut out = Some(Vec::new());
     for (i, sel) in selectors.iter().enumerate() {
-        label_selector(p, &format!("{field}[{i}]"), sel);
+        let parsed = label_selector(p, &format!("{field}[{i}]"), sel);
         if let Some(j) = selectors[..i].iter().position(|s| s == sel) {
             p.push(format!("{field}[{i}]"), format!("duplicates {field}[{j}]"));
         }
+        match (parsed, out.as_mut()) {
+            (Some(s), Some(list)) => list.push(s),
+            _ => out = None,
+        }
     }
+    out.map(Selectors)
 }
 
 /// A label selector is well-formed: valid keys and values, known
-/// operators, and values present exactly for In and NotIn.
-fn label_selector(p: &mut Found, field: &str, sel: &LabelSelector) {
+/// operators, and values present exactly for In and NotIn. Returns it
+/// parsed, or `None` when an operator is unknown.
+fn label_selector(p: &mut Found, field: &str, sel: &LabelSelector) -> Option<Selector> {
     for (key, value) in &sel.match_labels {
         if let Err(e) = qualified_name(key) {
             p.push(format!("{field}.matchLabels"), format!("key {key:?} {e}"));
@@ -783,6 +936,8 @@ fn label_selector(p: &mut Found, field: &str, sel: &LabelSelector) {
             }
         }
     }
+    // Unknown operators were reported above.
+    Selector::parse(sel).ok()
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name of at
@@ -830,21 +985,14 @@ fn label_value(value: &str) -> Result<(), &'static str> {
 }
 
 /// What makes two peers the same session: address or interface, port, VRF.
-fn session_key(peer: &BGPPeer) -> (String, u16, String) {
-    let spec = &peer.spec;
-    let id = if spec.peer_address.is_empty() {
-        spec.interface.clone()
-    } else {
-        // Compare addresses, not spellings: "fc00::1" and "fc00:0::1" match.
-        spec.peer_address
-            .parse::<IpAddr>()
-            .map_or_else(|_| spec.peer_address.clone(), |a| a.to_string())
+/// Addresses are compared as values, not spellings ("fc00::1" is
+/// "fc00:0::1").
+fn session_key(peer: &Peer) -> (String, u16, String) {
+    let (id, port) = match &peer.target {
+        PeerTarget::Address(a) => (a.ip().to_string(), a.port()),
+        PeerTarget::Interface { name, port } => (name.clone(), *port),
     };
-    (
-        id,
-        spec.peer_port.unwrap_or(DEFAULT_PEER_PORT),
-        spec.vrf.clone(),
-    )
+    (id, port, peer.vrf.clone().unwrap_or_default())
 }
 
 /// The largest valid AS number; 4294967295 is reserved (RFC 7300).
@@ -854,6 +1002,26 @@ const MAX_PEER_PORT: u16 = 16384;
 const DEFAULT_PEER_PORT: u16 = 179;
 /// The smallest non-zero hold time, RFC 4271 §4.2.
 const MIN_HOLD_TIME: Duration = Duration::from_secs(3);
+
+/// The hold and keepalive times a peer asks for, after MetalLB's defaults:
+/// a missing one is derived from the other (keepalive = hold / 3).
+///
+/// `Ok(None)` when neither is set. Kept for the speaker until it reads
+/// [`Peer::timers`] from the model.
+pub fn peer_timers(
+    hold: Option<&str>,
+    keepalive: Option<&str>,
+) -> Result<Option<(Duration, Duration)>, String> {
+    let mut p = Found::new("BGPPeer", String::new());
+    match timers(&mut p, hold, keepalive) {
+        Ok(t) => Ok(t.map(|t| (t.hold, t.keepalive))),
+        Err(()) => Err(p
+            .list
+            .first()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .unwrap_or_default()),
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -891,7 +1059,7 @@ mod tests {
         obj("metallb.io/v1beta1", "BGPAdvertisement", name, spec)
     }
 
-    fn aliases(name: &str, pairs: &[(&str, &str)]) -> Community {
+    fn alias_defs(name: &str, pairs: &[(&str, &str)]) -> Community {
         let list: Vec<_> = pairs
             .iter()
             .map(|(n, v)| json!({"name": n, "value": v}))
@@ -902,6 +1070,17 @@ mod tests {
             name,
             json!({"communities": list}),
         )
+    }
+
+    fn models(pools: &[IPAddressPool]) -> Vec<Pool> {
+        pools
+            .iter()
+            .map(|p| ip_address_pool(p).0.unwrap())
+            .collect()
+    }
+
+    fn peer_models(peers: &[BGPPeer]) -> Vec<Peer> {
+        peers.iter().map(|p| bgp_peer(p).0.unwrap()).collect()
     }
 
     fn texts(problems: &[Problem]) -> Vec<String> {
@@ -921,7 +1100,7 @@ mod tests {
                 spec[k] = v.clone();
             }
         }
-        texts(&bgp_peer(&peer("p", spec)))
+        texts(&bgp_peer(&peer("p", spec)).1)
     }
 
     #[test]
@@ -937,7 +1116,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            texts(&ip_address_pool(&p)),
+            texts(&ip_address_pool(&p).1),
             [
                 r#"IPAddressPool "pool-a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
                 r#"IPAddressPool "pool-a": spec.addresses[2]: "10.1.0.9-10.1.0.1" is not a valid range: start is after end"#,
@@ -945,7 +1124,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            texts(&ip_address_pool(&pool("empty", &[]))),
+            texts(&ip_address_pool(&pool("empty", &[])).1),
             [r#"IPAddressPool "empty": spec.addresses: at least one address range is required"#]
         );
     }
@@ -965,7 +1144,7 @@ mod tests {
             }),
         );
         assert_eq!(
-            texts(&ip_address_pool(&p)),
+            texts(&ip_address_pool(&p).1),
             [
                 r#"IPAddressPool "p": spec.serviceAllocation.namespaces[2]: "a" duplicates spec.serviceAllocation.namespaces[0]"#,
                 r#"IPAddressPool "p": spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].values: operator In needs at least one value"#,
@@ -1098,6 +1277,101 @@ mod tests {
     }
 
     #[test]
+    fn peers_parse_into_the_model() {
+        let (p, problems) = bgp_peer(&peer(
+            "p",
+            json!({"myASN": 64500, "dynamicASN": "internal", "peerAddress": "fc00:0::1",
+                   "peerPort": 1179, "keepaliveTime": "10s", "connectTime": "5s",
+                   "passwordSecret": {"name": "auth"}, "bfdProfile": "fast", "vrf": "red",
+                   "sourceAddress": "fc00::2",
+                   "nodeSelectors": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}),
+        ));
+        assert!(problems.is_empty(), "{problems:?}");
+        let p = p.unwrap();
+        assert_eq!(p.peer_asn, PeerAsn::Internal);
+        assert!(p.is_ibgp());
+        assert_eq!(
+            p.target,
+            PeerTarget::Address("[fc00::1]:1179".parse().unwrap())
+        );
+        assert_eq!(p.source_address, Some("fc00::2".parse().unwrap()));
+        // A missing hold time is three keepalives.
+        assert_eq!(
+            p.timers,
+            Some(Timers {
+                hold: Duration::from_secs(30),
+                keepalive: Duration::from_secs(10)
+            })
+        );
+        assert_eq!(p.connect_time, Some(Duration::from_secs(5)));
+        // The Secret is looked up in the peer's namespace.
+        assert_eq!(
+            p.password,
+            Some(PasswordSource::Secret(ObjectKey::new("", "auth")))
+        );
+        assert_eq!(p.bfd_profile.as_deref(), Some("fast"));
+        assert_eq!(p.vrf.as_deref(), Some("red"));
+        let rack = |r: &str| [("rack".to_owned(), r.to_owned())].into();
+        assert!(p.nodes.matches(&rack("r1")) && !p.nodes.matches(&rack("r2")));
+        // Any problem leaves the peer out of the model.
+        let (p, problems) = bgp_peer(&peer("p", json!({"myASN": 1, "peerAddress": "x"})));
+        assert_eq!((p, problems.len()), (None, 2));
+    }
+
+    #[test]
+    fn pools_keep_what_parses() {
+        let p: IPAddressPool = obj(
+            "metallb.io/v1beta1",
+            "IPAddressPool",
+            "p",
+            json!({"addresses": ["10.0.0.0/24"], "autoAssign": false,
+                   "serviceAllocation": {"namespaces": ["a", "a"],
+                                         "serviceSelectors": [{"matchLabels": {"app": "web"}}]}}),
+        );
+        // A duplicate namespace is a problem, but the pool still serves.
+        let (pool, problems) = ip_address_pool(&p);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let pool = pool.unwrap();
+        assert!(!pool.auto_assign && pool.contains("10.0.0.9".parse().unwrap()));
+        let alloc = pool.allocation.unwrap();
+        assert_eq!(alloc.priority, i32::MAX);
+        assert!(alloc.selects(
+            "a",
+            &BTreeMap::new(),
+            &[("app".to_owned(), "web".to_owned())].into()
+        ));
+        let (pool, _) = ip_address_pool(&pool_with_operator("Equals"));
+        assert_eq!(pool, None);
+    }
+
+    fn pool_with_operator(operator: &str) -> IPAddressPool {
+        obj(
+            "metallb.io/v1beta1",
+            "IPAddressPool",
+            "p",
+            json!({"addresses": ["10.0.0.0/24"],
+                   "serviceAllocation": {"serviceSelectors": [{"matchExpressions": [{"key": "a", "operator": operator}]}]}}),
+        )
+    }
+
+    #[test]
+    fn bfd_profiles_take_metallb_defaults() {
+        let p: BFDProfile = obj(
+            "metallb.io/v1beta1",
+            "BFDProfile",
+            "b",
+            json!({"receiveInterval": 50, "detectMultiplier": 5, "passiveMode": true}),
+        );
+        let (profile, problems) = bfd_profile(&p);
+        assert!(problems.is_empty());
+        let profile = profile.unwrap();
+        assert_eq!(profile.receive_interval, Duration::from_millis(50));
+        assert_eq!(profile.transmit_interval, Duration::from_millis(300));
+        assert_eq!((profile.detect_multiplier, profile.minimum_ttl), (5, 254));
+        assert!(profile.passive && !profile.echo_mode);
+    }
+
+    #[test]
     fn connect_time_and_exclusive_fields() {
         assert!(peer_with(json!({"connectTime": "10s"})).is_empty());
         assert_eq!(
@@ -1149,7 +1423,7 @@ mod tests {
             peer("h", json!({"myASN": 1, "peerASN": 3, "interface": "eth0"})),
         ];
         assert_eq!(
-            texts(&duplicate_peers(&peers)),
+            texts(&duplicate_peers(&peer_models(&peers))),
             [
                 r#"BGPPeer "b": spec.peerAddress: duplicates BGPPeer "a": same peer 10.0.0.1, port 179 and vrf "" on the same nodes"#,
                 r#"BGPPeer "h": spec.interface: duplicates BGPPeer "g": same peer eth0, port 179 and vrf "" on the same nodes"#,
@@ -1163,23 +1437,29 @@ mod tests {
             "adv",
             json!({"communities": ["65000:100", "65536:1", "large:1:2:3", "huge:1:2:3", "NO_ADVERTISE", "missing", "65000:100"]}),
         );
+        let defs = [
+            alias_defs("c1", &[("NO_ADVERTISE", "65535:65282")]),
+            alias_defs("c2", &[("NO_ADVERTISE", "1:1"), ("", "x")]),
+        ];
+        let (table, dups) = aliases(&defs);
         assert_eq!(
-            texts(&bgp_advertisement(&a)),
+            texts(&dups),
+            [
+                r#"Community "c2": spec.communities[0].name: alias "NO_ADVERTISE" is already defined in Community "c1""#
+            ]
+        );
+        // The first definition counts.
+        assert_eq!(
+            table.0.get("NO_ADVERTISE"),
+            Some(&BgpCommunity::Standard(65535, 65282))
+        );
+        assert_eq!(
+            texts(&bgp_advertisement(&a, &table).1),
             [
                 r#"BGPAdvertisement "adv": spec.communities[1]: "65536:1" has part "65536", which is not a number in range"#,
                 r#"BGPAdvertisement "adv": spec.communities[3]: "huge:1:2:3" has four parts but does not start with "large:""#,
-                r#"BGPAdvertisement "adv": spec.communities[6]: "65000:100" duplicates spec.communities[0]"#,
-            ]
-        );
-        let defs = [
-            aliases("c1", &[("NO_ADVERTISE", "65535:65282")]),
-            aliases("c2", &[("NO_ADVERTISE", "1:1"), ("", "x")]),
-        ];
-        assert_eq!(
-            texts(&community_aliases(std::slice::from_ref(&a), &defs)),
-            [
-                r#"Community "c2": spec.communities[0].name: alias "NO_ADVERTISE" is already defined in Community "c1""#,
                 r#"BGPAdvertisement "adv": spec.communities[5]: "missing" is neither a community nor an alias defined by a Community"#,
+                r#"BGPAdvertisement "adv": spec.communities[6]: "65000:100" duplicates spec.communities[0]"#,
             ]
         );
         assert_eq!(
@@ -1198,7 +1478,7 @@ mod tests {
             json!({"communities": ["no-export", "blackhole", "not-a-name"]}),
         );
         assert_eq!(
-            texts(&community_aliases(std::slice::from_ref(&a), &[])),
+            texts(&bgp_advertisement(&a, &Aliases::default()).1),
             [
                 r#"BGPAdvertisement "adv": spec.communities[2]: "not-a-name" is neither a community nor an alias defined by a Community"#
             ]
@@ -1208,24 +1488,35 @@ mod tests {
 
     #[test]
     fn alias_resolution() {
-        let defs = [aliases(
+        let defs = [alias_defs(
             "c",
             &[("NO_ADVERTISE", "65535:65282"), ("BIG", "large:1:2:3")],
         )];
+        let (table, _) = aliases(&defs);
         let a = adv(
             "adv",
-            json!({"communities": ["NO_ADVERTISE", "BIG", "1:2"]}),
+            json!({"communities": ["NO_ADVERTISE", "BIG", "1:2", "no-export"],
+                   "localPref": 0, "aggregationLength": 28}),
         );
+        let (model, problems) = bgp_advertisement(&a, &table);
+        assert!(problems.is_empty(), "{problems:?}");
+        let model = model.unwrap();
         assert_eq!(
-            resolve_communities(&a, &defs),
-            Ok(vec![
+            model.communities,
+            BTreeSet::from([
+                BgpCommunity::Standard(1, 2),
+                BgpCommunity::Standard(65535, 65281),
                 BgpCommunity::Standard(65535, 65282),
                 BgpCommunity::Large(1, 2, 3),
-                BgpCommunity::Standard(1, 2)
             ])
         );
+        // localPref 0 is unset, as in MetalLB; lengths default per family.
+        assert_eq!(
+            (model.local_pref, model.aggregation_v4, model.aggregation_v6),
+            (None, 28, 128)
+        );
         let a = adv("adv", json!({"communities": ["NOPE", "1:2"]}));
-        assert_eq!(resolve_communities(&a, &defs), Err(vec!["NOPE".into()]));
+        assert_eq!(bgp_advertisement(&a, &table).0, None);
     }
 
     #[test]
@@ -1252,7 +1543,13 @@ mod tests {
             ),
         ];
         assert_eq!(
-            texts(&aggregation_lengths(&advs, &pools)),
+            texts(&aggregation_lengths(
+                &advs
+                    .iter()
+                    .map(|a| bgp_advertisement(a, &Aliases::default()).0.unwrap())
+                    .collect::<Vec<_>>(),
+                &models(&pools)
+            )),
             [
                 r#"BGPAdvertisement "too-short": spec.aggregationLength: 16 is shorter than prefix /24 of "10.0.0.0/24" in IPAddressPool "a""#,
                 r#"BGPAdvertisement "all-pools": spec.aggregationLength: 23 is shorter than prefix /24 of "10.0.0.0/24" in IPAddressPool "a""#,
@@ -1270,7 +1567,7 @@ mod tests {
                                "serviceSelectors": [{"matchLabels": {"app": "web"}}]}),
         );
         assert_eq!(
-            texts(&bgp_advertisement(&a)),
+            texts(&bgp_advertisement(&a, &Aliases::default()).1),
             [
                 r#"BGPAdvertisement "a": spec.aggregationLength: 33 is not in 1..=32"#,
                 r#"BGPAdvertisement "a": spec.aggregationLengthV6: 129 is not in 0..=128"#,
@@ -1284,7 +1581,7 @@ mod tests {
             json!({"aggregationLength": 32, "aggregationLengthV6": 128,
                                "serviceSelectors": [{"matchLabels": {"app": "web"}}]}),
         );
-        assert!(bgp_advertisement(&a).is_empty());
+        assert!(bgp_advertisement(&a, &Aliases::default()).1.is_empty());
     }
 
     #[test]
@@ -1308,7 +1605,7 @@ mod tests {
             }),
         );
         assert_eq!(
-            texts(&l2_advertisement(&l2)),
+            texts(&l2_advertisement(&l2).1),
             [
                 r#"L2Advertisement "l2": spec.interfaces[1]: "eth0" duplicates spec.interfaces[0]"#,
                 r#"L2Advertisement "l2": spec.nodeSelectors[0].matchLabels: key "-bad" has a name that is not 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"#,
@@ -1336,7 +1633,7 @@ mod tests {
             }),
         );
         assert_eq!(
-            texts(&bfd_profile(&p)),
+            texts(&bfd_profile(&p).1),
             [
                 r#"BFDProfile "b": spec.receiveInterval: 9 is not in 10..=60000"#,
                 r#"BFDProfile "b": spec.transmitInterval: 60001 is not in 10..=60000"#,
@@ -1371,7 +1668,7 @@ metadata: {name: ignored}
         let cfg = Config::from_yaml(text).unwrap();
         assert_eq!((cfg.pools.len(), cfg.peers.len()), (2, 1));
         assert_eq!(
-            texts(&config(&cfg)),
+            texts(&config(&cfg).1),
             [
                 r#"IPAddressPool "a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
                 r#"BGPPeer "old": spec.myASN: 0 is not a valid AS number (1..=4294967294)"#,

@@ -1,5 +1,6 @@
-//! Kubernetes objects to the allocator's plain types, field by field as
-//! MetalLB reads them.
+//! Services to the allocator's plain types, field by field as MetalLB
+//! reads them. Pools need no conversion here: they are the model's
+//! ([`api::validate::ip_address_pool`]).
 //!
 //! Pure: no client, no clock. `controller plan` and the reconciler both use
 //! these, so a file and a cluster are read the same way.
@@ -7,15 +8,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use api::meta::LabelSelector;
-use api::v1beta1::IPAddressPool;
+use api::addr::AddressRange;
 use k8s_openapi::api::core::v1::Service as K8sService;
 use kube::ResourceExt;
 
-use crate::alloc::{
-    AddrRange, Family, FamilyPolicy, Operator, Pool, Port, Protocol, Requirement, Selector,
-    Service, ServiceAllocation, ServiceKey,
-};
+use crate::alloc::{Family, FamilyPolicy, Pool, Port, Protocol, Service, ServiceKey};
 
 /// `metallb.io/loadBalancerIPs`: requested addresses, comma-separated.
 pub const ANNOTATION_LOAD_BALANCER_IPS: &str = "metallb.io/loadBalancerIPs";
@@ -173,87 +170,6 @@ fn requested_ips(annotation: Option<&str>, spec_ip: Option<&str>) -> Result<Vec<
     }
 }
 
-/// Why an IPAddressPool cannot become a [`Pool`]. CRD validation and
-/// [`api::validate`] reject these first; this is the last line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PoolError {
-    /// An address entry that does not parse.
-    #[error("spec.addresses[{index}]: {source}")]
-    Range {
-        /// Position in `spec.addresses`.
-        index: usize,
-        /// The parse error.
-        source: api::addr::AddressError,
-    },
-    /// A selector operator other than In, NotIn, Exists, DoesNotExist.
-    #[error("spec.serviceAllocation: unknown selector operator {0:?}")]
-    Operator(String),
-}
-
-/// Reads an IPAddressPool as the allocator's [`Pool`].
-///
-/// An unset `serviceAllocation.priority` sorts after every set one.
-pub fn pool(p: &IPAddressPool) -> Result<Pool, PoolError> {
-    let ranges = p
-        .spec
-        .addresses
-        .iter()
-        .enumerate()
-        .map(|(index, a)| {
-            api::addr::AddressRange::parse(a)
-                .map(AddrRange::from)
-                .map_err(|source| PoolError::Range { index, source })
-        })
-        .collect::<Result<_, _>>()?;
-    let allocation = match &p.spec.service_allocation {
-        None => None,
-        Some(a) => Some(ServiceAllocation {
-            priority: a
-                .priority
-                .map_or(i32::MAX, |v| i32::try_from(v).unwrap_or(i32::MAX)),
-            namespaces: a.namespaces.clone(),
-            namespace_selectors: selectors(&a.namespace_selectors)?,
-            service_selectors: selectors(&a.service_selectors)?,
-        }),
-    };
-    Ok(Pool {
-        name: p.name_any(),
-        ranges,
-        auto_assign: p.spec.auto_assign.unwrap_or(true),
-        avoid_buggy_ips: p.spec.avoid_buggy_ips.unwrap_or(false),
-        allocation,
-    })
-}
-
-fn selectors(list: &[LabelSelector]) -> Result<Vec<Selector>, PoolError> {
-    list.iter()
-        .map(|s| {
-            let expressions = s
-                .match_expressions
-                .iter()
-                .map(|r| {
-                    let op = match r.operator.as_str() {
-                        "In" => Operator::In,
-                        "NotIn" => Operator::NotIn,
-                        "Exists" => Operator::Exists,
-                        "DoesNotExist" => Operator::DoesNotExist,
-                        other => return Err(PoolError::Operator(other.to_owned())),
-                    };
-                    Ok(Requirement {
-                        key: r.key.clone(),
-                        op,
-                        values: r.values.clone(),
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(Selector {
-                match_labels: s.match_labels.clone(),
-                expressions,
-            })
-        })
-        .collect()
-}
-
 /// Per-family address counts of a pool, as `IPAddressPool.status` carries
 /// them (MetalLB saturates huge IPv6 pools at `i64::MAX`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -270,7 +186,7 @@ pub struct Capacity {
 pub fn capacity(p: &Pool) -> Capacity {
     let mut c = Capacity::default();
     for r in &p.ranges {
-        match r.family() {
+        match Family::of(r.first()) {
             Family::V4 => {
                 let mut n = r.len();
                 if p.avoid_buggy_ips {
@@ -285,7 +201,7 @@ pub fn capacity(p: &Pool) -> Capacity {
 }
 
 /// IPv4 addresses ending in `.0` or `.255` within an IPv4 range.
-fn buggy_in(r: &AddrRange) -> u128 {
+fn buggy_in(r: &AddressRange) -> u128 {
     let (IpAddr::V4(first), IpAddr::V4(last)) = (r.first(), r.last()) else {
         return 0;
     };

@@ -196,7 +196,7 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
             }
         }
     }
-    let problems = validate::config(&cfg);
+    let (model, problems) = validate::config(&cfg);
     if !problems.is_empty() || !duplicates.is_empty() {
         duplicates.extend(
             problems
@@ -205,28 +205,9 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
         );
         return Err(PlanError::Invalid(duplicates));
     }
-    let mut pools = Vec::new();
-    let mut bad_pools = Vec::new();
-    for p in &cfg.pools {
-        match convert::pool(p) {
-            Ok(pool) => pools.push(pool),
-            Err(e) => bad_pools.push((
-                where_is.get(&("IPAddressPool", p.name_any())).cloned(),
-                validate::Problem {
-                    kind: "IPAddressPool",
-                    name: p.name_any(),
-                    field: "spec".into(),
-                    message: e.to_string(),
-                },
-            )),
-        }
-    }
-    if !bad_pools.is_empty() {
-        return Err(PlanError::Invalid(bad_pools));
-    }
 
     let mut state = State::new(lb_class.map(str::to_owned));
-    state.set_pools(pools);
+    state.set_pools(model.pools);
     for n in &namespaces {
         state.set_namespace_labels(&n.name_any(), Some(n.labels().clone()));
     }

@@ -297,13 +297,16 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
     Ok(())
 }
 
+/// The model of each pool; a pool whose addresses or selectors do not
+/// parse is left out and logged.
 fn convert_pools(pools: &[IPAddressPool]) -> Vec<crate::alloc::Pool> {
     pools
         .iter()
-        .filter_map(|p| match convert::pool(p) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                error!(pool = %p.name_any(), error = %e, "ignoring invalid ipaddresspool");
+        .filter_map(|p| match api::validate::ip_address_pool(p) {
+            (Some(pool), _) => Some(pool),
+            (None, problems) => {
+                let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                error!(pool = %p.name_any(), error = %problems.join("; "), "ignoring invalid ipaddresspool");
                 None
             }
         })

@@ -16,7 +16,7 @@ use std::num::NonZeroU8;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use api::v1beta1::BFDProfileSpec;
+use api::model::BfdProfile;
 use bfd::client::{Gate, Verdict};
 use bfd::{PeerKey, Profile, SessionConfig};
 use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
@@ -37,7 +37,7 @@ use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
-use crate::source::{Snapshot, file};
+use crate::source::{Rejected, Snapshot, file};
 
 /// How the speaker runs, from its flags.
 #[derive(Clone, Debug)]
@@ -64,7 +64,7 @@ pub struct Options {
 }
 
 /// A result of the configuration source.
-pub type Reload = Result<Snapshot, Vec<file::Error>>;
+pub type Reload = Result<Snapshot, Rejected>;
 
 /// Runs until `shutdown` completes, then leaves memberlist at once, ends
 /// the BGP sessions as `opts.exit` says and withdraws layer 2 addresses.
@@ -236,15 +236,15 @@ impl Reconciler {
             Ok(snapshot) => {
                 info!(
                     services = snapshot.services.len(),
-                    peers = snapshot.config.peers.len(),
-                    pools = snapshot.config.pools.len(),
+                    peers = snapshot.model.peers.len(),
+                    pools = snapshot.model.pools.len(),
                     "configuration loaded"
                 );
                 m.last_reload_success = true;
                 self.snapshot = Some(snapshot);
                 self.publish_config(ConfigResult::Valid);
             }
-            Err(errors) => {
+            Err(Rejected { errors, cluster }) => {
                 for e in &errors {
                     match e {
                         file::Error::Invalid(p) => error!(
@@ -261,8 +261,16 @@ impl Reconciler {
                 m.last_reload_success = false;
                 let summary: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 self.publish_config(ConfigResult::Invalid(summary.join("; ")));
-                if self.snapshot.is_some() {
-                    warn!("keeping the last good configuration");
+                match (&mut self.snapshot, cluster) {
+                    (Some(last), Some(cluster)) => {
+                        *last = last.with_cluster(*cluster);
+                        warn!(
+                            services = last.services.len(),
+                            "keeping the last good configuration; nodes, services, endpoints and secrets are current"
+                        );
+                    }
+                    (Some(_), None) => warn!("keeping the last good configuration"),
+                    (None, _) => {}
                 }
             }
         }
@@ -297,7 +305,7 @@ impl Reconciler {
         };
         let (mut view, mut problems) = ClusterView::from_k8s(
             &self.opts.node,
-            snap.config.clone(),
+            snap.model.clone(),
             &snap.nodes,
             &snap.services,
             &snap.slices,
@@ -309,7 +317,7 @@ impl Reconciler {
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
         let bgp = bgp_plan(&view);
-        let l2 = (!view.config.l2_advertisements.is_empty() && self.l2_hold.is_none())
+        let l2 = (!view.model.l2_advertisements.is_empty() && self.l2_hold.is_none())
             .then(|| l2_plan(&view));
         problems.extend(bgp.problems.iter().cloned());
         problems.extend(l2.iter().flat_map(|p| p.problems.iter().cloned()));
@@ -652,21 +660,16 @@ fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
     })
 }
 
-/// A BFDProfile's fields, MetalLB's defaults for those unset. Values out of
-/// the CRD's ranges (which the API rejects) fall back to the defaults.
-fn bfd_profile(spec: &BFDProfileSpec) -> Profile {
-    let d = Profile::default();
-    let ms =
-        |v: Option<u32>, default: Duration| v.map_or(default, |v| Duration::from_millis(v.into()));
-    let byte = |v: Option<u32>| v.and_then(|v| u8::try_from(v).ok());
+/// A BFDProfile as the BFD core's profile (the model holds MetalLB's
+/// defaults for unset fields, and its bounds).
+fn bfd_profile(p: &BfdProfile) -> Profile {
     Profile {
-        receive_interval: ms(spec.receive_interval, d.receive_interval),
-        transmit_interval: ms(spec.transmit_interval, d.transmit_interval),
-        detect_multiplier: byte(spec.detect_multiplier)
-            .and_then(NonZeroU8::new)
-            .unwrap_or(d.detect_multiplier),
-        passive: spec.passive_mode.unwrap_or(d.passive),
-        minimum_ttl: byte(spec.minimum_ttl).unwrap_or(d.minimum_ttl),
+        receive_interval: p.receive_interval,
+        transmit_interval: p.transmit_interval,
+        detect_multiplier: NonZeroU8::new(p.detect_multiplier)
+            .unwrap_or(Profile::default().detect_multiplier),
+        passive: p.passive,
+        minimum_ttl: p.minimum_ttl,
     }
 }
 

@@ -69,7 +69,12 @@ impl Node {
     /// The body of `GET /metrics` inside the node's namespace.
     fn metrics(&self) -> String {
         self.ns.run_in(|| {
-            let mut c = std::net::TcpStream::connect("127.0.0.1:7472").unwrap();
+            // A speaker just started may not listen yet: the port's answer,
+            // not a guess about start-up time, says when it does.
+            let mut c = wait_until("the metrics port", T, Duration::from_millis(50), || {
+                std::net::TcpStream::connect("127.0.0.1:7472").ok()
+            })
+            .unwrap();
             c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
                 .unwrap();
             let mut s = String::new();
@@ -297,9 +302,9 @@ fn three_speakers_ecmp_reload_local_policy_and_shutdown() {
         |p| p.len() == 3 && communities(p).iter().all(|c| c == "64512:100 64512:200"),
     );
 
-    // A broken file is rejected, counted, and the last good configuration
-    // stays in force.
-    lab.write("broken.yaml", "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: bad}\nspec: {addresses: [not-a-cidr]}\n");
+    // A broken file (a reversed range) is rejected, counted, and the last
+    // good configuration stays in force.
+    lab.write("broken.yaml", "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: bad}\nspec: {addresses: [10.9.9.9-10.9.9.1]}\n");
     wait_until(
         "node1 to count the configuration error",
         CHANGE,
@@ -323,9 +328,9 @@ fn three_speakers_ecmp_reload_local_policy_and_shutdown() {
     );
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(lab.paths("198.51.100.10/32").len(), 3);
-    std::fs::remove_file(lab.dir.join("broken.yaml")).unwrap();
 
-    // Removing the service withdraws it everywhere.
+    // While the bad pool is there, the services are still current (issue
+    // 14, finding 2): removing one withdraws it everywhere.
     let services = lab.read("services.yaml");
     let without_web = services
         .split("\n---\n")
@@ -340,6 +345,18 @@ fn three_speakers_ecmp_reload_local_policy_and_shutdown() {
         <[Value]>::is_empty,
     );
     assert_eq!(next_hops(&lab.paths("198.51.100.20/32")), ["10.0.0.3"]);
+    std::fs::remove_file(lab.dir.join("broken.yaml")).unwrap();
+    wait_until(
+        "node1 to load the configuration again",
+        CHANGE,
+        Duration::from_millis(100),
+        || {
+            let m = lab.nodes[0].metrics();
+            m.contains("ferrolb_config_last_reload_success 1")
+                .then_some(())
+        },
+    )
+    .unwrap();
 
     // SIGTERM on node2: Cease / Administrative Shutdown, FRR drops its
     // routes at once rather than after the hold time.

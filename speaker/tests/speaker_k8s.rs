@@ -167,14 +167,26 @@ fn bgp_ecmp_status_objects_events_and_local_policy() {
         "{state:#}"
     );
     assert_eq!(paths(&frr, "198.51.100.10/32").len(), 3);
-    cluster.delete(&overlap);
-    eventually("ConfigurationState Valid again", CHANGE, &nodes, || {
-        let s = cluster.config_state(&cluster.node("node3"))?;
-        (s["result"] == "Valid").then_some(())
-    });
 
-    // Status written -> route at FRR: a service (with an endpoint) gets
-    // its IP.
+    // The cluster objects stay current all the same (issue 14, finding
+    // 2): the Local endpoint moves back to node2, and the route follows.
+    cluster.apply(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "local-1", "namespace": cluster.apps,
+                     "labels": {"kubernetes.io/service-name": "local"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.2.7"], "nodeName": cluster.node("node2"),
+                       "conditions": {"ready": true}}],
+    }));
+    eventually(
+        "local moves back to node2 with the overlap",
+        CHANGE,
+        &nodes,
+        || (next_hops(&paths(&frr, "198.51.100.20/32")) == ["10.0.0.3"]).then_some(()),
+    );
+
+    // Status written -> route at FRR, with the overlap still there: a new
+    // service (with an endpoint) gets its IP.
     cluster.apply(json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "late-1", "namespace": cluster.apps,
@@ -198,6 +210,11 @@ fn bgp_ecmp_status_objects_events_and_local_policy() {
         "status-to-route: {:?} (upper bound: vtysh polls)",
         start.elapsed()
     );
+    cluster.delete(&overlap);
+    eventually("ConfigurationState Valid again", CHANGE, &nodes, || {
+        let s = cluster.config_state(&cluster.node("node3"))?;
+        (s["result"] == "Valid").then_some(())
+    });
 }
 
 #[test]

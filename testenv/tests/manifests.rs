@@ -491,23 +491,25 @@ async fn speaker_runs_as_its_service_account() {
             .await
             .expect("the objects made after the first snapshot never all arrived")
             .unwrap();
-        let snapshot = match reload {
-            Ok(snapshot) => snapshot,
-            Err(problems) => panic!("the configuration was refused: {problems:?}"),
-        };
+        // Until the Community arrives, the advertisement names an unknown
+        // alias and the configuration is refused: wait for the next one.
+        let Ok(snapshot) = reload else { continue };
         let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(probe);
-        let c = &snapshot.config;
+        let m = &snapshot.model;
+        // The model holds parsed values: the Community shows as the value
+        // its alias resolved to in the advertisement.
+        let ad = m.bgp_advertisements.iter().find(|a| a.name == probe);
         let arrived = [
             snapshot.nodes.iter().any(|o| named(&o.metadata)),
             snapshot.services.iter().any(|o| named(&o.metadata)),
             snapshot.slices.iter().any(|o| named(&o.metadata)),
             snapshot.secrets.iter().any(|o| named(&o.metadata)),
-            c.pools.iter().any(|o| named(&o.metadata)),
-            c.peers.iter().any(|o| named(&o.metadata)),
-            c.bgp_advertisements.iter().any(|o| named(&o.metadata)),
-            c.l2_advertisements.iter().any(|o| named(&o.metadata)),
-            c.bfd_profiles.iter().any(|o| named(&o.metadata)),
-            c.communities.iter().any(|o| named(&o.metadata)),
+            m.pools.iter().any(|p| p.name == probe),
+            m.peers.iter().any(|p| p.name == probe),
+            ad.is_some(),
+            m.l2_advertisements.iter().any(|a| a.name == probe),
+            m.bfd_profiles.contains_key(probe),
+            ad.is_some_and(|a| a.communities.iter().any(|c| c.to_string() == "64512:777")),
         ];
         if arrived.iter().all(|a| *a) {
             break;
@@ -653,6 +655,7 @@ fn watch_probes(app: &str) -> Vec<Value> {
                "metadata": meta(NAMESPACE), "spec": spec})
     };
     let pool = json!({"ipAddressPools": ["watch-probe"]});
+    let bgp_ad = json!({"ipAddressPools": ["watch-probe"], "communities": ["watch-probe"]});
     vec![
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "watch-probe"}}),
         json!({"apiVersion": "v1", "kind": "Service", "metadata": meta(app),
@@ -668,8 +671,8 @@ fn watch_probes(app: &str) -> Vec<Value> {
             "v1beta1",
             json!({"addresses": ["198.51.100.0/30"], "autoAssign": false}),
         ),
-        metallb("L2Advertisement", "v1beta1", pool.clone()),
-        metallb("BGPAdvertisement", "v1beta1", pool),
+        metallb("L2Advertisement", "v1beta1", pool),
+        metallb("BGPAdvertisement", "v1beta1", bgp_ad),
         metallb(
             "BGPPeer",
             "v1beta2",
@@ -679,7 +682,7 @@ fn watch_probes(app: &str) -> Vec<Value> {
         metallb(
             "Community",
             "v1beta1",
-            json!({"communities": [{"name": "NO_ADVERTISE", "value": "65535:65282"}]}),
+            json!({"communities": [{"name": "watch-probe", "value": "64512:777"}]}),
         ),
     ]
 }

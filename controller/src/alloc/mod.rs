@@ -1,9 +1,13 @@
 //! The pure IP allocator: MetalLB's assignment semantics, deterministic
 //! and restart-stable.
 //!
-//! No I/O, no clock, no Kubernetes types: the reconciler turns
-//! `IPAddressPool`s and `Service`s into [`Pool`]s and [`Service`]s, calls
-//! [`Allocator::assign`] / [`Allocator::release`], and writes the result.
+//! No I/O, no clock, no Kubernetes types: pools are the model's
+//! ([`api::model::Pool`], from [`api::validate`]); the reconciler turns
+//! `Service`s into [`Service`]s, calls [`Allocator::assign`] /
+//! [`Allocator::release`], and writes the result. Which pool holds
+//! requested addresses is [`api::model::pool_for`], the function the
+//! speakers use too; which pools a service may take from is
+//! [`api::model::ServiceAllocation::selects`].
 //!
 //! Rules (MetalLB's, with its randomness removed):
 //! - requested IPs (`metallb.io/loadBalancerIPs`, `spec.loadBalancerIP`)
@@ -29,14 +33,15 @@
 //! release are O(log n) in the number of allocated intervals.
 
 mod ranges;
-mod select;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use self::ranges::{IntervalSet, from_u128, to_u128};
-pub use self::select::{Operator, Requirement, Selector};
+use api::addr::{from_u128, to_u128};
+pub use api::model::{Pool, ServiceAllocation};
+
+use self::ranges::IntervalSet;
 
 /// An address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +56,14 @@ impl Family {
     /// The family of an address.
     pub fn of(ip: IpAddr) -> Self {
         if ip.is_ipv4() { Self::V4 } else { Self::V6 }
+    }
+
+    /// The address of this family numbered `n` ([`api::addr::to_u128`]).
+    fn addr(self, n: u128) -> IpAddr {
+        match self {
+            Self::V4 => from_u128(IpAddr::V4(Ipv4Addr::UNSPECIFIED), n),
+            Self::V6 => from_u128(IpAddr::V6(Ipv6Addr::UNSPECIFIED), n),
+        }
     }
 }
 
@@ -84,108 +97,6 @@ pub struct Port {
     pub port: u16,
     /// Protocol.
     pub protocol: Protocol,
-}
-
-/// A contiguous block of addresses of one family, from a pool entry
-/// (a CIDR or an `a-b` range, parsed by [`api::addr::AddressRange`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AddrRange {
-    first: IpAddr,
-    last: IpAddr,
-}
-
-impl AddrRange {
-    /// First address.
-    pub fn first(&self) -> IpAddr {
-        self.first
-    }
-
-    /// Last address.
-    pub fn last(&self) -> IpAddr {
-        self.last
-    }
-
-    /// The family.
-    pub fn family(&self) -> Family {
-        Family::of(self.first)
-    }
-
-    /// Whether `ip` is inside.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        Family::of(ip) == self.family()
-            && (to_u128(self.first)..=to_u128(self.last)).contains(&to_u128(ip))
-    }
-
-    /// Number of addresses (saturating at `u128::MAX`).
-    pub fn len(&self) -> u128 {
-        (to_u128(self.last) - to_u128(self.first)).saturating_add(1)
-    }
-
-    /// Never true: a range holds at least one address.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-}
-
-impl From<api::addr::AddressRange> for AddrRange {
-    fn from(r: api::addr::AddressRange) -> Self {
-        // `AddressRange` guarantees one family and `first <= last`.
-        Self {
-            first: r.first(),
-            last: r.last(),
-        }
-    }
-}
-
-impl fmt::Display for AddrRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.first, self.last)
-    }
-}
-
-/// `spec.serviceAllocation` of an IPAddressPool.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServiceAllocation {
-    /// Lower is preferred.
-    pub priority: i32,
-    /// Namespaces whose services may use the pool (empty: any).
-    pub namespaces: Vec<String>,
-    /// Namespace label selectors (any may match; empty: any).
-    pub namespace_selectors: Vec<Selector>,
-    /// Service label selectors (any may match; empty: any).
-    pub service_selectors: Vec<Selector>,
-}
-
-/// An address pool, as the allocator sees an IPAddressPool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pool {
-    /// Name.
-    pub name: String,
-    /// Addresses.
-    pub ranges: Vec<AddrRange>,
-    /// `autoAssign` (default true).
-    pub auto_assign: bool,
-    /// `avoidBuggyIPs`: skip IPv4 addresses ending in .0 or .255.
-    pub avoid_buggy_ips: bool,
-    /// `serviceAllocation`.
-    pub allocation: Option<ServiceAllocation>,
-}
-
-impl Pool {
-    /// A pool with auto-assign on and no service allocation, from address
-    /// entries in MetalLB's syntax (parsed by [`api::addr::AddressRange`]).
-    pub fn new(name: &str, ranges: &[&str]) -> Result<Self, api::addr::AddressError> {
-        Ok(Self {
-            name: name.to_owned(),
-            ranges: ranges
-                .iter()
-                .map(|r| api::addr::AddressRange::parse(r).map(AddrRange::from))
-                .collect::<Result<_, _>>()?,
-            auto_assign: true,
-            avoid_buggy_ips: false,
-            allocation: None,
-        })
-    }
 }
 
 /// Namespace and name of a service.
@@ -337,7 +248,8 @@ impl PoolState {
     fn new(pool: Pool) -> Self {
         let mut space = [IntervalSet::default(), IntervalSet::default()];
         for r in &pool.ranges {
-            space[fam_index(r.family())].insert_range(to_u128(r.first), to_u128(r.last));
+            space[fam_index(Family::of(r.first()))]
+                .insert_range(to_u128(r.first()), to_u128(r.last()));
         }
         Self {
             pool,
@@ -347,11 +259,11 @@ impl PoolState {
     }
 
     fn contains(&self, ip: IpAddr) -> bool {
-        self.space[fam_index(Family::of(ip))].contains(to_u128(ip))
+        self.pool.contains(ip)
     }
 
     fn has_family(&self, f: Family) -> bool {
-        !self.space[fam_index(f)].is_empty()
+        self.pool.has_family(f == Family::V4)
     }
 
     fn buggy(&self, ip: IpAddr) -> bool {
@@ -364,7 +276,6 @@ impl PoolState {
     /// The lowest free, usable address of `family`.
     fn first_free(&self, family: Family) -> Option<IpAddr> {
         let i = fam_index(family);
-        let v6 = family == Family::V6;
         for (start, end) in self.space[i].iter() {
             let mut c = start;
             while c <= end {
@@ -372,7 +283,7 @@ impl PoolState {
                 if free > end {
                     break;
                 }
-                let ip = from_u128(free, v6);
+                let ip = family.addr(free);
                 if !self.buggy(ip) {
                     return Some(ip);
                 }
@@ -576,7 +487,9 @@ impl Allocator {
                 continue;
             }
             match &p.pool.allocation {
-                Some(a) if allocation_matches(a, svc) => selected.push((a.priority, name)),
+                Some(a) if a.selects(&svc.key.namespace, &svc.namespace_labels, &svc.labels) => {
+                    selected.push((a.priority, name));
+                }
                 Some(_) => {}
                 None => plain.push(name),
             }
@@ -704,11 +617,8 @@ impl Allocator {
                 }
                 name.clone()
             }
-            None => self
-                .pools
-                .iter()
-                .find(|(_, p)| req.iter().all(|ip| p.contains(*ip)))
-                .map(|(n, _)| n.clone())
+            None => api::model::pool_for(self.pools.values().map(|p| &p.pool), req)
+                .map(|p| p.name.clone())
                 .ok_or_else(|| AllocError::NotInPool(req.clone()))?,
         };
         let me = Use::of(svc);
@@ -762,21 +672,6 @@ impl Allocator {
             self.hold(&a.pool, *ip, Use::of(svc));
         }
     }
-}
-
-/// MetalLB's `serviceAllocation` match: the namespace is listed or
-/// selected (either list may do; both empty match all), and one of the
-/// service selectors (if any) matches the service's labels.
-fn allocation_matches(a: &ServiceAllocation, svc: &Service) -> bool {
-    let no_ns_rule = a.namespaces.is_empty() && a.namespace_selectors.is_empty();
-    let ns_ok = no_ns_rule
-        || a.namespaces.contains(&svc.key.namespace)
-        || a.namespace_selectors
-            .iter()
-            .any(|s| s.matches(&svc.namespace_labels));
-    let svc_ok = a.service_selectors.is_empty()
-        || a.service_selectors.iter().any(|s| s.matches(&svc.labels));
-    ns_ok && svc_ok
 }
 
 #[cfg(test)]

@@ -1,27 +1,9 @@
 //! Sets of addresses as disjoint intervals, so that pools of any size (an
 //! IPv6 /64) are never enumerated. Addresses of both families are `u128`
-//! (IPv4 in the low 32 bits); a set holds one family.
+//! ([`api::addr::to_u128`]: IPv4 in the low 32 bits); a set holds one
+//! family. The allocator builds them from the model's ranges.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-
-/// An address as a number: IPv4 in the low 32 bits.
-pub(crate) fn to_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
-
-/// The address of a number in the family of `v6`.
-pub(crate) fn from_u128(n: u128, v6: bool) -> IpAddr {
-    if v6 {
-        IpAddr::V6(n.into())
-    } else {
-        // A v4 set only ever holds values below 2^32.
-        IpAddr::V4(u32::try_from(n).unwrap_or(u32::MAX).into())
-    }
-}
 
 /// Disjoint, non-adjacent closed intervals `[start, end]`, keyed by start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,7 +19,8 @@ impl IntervalSet {
     }
 
     /// Whether `x` is in the set. O(log n).
-    pub(crate) fn contains(&self, x: u128) -> bool {
+    #[cfg(test)]
+    fn contains(&self, x: u128) -> bool {
         self.containing(x).is_some()
     }
 
@@ -107,10 +90,6 @@ impl IntervalSet {
         self.map.iter().fold(0u128, |acc, (&s, &e)| {
             acc.saturating_add(e - s).saturating_add(1)
         })
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 }
 

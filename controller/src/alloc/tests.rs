@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use api::model::{Selector, Selectors};
+
 use super::*;
 
 fn ip(s: &str) -> IpAddr {
@@ -29,7 +31,7 @@ fn pool(name: &str, ranges: &[&str]) -> Pool {
 
 #[test]
 fn ranges_from_pool_entries() {
-    let r = AddrRange::from(api::addr::AddressRange::parse("10.0.0.0/30").unwrap());
+    let r = api::addr::AddressRange::parse("10.0.0.0/30").unwrap();
     assert_eq!(
         (r.first(), r.last(), r.len()),
         (ip("10.0.0.0"), ip("10.0.0.3"), 4)
@@ -326,19 +328,19 @@ fn service_allocation_by_namespace_labels_and_priority() {
     let mut by_label = pool("labelled", &["10.0.3.0/24"]);
     by_label.allocation = Some(ServiceAllocation {
         priority: 5,
-        service_selectors: vec![Selector {
+        service_selectors: Selectors(vec![Selector {
             match_labels: [("tier".to_owned(), "gold".to_owned())].into(),
             ..Selector::default()
-        }],
+        }]),
         ..Default::default()
     });
     let mut by_ns_label = pool("ns-labelled", &["10.0.4.0/24"]);
     by_ns_label.allocation = Some(ServiceAllocation {
         priority: 1,
-        namespace_selectors: vec![Selector {
+        namespace_selectors: Selectors(vec![Selector {
             match_labels: [("env".to_owned(), "prod".to_owned())].into(),
             ..Selector::default()
-        }],
+        }]),
         ..Default::default()
     });
     let general = pool("general", &["10.0.0.0/24"]);

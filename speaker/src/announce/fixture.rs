@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use api::meta::LabelSelector;
 use api::v1beta1::{
@@ -9,8 +11,10 @@ use api::v1beta1::{
     CommunitySpec, IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec,
 };
 use api::v1beta2::{BGPPeer, BGPPeerSpec};
+use api::validate::{self, Config};
 
 use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy};
+use super::{BgpPlan, L2Plan};
 
 pub(super) const NS: &str = "metallb-system";
 
@@ -29,14 +33,63 @@ pub(super) fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
 
+/// A view and the metallb.io objects its model is built from, so that a
+/// table row can change one field of one object.
+#[derive(Clone, Default)]
+pub(super) struct Fixture {
+    pub(super) config: Config,
+    pub(super) view: ClusterView,
+}
+
+impl Fixture {
+    /// The view with the model of `config`, and the validation problems.
+    fn build(&self) -> (ClusterView, Vec<super::Problem>) {
+        let (model, problems) = validate::config(&self.config);
+        let view = ClusterView {
+            model: Arc::new(model),
+            ..self.view.clone()
+        };
+        (view, problems)
+    }
+}
+
+impl Deref for Fixture {
+    type Target = ClusterView;
+
+    fn deref(&self) -> &ClusterView {
+        &self.view
+    }
+}
+
+impl DerefMut for Fixture {
+    fn deref_mut(&mut self) -> &mut ClusterView {
+        &mut self.view
+    }
+}
+
+/// The BGP plan of the fixture; validation problems come first in its
+/// problems (objects with problems are left out of the model).
+pub(super) fn bgp(f: &Fixture) -> BgpPlan {
+    let (view, problems) = f.build();
+    let mut plan = super::bgp_plan(&view);
+    plan.problems.splice(0..0, problems);
+    plan
+}
+
+/// The layer 2 plan of the fixture, as [`bgp`].
+pub(super) fn l2(f: &Fixture) -> L2Plan {
+    let (view, problems) = f.build();
+    let mut plan = super::l2_plan(&view);
+    plan.problems.splice(0..0, problems);
+    plan
+}
+
 /// A view of `this` with nodes `names` (no labels) and nothing else.
-pub(super) fn view(this: &str, names: &[&str]) -> ClusterView {
-    let mut v = ClusterView {
-        node: this.into(),
-        ..ClusterView::default()
-    };
+pub(super) fn view(this: &str, names: &[&str]) -> Fixture {
+    let mut v = Fixture::default();
+    v.view.node = this.into();
     for name in names {
-        v.nodes.insert((*name).into(), node(name, &[]));
+        v.view.nodes.insert((*name).into(), node(name, &[]));
     }
     v
 }

@@ -5,8 +5,10 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use api::validate::{Config, Problem};
+use api::model::Model;
+use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
@@ -26,7 +28,7 @@ impl ClusterView {
     /// first, so the cost is linear in the number of objects.
     pub fn from_k8s<N, S, E, X>(
         this_node: &str,
-        config: Config,
+        model: Arc<Model>,
         nodes: &[N],
         services: &[S],
         slices: &[E],
@@ -59,7 +61,7 @@ impl ClusterView {
                 .map(|n| node(n.borrow()))
                 .map(|n| (n.name.clone(), n))
                 .collect(),
-            config,
+            model,
             secrets: secrets
                 .iter()
                 .filter_map(|s| secret_password(s.borrow()))
@@ -483,7 +485,7 @@ mod tests {
         };
         let (view, problems) = ClusterView::from_k8s(
             "n1",
-            Config::default(),
+            Arc::default(),
             &[n],
             &[k8s_service(&["192.0.2.1"]), k8s_service(&["bad"])],
             &[] as &[discoveryv1::EndpointSlice],

@@ -5,12 +5,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use api::v1beta1::L2Advertisement;
+use api::model::L2Advertisement;
 use api::validate::Problem;
 use sha2::{Digest, Sha256};
 
 use super::view::{ClusterView, Exclusion, ObjectKey, TrafficPolicy};
-use super::{Assigned, assigned, selected, selects_pool, service_problem};
+use super::{Assigned, assigned, service_problem};
 
 /// What this node does in layer 2 mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,24 +102,15 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
     };
     for Assigned { svc, pool } in assigned(view, &mut plan.problems) {
         let ads: Vec<&L2Advertisement> = view
-            .config
+            .model
             .l2_advertisements
             .iter()
-            .filter(|ad| {
-                let spec = &ad.spec;
-                selects_pool(
-                    &spec.ip_address_pools,
-                    &spec.ip_address_pool_selectors,
-                    pool,
-                ) && selected(&spec.service_selectors, &svc.labels)
-            })
+            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
             .collect();
         if ads.is_empty() {
             continue;
         }
-        if svc.shared_ip_key().is_some()
-            && ads.iter().any(|ad| !ad.spec.service_selectors.is_empty())
-        {
+        if svc.shared_ip_key().is_some() && ads.iter().any(|ad| !ad.scope.services.is_empty()) {
             plan.problems.push(service_problem(
                 svc,
                 "metadata.annotations[metallb.io/allow-shared-ip]",
@@ -138,9 +129,7 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
                     continue;
                 };
                 if view.exclusion(name).is_some()
-                    || !ads
-                        .iter()
-                        .any(|ad| selected(&ad.spec.node_selectors, &node.labels))
+                    || !ads.iter().any(|ad| ad.scope.selects_node(&node.labels))
                     || (svc.external_traffic_policy == TrafficPolicy::Local
                         && !with_endpoints.contains(name))
                 {
@@ -148,10 +137,8 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
                 }
                 let score = ads
                     .iter()
-                    .filter(|ad| selected(&ad.spec.node_selectors, &node.labels))
-                    .flat_map(|ad| &ad.spec.preferred_node_selectors)
-                    .filter(|p| p.preference.matches(&node.labels))
-                    .map(|p| i64::from(p.weight))
+                    .filter(|ad| ad.scope.selects_node(&node.labels))
+                    .map(|ad| ad.preference(&node.labels))
                     .sum();
                 let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
                 candidates.push((score, hash, name));
@@ -171,14 +158,11 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
             continue;
         };
         let mut interfaces: Option<Interfaces> = None;
-        for ad in ads
-            .iter()
-            .filter(|ad| selected(&ad.spec.node_selectors, &me.labels))
-        {
-            let these = if ad.spec.interfaces.is_empty() {
+        for ad in ads.iter().filter(|ad| ad.scope.selects_node(&me.labels)) {
+            let these = if ad.interfaces.is_empty() {
                 Interfaces::All
             } else {
-                Interfaces::Only(ad.spec.interfaces.iter().cloned().collect())
+                Interfaces::Only(ad.interfaces.clone())
             };
             match &mut interfaces {
                 Some(i) => i.union(&these),

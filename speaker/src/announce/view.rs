@@ -3,10 +3,11 @@
 //! file source from YAML. No I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use api::validate::Config;
+pub use api::model::ObjectKey;
+use api::model::{Model, Secrets};
 
 /// Everything this node knows when it decides what to announce.
 #[derive(Clone, Debug, Default)]
@@ -15,12 +16,12 @@ pub struct ClusterView {
     pub node: String,
     /// The cluster's nodes, by name.
     pub nodes: BTreeMap<String, Node>,
-    /// The metallb.io objects (pools, peers, advertisements, BFD profiles,
-    /// communities), as the file source reads them too.
-    pub config: Config,
+    /// The configuration (pools, peers, advertisements, BFD profiles),
+    /// parsed.
+    pub model: Arc<Model>,
     /// Values of the Secrets that BGPPeers name in `passwordSecret` (the
     /// `password` key), by namespace and name.
-    pub secrets: BTreeMap<ObjectKey, Vec<u8>>,
+    pub secrets: Secrets,
     /// The services, with their endpoints.
     pub services: Vec<Service>,
     /// The live memberlist members, by node name; `None` when memberlist is
@@ -54,31 +55,6 @@ impl ClusterView {
         } else {
             None
         }
-    }
-}
-
-/// A namespaced object's identity.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::Snapshot;
+use super::{Rejected, Snapshot};
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
 /// in force.
@@ -93,33 +93,39 @@ pub fn read_dir(dir: &Path) -> Result<Files, Error> {
 
 /// Parses the files and validates the metallb.io objects together.
 /// Returns every error found, not just the first.
-pub fn load(files: &Files) -> Result<Snapshot, Vec<Error>> {
+pub fn load(files: &Files) -> Result<Snapshot, Rejected> {
     let mut snap = Snapshot::default();
+    let mut config = Config::default();
     let mut errors = Vec::new();
     for (path, text) in files {
-        if let Err(e) = load_file(&mut snap, path, text) {
+        if let Err(e) = load_file(&mut config, &mut snap, path, text) {
             errors.push(e);
         }
     }
     if !errors.is_empty() {
-        return Err(errors);
+        // Some objects may be missing: nothing of this read is used.
+        return Err(Rejected {
+            errors,
+            cluster: None,
+        });
     }
-    default_namespaces(&mut snap);
-    let problems = validate::config(&snap.config);
+    default_namespaces(&mut config, &mut snap);
+    let (model, problems) = validate::config(&config);
     if !problems.is_empty() {
-        return Err(problems.into_iter().map(Error::Invalid).collect());
+        // Every object was read; only the configuration is refused.
+        return Err(Rejected {
+            errors: problems.into_iter().map(Error::Invalid).collect(),
+            cluster: Some(Box::new(snap)),
+        });
     }
+    snap.model = Arc::new(model);
     Ok(snap)
 }
 
 /// Polls `dir` every `interval` and sends the result of [`load`] whenever
 /// the files change (the first time at once). Stops when the receiver is
 /// gone.
-pub async fn watch(
-    dir: PathBuf,
-    interval: Duration,
-    tx: mpsc::Sender<Result<Snapshot, Vec<Error>>>,
-) {
+pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Result<Snapshot, Rejected>>) {
     // Contents, not mtimes, are compared: an edit within the mtime's
     // granularity is still seen, and a touch without change is not a
     // reload. Configurations are small.
@@ -133,7 +139,13 @@ pub async fn watch(
                 let result = load(&files);
                 (Ok(files), result)
             }
-            Err(e) => (Err(e.to_string()), Err(vec![e])),
+            Err(e) => (
+                Err(e.to_string()),
+                Err(Rejected {
+                    errors: vec![e],
+                    cluster: None,
+                }),
+            ),
         };
         if last.as_ref() == Some(&seen) {
             continue;
@@ -146,12 +158,11 @@ pub async fn watch(
     }
 }
 
-fn load_file(snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> {
+fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> {
     let config = Config::from_yaml(text).map_err(|error| Error::Config {
         path: path.to_owned(),
         error,
     })?;
-    let c = &mut snap.config;
     c.pools.extend(config.pools);
     c.peers.extend(config.peers);
     c.bgp_advertisements.extend(config.bgp_advertisements);
@@ -192,13 +203,12 @@ fn load_file(snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> 
     Ok(())
 }
 
-fn default_namespaces(snap: &mut Snapshot) {
+fn default_namespaces(c: &mut Config, snap: &mut Snapshot) {
     fn set(meta: &mut ObjectMeta) {
         if meta.namespace.as_deref().is_none_or(str::is_empty) {
             meta.namespace = Some(DEFAULT_NAMESPACE.to_owned());
         }
     }
-    let c = &mut snap.config;
     c.pools.iter_mut().for_each(|o| set(&mut o.metadata));
     c.peers.iter_mut().for_each(|o| set(&mut o.metadata));
     c.bgp_advertisements
@@ -271,7 +281,7 @@ metadata: {name: skipped}
     #[test]
     fn reads_every_kind_across_files() {
         let snap = load(&files(&[("a.yaml", POOL), ("b.yaml", SERVICE)])).unwrap();
-        assert_eq!(snap.config.pools.len(), 1);
+        assert_eq!(snap.model.pools.len(), 1);
         assert_eq!(snap.nodes.len(), 1);
         assert_eq!(snap.secrets.len(), 1);
         assert_eq!(
@@ -281,7 +291,7 @@ metadata: {name: skipped}
         // The slice joins the service (same defaulted namespace).
         let (view, problems) = crate::announce::ClusterView::from_k8s(
             "n2",
-            snap.config,
+            snap.model,
             &snap.nodes,
             &snap.services,
             &snap.slices,
@@ -294,12 +304,13 @@ metadata: {name: skipped}
     #[test]
     fn every_error_names_file_and_object() {
         let bad_pool = POOL.replace("192.0.2.0/24", "192.0.2.0/33");
-        let errors = load(&files(&[
+        let Rejected { errors, cluster } = load(&files(&[
             ("a.yaml", &bad_pool),
             ("b.yaml", "kind: [unclosed"),
             ("c.yaml", "apiVersion: v1\nkind: Service\nspec: 7\n"),
         ]))
         .unwrap_err();
+        assert!(cluster.is_none(), "objects may be missing");
         // Parse errors first: validation runs only on what parsed.
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].to_string().starts_with("b.yaml: not YAML"));
@@ -310,12 +321,48 @@ metadata: {name: skipped}
             "{}",
             errors[1]
         );
-        let errors = load(&files(&[("a.yaml", &bad_pool)])).unwrap_err();
+        let errors = load(&files(&[("a.yaml", &bad_pool)])).unwrap_err().errors;
         let text = errors[0].to_string();
         assert!(
             text.contains("IPAddressPool \"pool\": spec.addresses[0]"),
             "{text}"
         );
+    }
+
+    /// One bad metallb.io object (issue 14, finding 2): the configuration
+    /// is refused, and the cluster objects read beside it come back whole,
+    /// so the speaker keeps acting on them with its last good
+    /// configuration.
+    #[test]
+    fn a_refused_configuration_comes_with_the_cluster_objects() {
+        let overlap = POOL.replace("name: pool", "name: overlap");
+        let reversed = POOL
+            .replace("name: pool", "name: reversed")
+            .replace("192.0.2.0/24", "198.51.100.9-198.51.100.1");
+        for (bad, field) in [
+            (&overlap, "spec.addresses"),
+            (&reversed, "spec.addresses[0]"),
+        ] {
+            let rejected = load(&files(&[
+                ("a.yaml", POOL),
+                ("b.yaml", SERVICE),
+                ("c.yaml", bad),
+            ]))
+            .unwrap_err();
+            let text = rejected.errors[0].to_string();
+            assert!(text.contains(field), "{text}");
+            let cluster = rejected.cluster.expect("every object was read");
+            assert_eq!(cluster.services.len(), 1);
+            assert_eq!((cluster.nodes.len(), cluster.slices.len()), (1, 1));
+            assert!(
+                cluster.model.pools.is_empty(),
+                "no model of a refused configuration"
+            );
+            let last = load(&files(&[("a.yaml", POOL)])).unwrap();
+            let now = last.with_cluster(*cluster);
+            assert_eq!(now.model, last.model);
+            assert_eq!(now.services.len(), 1);
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use kube::{Client, Resource};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::{Snapshot, file};
+use super::{Rejected, Snapshot, file};
 use crate::run::Reload;
 
 /// How long changes are gathered before a snapshot is built: short enough
@@ -138,23 +138,26 @@ impl Caches {
             && self.communities.wait_until_ready().await.is_ok()
     }
 
-    /// The current contents as one snapshot, sorted by namespace and name
-    /// so that the plans see a stable order.
-    fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            config: Config {
-                pools: sorted(&self.pools),
-                peers: sorted(&self.peers),
-                bgp_advertisements: sorted(&self.bgp_ads),
-                l2_advertisements: sorted(&self.l2_ads),
-                bfd_profiles: sorted(&self.profiles),
-                communities: sorted(&self.communities),
-            },
+    /// The current contents, sorted by namespace and name so that the
+    /// plans see a stable order: the metallb.io objects, and the snapshot
+    /// of the others (its model still empty).
+    fn snapshot(&self) -> (Config, Snapshot) {
+        let config = Config {
+            pools: sorted(&self.pools),
+            peers: sorted(&self.peers),
+            bgp_advertisements: sorted(&self.bgp_ads),
+            l2_advertisements: sorted(&self.l2_ads),
+            bfd_profiles: sorted(&self.profiles),
+            communities: sorted(&self.communities),
+        };
+        let snapshot = Snapshot {
+            model: Arc::default(),
             nodes: shared(&self.nodes),
             services: shared(&self.services),
             slices: shared(&self.slices),
             secrets: shared(&self.secrets),
-        }
+        };
+        (config, snapshot)
     }
 }
 
@@ -191,12 +194,18 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
     info!("kubernetes caches synced");
     loop {
         changed.mark_unchanged();
-        let snap = caches.snapshot();
-        let problems = validate::config(&snap.config);
+        let (config, snap) = caches.snapshot();
+        let (model, problems) = validate::config(&config);
         let reload = if problems.is_empty() {
-            Ok(snap)
+            Ok(Snapshot {
+                model: Arc::new(model),
+                ..snap
+            })
         } else {
-            Err(problems.into_iter().map(file::Error::Invalid).collect())
+            Err(Rejected {
+                errors: problems.into_iter().map(file::Error::Invalid).collect(),
+                cluster: Some(Box::new(snap)),
+            })
         };
         if tx.send(reload).await.is_err() {
             return;

@@ -13,7 +13,7 @@ pub mod keyring;
 
 use std::sync::Arc;
 
-use api::validate::Config;
+use api::model::Model;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
@@ -22,8 +22,8 @@ use k8s_openapi::api::discovery::v1 as discoveryv1;
 /// large cluster costs pointers, not copies.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// The metallb.io objects.
-    pub config: Config,
+    /// The metallb.io objects, parsed and valid.
+    pub model: Arc<Model>,
     /// Nodes.
     pub nodes: Vec<Arc<corev1::Node>>,
     /// Services, with their status (ingress IPs).
@@ -32,4 +32,30 @@ pub struct Snapshot {
     pub slices: Vec<Arc<discoveryv1::EndpointSlice>>,
     /// Secrets (BGP passwords).
     pub secrets: Vec<Arc<corev1::Secret>>,
+}
+
+/// A configuration the source refused, with the cluster objects it read.
+#[derive(Debug)]
+pub struct Rejected {
+    /// Every error found.
+    pub errors: Vec<file::Error>,
+    /// The current Nodes, Services, EndpointSlices and Secrets (its model
+    /// empty) when they were all read: one bad metallb.io object must not
+    /// freeze the rest of the view. `None` when the objects may be
+    /// incomplete (a file that is not YAML).
+    pub cluster: Option<Box<Snapshot>>,
+}
+
+impl Snapshot {
+    /// This snapshot's configuration with the cluster objects of `cluster`:
+    /// what the speaker acts on while a newer configuration is refused. As
+    /// MetalLB, it keeps the last good configuration and keeps reconciling
+    /// services, endpoints and nodes.
+    #[must_use]
+    pub fn with_cluster(&self, cluster: Self) -> Self {
+        Self {
+            model: Arc::clone(&self.model),
+            ..cluster
+        }
+    }
 }

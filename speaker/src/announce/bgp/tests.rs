@@ -23,7 +23,7 @@ type Labels<'a> = &'a [(&'a str, &'a str)];
 
 /// n1..n3; one dual-stack pool; iBGP peer `ibgp` (AS 64512) and eBGP peer
 /// `ebgp` (AS 65000), both IPv4; one advertisement of everything.
-fn base() -> ClusterView {
+fn base() -> Fixture {
     let mut v = view(ME, &["n1", "n2", "n3"]);
     v.config.pools = vec![pool("pool", &["192.0.2.0/24", "2001:db8::/64"], &[])];
     v.config.peers = vec![
@@ -34,7 +34,7 @@ fn base() -> ClusterView {
     v
 }
 
-fn ad(v: &mut ClusterView) -> &mut BGPAdvertisementSpec {
+fn ad(v: &mut Fixture) -> &mut BGPAdvertisementSpec {
     &mut v.config.bgp_advertisements[0].spec
 }
 
@@ -62,7 +62,7 @@ fn fields(plan: &BgpPlan) -> Vec<(&'static str, &str, &str)> {
 fn announces_service_ip_to_every_peer() {
     let mut v = base();
     v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     assert_eq!(plan.excluded, None);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"]);
@@ -86,7 +86,7 @@ fn peer_node_selectors() {
     let mut p3 = peer("two-selectors", 64512, 65001, "10.0.0.252");
     p3.spec.node_selectors = vec![sel(&[("rack", "r2")]), sel(&[("rack", "r1")])];
     v.config.peers.push(p3);
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     let names: Vec<&str> = plan.peers.keys().map(String::as_str).collect();
     // No selector matching: no session; any one of several: a session.
     assert_eq!(names, ["ibgp", "two-selectors"]);
@@ -105,7 +105,7 @@ fn peer_session_config() {
     spec.password = "s3cret".into();
     spec.enable_graceful_restart = Some(true);
     spec.vrf = "red".into();
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     let c = &plan.peers["ebgp"].config;
     assert_eq!(c.address, "10.0.0.253:1179".parse().unwrap());
     assert_eq!(c.session.local_as, 64512);
@@ -141,7 +141,7 @@ fn hold_time_alone_gives_a_third_as_keepalive() {
     let mut v = base();
     v.config.peers[0].spec.hold_time = Some("9s".into());
     v.config.peers[1].spec.hold_time = Some("0s".into());
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     let s = &plan.peers["ibgp"].config.session;
     assert_eq!(
         (s.hold_time.secs(), s.keepalive),
@@ -163,7 +163,7 @@ fn ttl_by_session_kind() {
         let mut v = base();
         v.config.peers = vec![peer("p", 64512, asn, "10.0.0.254")];
         v.config.peers[0].spec.ebgp_multi_hop = multi_hop;
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(plan.peers["p"].config.connect.ttl, ttl, "{asn} {multi_hop}");
     }
 }
@@ -177,7 +177,7 @@ fn dynamic_asn() {
         let mut v = base();
         v.config.peers[0].spec.peer_asn = None;
         v.config.peers[0].spec.dynamic_asn = Some(mode);
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         let p = &plan.peers["ibgp"];
         assert_eq!(p.config.session.peer_as, peer_as);
         assert_eq!(p.ibgp, ibgp);
@@ -191,7 +191,7 @@ fn router_id_defaults() {
     let mut v = base();
     v.nodes.get_mut(ME).unwrap().addresses = vec![ip("fd00::1"), ip("10.0.0.1")];
     v.config.peers[0].spec.source_address = "10.0.0.9".into();
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(
         plan.peers["ibgp"].config.session.router_id,
         Ipv4Addr::new(10, 0, 0, 9)
@@ -206,7 +206,7 @@ fn router_id_defaults() {
     v.node = "node-1".into();
     v.nodes.insert("node-1".into(), node("node-1", &[]));
     v.nodes.get_mut("node-1").unwrap().addresses = vec![ip("fd00::1")];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(
         plan.peers["ibgp"].config.session.router_id,
         Ipv4Addr::new(95, 28, 242, 19)
@@ -231,7 +231,7 @@ fn password_secret() {
     });
     v.secrets
         .insert(ObjectKey::new(NS, "bgp-auth"), b"from-secret".to_vec());
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(
         plan.peers["ibgp"].config.connect.md5_key.as_deref(),
         Some(&b"from-secret"[..])
@@ -253,14 +253,21 @@ fn bad_peers_are_reported_and_others_run() {
         (|s| s.hold_time = Some("2s".into()), "spec.holdTime"),
         (|s| s.hold_time = Some("ninety".into()), "spec.holdTime"),
         (|s| s.bfd_profile = "nope".into(), "spec.bfdProfile"),
-        (|s| s.interface = "eth0".into(), "spec.interface"),
+        // Unnumbered peering is valid in the API; this speaker cannot do it.
+        (
+            |s| {
+                s.peer_address = String::new();
+                s.interface = "eth0".into();
+            },
+            "spec.interface",
+        ),
         (|s| s.password = "x".repeat(81), "spec.password"),
     ];
     for (breaks, field) in table {
         let mut v = base();
         breaks(&mut v.config.peers[1].spec);
         v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(fields(&plan), [("BGPPeer", "ebgp", field)], "{field}");
         assert!(!plan.peers.contains_key("ebgp"), "{field}");
         assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"], "{field}");
@@ -272,9 +279,9 @@ fn bfd_profile_carried() {
     let mut v = base();
     v.config.bfd_profiles = vec![bfd("fast")];
     v.config.peers[0].spec.bfd_profile = "fast".into();
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     let (name, spec) = plan.peers["ibgp"].bfd_profile.as_ref().unwrap();
-    assert_eq!((name.as_str(), spec.detect_multiplier), ("fast", Some(3)));
+    assert_eq!((name.as_str(), spec.detect_multiplier), ("fast", 3));
     assert_eq!(plan.peers["ebgp"].bfd_profile, None);
 }
 
@@ -296,7 +303,7 @@ fn advertisement_node_selectors() {
         v.nodes.get_mut(ME).unwrap().labels = labels(node_labels);
         ad(&mut v).node_selectors = selectors.clone();
         v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(
             !plan.peers["ibgp"].routes.is_empty(),
             announced,
@@ -312,7 +319,7 @@ fn service_selectors() {
     let mut picked = svc("picked", &["192.0.2.10"], &["n1"]);
     picked.labels = labels(&[("bgp", "yes")]);
     v.services = vec![picked, svc("other", &["192.0.2.11"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"]);
     assert_eq!(plan.services.keys().collect::<Vec<_>>(), [&key("picked")]);
 }
@@ -345,7 +352,7 @@ fn pool_selection() {
             svc("a", &["192.0.2.10"], &["n1"]),
             svc("b", &["192.0.2.200"], &["n1"]),
         ];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(prefixes(&plan, "ebgp"), want, "{names:?}");
     }
 }
@@ -355,7 +362,7 @@ fn peer_selection() {
     let mut v = base();
     ad(&mut v).peers = vec!["ebgp".into(), "ghost".into()];
     v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert!(plan.peers["ibgp"].routes.is_empty());
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(
@@ -385,7 +392,7 @@ fn external_traffic_policy() {
         let mut s = svc("web", &["192.0.2.10"], nodes);
         s.external_traffic_policy = policy;
         v.services = vec![s];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(
             !plan.peers["ibgp"].routes.is_empty(),
             announced,
@@ -422,7 +429,7 @@ fn endpoint_conditions() {
         s.external_traffic_policy = TrafficPolicy::Local;
         s.endpoints = vec![e];
         v.services = vec![s];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(!plan.peers["ebgp"].routes.is_empty(), counts);
     }
 }
@@ -459,7 +466,7 @@ fn excluded_nodes_announce_nothing_but_keep_sessions() {
         }
         v.ignore_exclude_lb = ignore;
         v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         assert_eq!(plan.excluded, outcome);
         assert_eq!(plan.peers.len(), 2);
         assert_eq!(plan.peers["ibgp"].routes.is_empty(), outcome.is_some());
@@ -494,7 +501,7 @@ fn shared_ip_merges_communities() {
     let mut b = svc("b", &["192.0.2.10"], &["n2"]);
     b.labels = labels(&[("app", "b")]);
     v.services = vec![a, b];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(
         attrs(&plan, "ebgp", "192.0.2.10/32").communities,
@@ -514,7 +521,7 @@ fn aggregation() {
         svc("b", &["192.0.2.11", "2001:db8::b"], &["n1"]),
         svc("c", &["192.0.2.200", "2001:db8::c"], &["n1"]),
     ];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.0/24", "2001:db8::/64"]);
     assert_eq!(plan.services.len(), 3);
 }
@@ -534,7 +541,7 @@ fn communities_aliases_large_and_well_known() {
         "large:1:2:3".into(),
     ];
     v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     let a = attrs(&plan, "ibgp", "192.0.2.10/32");
     assert_eq!(
@@ -565,7 +572,7 @@ fn unknown_alias_skips_the_advertisement_only() {
         },
     ));
     v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(
         fields(&plan),
         [("BGPAdvertisement", "all", "spec.communities[0]")]
@@ -581,12 +588,12 @@ fn local_pref_for_ibgp_only() {
     let mut v = base();
     ad(&mut v).local_pref = Some(200);
     v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(attrs(&plan, "ibgp", "192.0.2.10/32").local_pref, Some(200));
     assert_eq!(attrs(&plan, "ebgp", "192.0.2.10/32").local_pref, None);
     // 0 is MetalLB's "unset".
     ad(&mut v).local_pref = Some(0);
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(attrs(&plan, "ibgp", "192.0.2.10/32").local_pref, None);
 }
 
@@ -645,7 +652,7 @@ fn conflicting_local_prefs_within_a_service() {
             with_pref("second", 200, second),
         ];
         v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
-        let plan = bgp_plan(&v);
+        let plan = bgp(&v);
         let reported = fields(&plan) == [("Service", "default/web", "metadata.labels")];
         assert_eq!(reported, conflict, "case {i}: {:?}", plan.problems);
         assert_eq!(plan.services.is_empty(), conflict, "case {i}");
@@ -678,7 +685,7 @@ fn conflicting_local_prefs_across_services() {
     let mut b = svc("b", &["192.0.2.10"], &["n1"]);
     b.labels = labels(&[("app", "b")]);
     v.services = vec![a, b];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     // Withheld from the iBGP peer, where LOCAL_PREF is sent ...
     assert!(plan.peers["ibgp"].routes.is_empty());
     assert_eq!(fields(&plan), [("BGPPeer", "ibgp", "routes")]);
@@ -699,7 +706,7 @@ fn dual_stack() {
     mp_off.spec.disable_mp = Some(true);
     v.config.peers.push(mp_off);
     v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(prefixes(&plan, "v6"), ["2001:db8::10/128"]);
     assert_eq!(
@@ -748,7 +755,7 @@ fn which_services() {
         split,
         mislabelled,
     ];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.1/32", "192.0.2.6/32"]);
     assert_eq!(
         fields(&plan),
@@ -770,7 +777,7 @@ fn classless_speaker_takes_classless_services() {
     let mut theirs = svc("theirs", &["192.0.2.3"], &["n1"]);
     theirs.load_balancer_class = Some("other".into());
     v.services = vec![svc("plain", &["192.0.2.2"], &["n1"]), theirs];
-    assert_eq!(prefixes(&bgp_plan(&v), "ibgp"), ["192.0.2.2/32"]);
+    assert_eq!(prefixes(&bgp(&v), "ibgp"), ["192.0.2.2/32"]);
 }
 
 #[test]
@@ -778,7 +785,7 @@ fn node_missing_from_view() {
     let mut v = base();
     v.nodes.remove(ME);
     v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
-    let plan = bgp_plan(&v);
+    let plan = bgp(&v);
     assert_eq!(fields(&plan), [("Node", ME, "metadata.name")]);
     // No labels, no exclusion: peers and advertisements without selectors
     // still apply; the router ID falls back to the name's hash.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use api::v1beta1::{L2AdvertisementSpec, PreferredNodeSelector};
 
 use super::super::fixture::*;
-use super::super::view::{ClusterView, Exclusion, TrafficPolicy};
+use super::super::view::{Exclusion, TrafficPolicy};
 use super::*;
 
 const NODES: [&str; 4] = ["n1", "n2", "n3", "n4"];
@@ -17,7 +17,7 @@ const ORDER_11: [&str; 4] = ["n1", "n4", "n3", "n2"];
 
 /// n1..n4, all live members, one pool, one advertisement of everything,
 /// one service with an endpoint on n3; seen from `this`.
-fn base(this: &str) -> ClusterView {
+fn base(this: &str) -> Fixture {
     let mut v = view(this, &NODES);
     v.members = Some(NODES.iter().map(|n| (*n).to_owned()).collect());
     v.config.pools = vec![pool("pool", &["192.0.2.0/24", "2001:db8::/64"], &[])];
@@ -26,7 +26,7 @@ fn base(this: &str) -> ClusterView {
     v
 }
 
-fn ad(v: &mut ClusterView) -> &mut L2AdvertisementSpec {
+fn ad(v: &mut Fixture) -> &mut L2AdvertisementSpec {
     &mut v.config.l2_advertisements[0].spec
 }
 
@@ -39,13 +39,13 @@ fn candidates<'a>(plan: &'a L2Plan, service: &str) -> Vec<&'a str> {
 }
 
 /// Which nodes announce `ip` when each runs the plan on the same view.
-fn announcers(v: &ClusterView, ip_text: &str) -> Vec<&'static str> {
+fn announcers(v: &Fixture, ip_text: &str) -> Vec<&'static str> {
     NODES
         .iter()
         .filter(|n| {
             let mut mine = v.clone();
             mine.node = (**n).into();
-            l2_plan(&mine).announce.contains_key(&ip(ip_text))
+            l2(&mine).announce.contains_key(&ip(ip_text))
         })
         .copied()
         .collect()
@@ -54,14 +54,14 @@ fn announcers(v: &ClusterView, ip_text: &str) -> Vec<&'static str> {
 #[test]
 fn hash_order_is_metallbs() {
     let v = base("n1");
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     assert_eq!(candidates(&plan, "web"), ORDER_10);
     assert_eq!(plan.elections[&key("web")].winner(), Some("n2"));
     assert!(plan.announce.is_empty());
     let mut v = base("n1");
     v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
-    assert_eq!(candidates(&l2_plan(&v), "web"), ORDER_11);
+    assert_eq!(candidates(&l2(&v), "web"), ORDER_11);
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn exactly_one_node_announces() {
     let won = {
         let mut mine = v.clone();
         mine.node = "n2".into();
-        l2_plan(&mine)
+        l2(&mine)
     };
     let a = &won.announce[&ip("192.0.2.10")];
     assert_eq!(a.interfaces, Interfaces::All);
@@ -81,9 +81,9 @@ fn exactly_one_node_announces() {
 #[test]
 fn stable_given_the_same_inputs() {
     let v = base("n2");
-    let first = l2_plan(&v);
+    let first = l2(&v);
     for _ in 0..3 {
-        assert_eq!(l2_plan(&v), first);
+        assert_eq!(l2(&v), first);
     }
     // Input order does not matter.
     let mut shuffled = v.clone();
@@ -91,7 +91,7 @@ fn stable_given_the_same_inputs() {
         .services
         .insert(0, svc("other", &["192.0.2.11"], &["n1"]));
     shuffled.services.reverse();
-    let plan = l2_plan(&shuffled);
+    let plan = l2(&shuffled);
     assert_eq!(plan.elections[&key("web")], first.elections[&key("web")]);
     assert_eq!(
         plan.announce[&ip("192.0.2.10")],
@@ -103,7 +103,7 @@ fn stable_given_the_same_inputs() {
 fn dead_member_hands_over_to_the_next() {
     let mut v = base("n3");
     v.members.as_mut().unwrap().remove("n2");
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(candidates(&plan, "web"), ["n3", "n4", "n1"]);
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
     assert_eq!(announcers(&v, "192.0.2.10"), ["n3"]);
@@ -111,7 +111,7 @@ fn dead_member_hands_over_to_the_next() {
     let mut v = base("n1");
     v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
     v.members.as_mut().unwrap().remove("n2");
-    assert_eq!(candidates(&l2_plan(&v), "web")[0], "n1");
+    assert_eq!(candidates(&l2(&v), "web")[0], "n1");
 }
 
 #[test]
@@ -119,12 +119,12 @@ fn membership_sources() {
     // Memberlist off: every node in the view.
     let mut v = base("n1");
     v.members = None;
-    assert_eq!(candidates(&l2_plan(&v), "web"), ORDER_10);
+    assert_eq!(candidates(&l2(&v), "web"), ORDER_10);
     // A member that is not a known node is no candidate.
     let mut v = base("n1");
     v.members.as_mut().unwrap().insert("ghost".into());
     v.members.as_mut().unwrap().remove("n3");
-    assert_eq!(candidates(&l2_plan(&v), "web"), ["n2", "n4", "n1"]);
+    assert_eq!(candidates(&l2(&v), "web"), ["n2", "n4", "n1"]);
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn traffic_policy_local_needs_an_endpoint() {
         let mut s = svc("web", &["192.0.2.10"], nodes);
         s.external_traffic_policy = policy;
         v.services = vec![s];
-        let plan = l2_plan(&v);
+        let plan = l2(&v);
         assert_eq!(candidates(&plan, "web"), want, "{policy:?} {nodes:?}");
         assert_eq!(
             plan.announce.contains_key(&ip("192.0.2.10")),
@@ -164,7 +164,7 @@ fn terminating_endpoints() {
     s.endpoints[1].serving = Some(false);
     s.endpoints[1].terminating = Some(true);
     v.services = vec![s];
-    assert_eq!(candidates(&l2_plan(&v), "web"), ["n3"]);
+    assert_eq!(candidates(&l2(&v), "web"), ["n3"]);
 }
 
 #[test]
@@ -178,12 +178,12 @@ fn preferred_weights_override_the_hash() {
     v.nodes.get_mut("n4").unwrap().labels = labels(&[("tier", "edge"), ("fast", "yes")]);
     ad(&mut v).preferred_node_selectors = vec![pref(10, &[("tier", "edge")])];
     // n1 and n4 tie on 10 and keep their hash order; then the rest.
-    assert_eq!(candidates(&l2_plan(&v), "web"), ["n4", "n1", "n2", "n3"]);
+    assert_eq!(candidates(&l2(&v), "web"), ["n4", "n1", "n2", "n3"]);
     // Weights of matching selectors sum, within and across advertisements.
     ad(&mut v)
         .preferred_node_selectors
         .push(pref(1, &[("fast", "yes")]));
-    assert_eq!(candidates(&l2_plan(&v), "web")[0], "n4");
+    assert_eq!(candidates(&l2(&v), "web")[0], "n4");
     let mut extra = l2_ad(
         "extra",
         L2AdvertisementSpec {
@@ -201,7 +201,7 @@ fn preferred_weights_override_the_hash() {
         .insert("fast".into(), "no".into());
     ad(&mut v1).preferred_node_selectors[1] = pref(7, &[("tier", "edge")]);
     // n1: 10 + 7 + 5 = 22; n4: 10 + 7 + 5 = 22: tie again, hash order.
-    assert_eq!(candidates(&l2_plan(&v1), "web"), ["n4", "n1", "n2", "n3"]);
+    assert_eq!(candidates(&l2(&v1), "web"), ["n4", "n1", "n2", "n3"]);
     // An advertisement's preferences count only for the nodes it selects.
     let mut v2 = base("n1");
     v2.nodes.get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
@@ -219,7 +219,7 @@ fn preferred_weights_override_the_hash() {
         .unwrap()
         .labels
         .insert("kubernetes.io/hostname".into(), "n3".into());
-    assert_eq!(candidates(&l2_plan(&v2), "web"), ORDER_10);
+    assert_eq!(candidates(&l2(&v2), "web"), ORDER_10);
 }
 
 #[test]
@@ -229,7 +229,7 @@ fn node_selectors() {
         v.nodes.get_mut(n).unwrap().labels = labels(&[("l2", "yes")]);
     }
     ad(&mut v).node_selectors = vec![sel(&[("l2", "yes")])];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(candidates(&plan, "web"), ["n3", "n4"]);
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
     // A second advertisement for n1 widens the candidates.
@@ -238,7 +238,7 @@ fn node_selectors() {
     let mut wider = l2_ad("wider", L2AdvertisementSpec::default());
     wider.spec.node_selectors = vec![sel(&[("l2", "also")])];
     v2.config.l2_advertisements.push(wider);
-    assert_eq!(candidates(&l2_plan(&v2), "web"), ["n3", "n4", "n1"]);
+    assert_eq!(candidates(&l2(&v2), "web"), ["n3", "n4", "n1"]);
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn excluded_nodes() {
                 "true".into(),
             );
         }
-        assert_eq!(candidates(&l2_plan(&v), "web"), want, "{name}");
+        assert_eq!(candidates(&l2(&v), "web"), want, "{name}");
     }
     // The label can be ignored; the condition cannot.
     let mut v = base("n2");
@@ -271,7 +271,7 @@ fn excluded_nodes() {
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         String::new(),
     );
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(plan.excluded, None);
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
     v.nodes
@@ -279,7 +279,7 @@ fn excluded_nodes() {
         .unwrap()
         .conditions
         .insert("NetworkUnavailable".into(), "True".into());
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(plan.excluded, Some(Exclusion::NetworkUnavailable));
     assert!(plan.announce.is_empty());
 }
@@ -306,7 +306,7 @@ fn interfaces() {
     );
     elsewhere.spec.node_selectors = vec![sel(&[("nic", "other")])];
     v.config.l2_advertisements.push(elsewhere);
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(
         plan.announce[&ip("192.0.2.10")].interfaces,
         Interfaces::Only(BTreeSet::from(["eth0".into(), "eth1".into()]))
@@ -316,7 +316,7 @@ fn interfaces() {
         .l2_advertisements
         .push(l2_ad("any", L2AdvertisementSpec::default()));
     assert_eq!(
-        l2_plan(&v).announce[&ip("192.0.2.10")].interfaces,
+        l2(&v).announce[&ip("192.0.2.10")].interfaces,
         Interfaces::All
     );
 }
@@ -335,12 +335,12 @@ fn service_and_pool_selectors() {
     let mut blue = svc("blue", &["192.0.2.200"], &["n1"]);
     blue.labels = labels(&[("l2", "yes")]);
     v.services = vec![picked, svc("unlabelled", &["192.0.2.11"], &["n1"]), blue];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("picked")]);
     // By name too.
     ad(&mut v).ip_address_pool_selectors.clear();
     ad(&mut v).ip_address_pools = vec!["blue".into()];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("blue")]);
 }
 
@@ -355,14 +355,14 @@ fn shared_ip() {
     // Sharing services elect the same node, which announces the IP once.
     let mut v = base("n2");
     v.services = vec![shared("a"), shared("b")];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(
         plan.announce[&ip("192.0.2.10")].services,
         BTreeSet::from([key("a"), key("b")])
     );
     // With service selectors it is refused, as MetalLB does.
     ad(&mut v).service_selectors = vec![sel(&[])];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert!(plan.announce.is_empty());
     assert_eq!(plan.problems.len(), 2);
     assert_eq!(
@@ -377,7 +377,7 @@ fn dual_stack_goes_to_one_node() {
     // The first IP seeds the order: n2 for .10, though n4 leads for the
     // IPv6 address alone.
     v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert_eq!(
         plan.announce.keys().copied().collect::<Vec<_>>(),
         [ip("192.0.2.10"), ip("2001:db8::10")]
@@ -392,6 +392,6 @@ fn dual_stack_goes_to_one_node() {
 fn no_advertisement_no_election() {
     let mut v = base("n2");
     v.config.l2_advertisements.clear();
-    let plan = l2_plan(&v);
+    let plan = l2(&v);
     assert!(plan.elections.is_empty() && plan.announce.is_empty());
 }

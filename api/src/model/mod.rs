@@ -1,0 +1,92 @@
+//! The configuration, parsed once: the typed model that the controller and
+//! the speaker decide from.
+//!
+//! [`crate::validate::config`] turns the metallb.io objects into a [`Model`]
+//! and the [`crate::validate::Problem`]s it found. Every value here is
+//! parsed: ranges are [`AddressRange`]s, selectors have an [`Operator`]
+//! enum, peers have socket addresses, AS numbers and [`Duration`]s,
+//! advertisements have their communities resolved. Nothing downstream
+//! re-parses a string, and the questions both programs ask have one answer
+//! each: [`pool_for`] ("which pool holds these IPs", MetalLB's `poolFor`)
+//! and [`Scope::selects`] ("does this advertisement make this node announce
+//! this service of this pool").
+//!
+//! Types and pure functions only: no I/O, no clock.
+//!
+//! [`Duration`]: std::time::Duration
+
+mod advert;
+mod peer;
+mod pool;
+mod selector;
+
+use std::fmt;
+use std::net::IpAddr;
+
+pub use self::advert::{BgpAdvertisement, L2Advertisement, Scope};
+pub use self::peer::{
+    BfdProfile, MAX_PASSWORD, PasswordError, PasswordSource, Peer, PeerAsn, PeerTarget, Secrets,
+    Timers,
+};
+pub use self::pool::{Pool, ServiceAllocation, pool_for};
+pub use self::selector::{Operator, Requirement, Selector, Selectors, UnknownOperator};
+pub use crate::addr::AddressRange;
+pub use crate::community::Community;
+
+/// The metallb.io configuration of one MetalLB namespace, parsed.
+///
+/// Objects that could not be parsed at all are left out (their problems
+/// say why); the lists keep the order of the input, except the pools,
+/// which are sorted by name so that [`Model::pool_for`] answers alike
+/// whatever order the objects came in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Model {
+    /// IPAddressPools, by name.
+    pub pools: Vec<Pool>,
+    /// BGPPeers.
+    pub peers: Vec<Peer>,
+    /// BGPAdvertisements.
+    pub bgp_advertisements: Vec<BgpAdvertisement>,
+    /// L2Advertisements.
+    pub l2_advertisements: Vec<L2Advertisement>,
+    /// BFDProfiles, by name.
+    pub bfd_profiles: std::collections::BTreeMap<String, BfdProfile>,
+}
+
+impl Model {
+    /// The pool that holds every one of `ips` ([`pool_for`] over the
+    /// model's pools).
+    pub fn pool_for(&self, ips: &[IpAddr]) -> Option<&Pool> {
+        pool_for(&self.pools, ips)
+    }
+
+    /// The pool named `name`.
+    pub fn pool(&self, name: &str) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+/// A namespaced object's identity.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `namespace/name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
