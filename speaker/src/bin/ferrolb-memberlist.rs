@@ -21,7 +21,9 @@ use tokio::signal::unix::{SignalKind, signal};
 ///
 /// Prints one JSON object per line on standard output, each with "ts_ms"
 /// (milliseconds since the UNIX epoch):
-///   {"event":"started","name":..,"addr":..}
+///   {"event":"started","name":..,"addr":..,"probe_interval_ms":..,
+///    "probe_timeout_ms":..,"suspicion_min_ms":..,"suspicion_max_ms":..,
+///    "max_health_multiplier":..}  (the timing profile in use)
 ///   {"event":"alive"|"suspect"|"dead"|"left"|"updated","member":NAME,
 ///    "addr":..,"incarnation":N,"meta":..,"refuted":BOOL (alive only)}
 ///   {"event":"stats",...}  {"event":"members","members":[...]}
@@ -133,6 +135,10 @@ async fn run(args: Args) -> Result<(), String> {
     // Seconds since the epoch: a restarted member is taken back at once
     // instead of first refuting its recorded death.
     swim.incarnation = u32::try_from(unix_ms() / 1000).unwrap_or(u32::MAX);
+    // The timing profile in use, for tests and labs to derive their bounds.
+    let (probe_interval, probe_timeout) = (swim.probe_interval, swim.probe_timeout);
+    let (suspicion_min, suspicion_max) = (swim.suspicion_min, swim.suspicion_max);
+    let max_health_multiplier = swim.max_health_multiplier;
     let mut config = Config::new(swim, args.bind);
     config.seeds.clone_from(&args.seeds);
     let (ml, mut events) = Memberlist::start(config).map_err(|e| format!("start: {e}"))?;
@@ -140,6 +146,11 @@ async fn run(args: Args) -> Result<(), String> {
         "event": "started",
         "name": args.name,
         "addr": ml.local_addr().to_string(),
+        "probe_interval_ms": ms(probe_interval),
+        "probe_timeout_ms": ms(probe_timeout),
+        "suspicion_min_ms": ms(suspicion_min),
+        "suspicion_max_ms": ms(suspicion_max),
+        "max_health_multiplier": max_health_multiplier,
         "ts_ms": unix_ms(),
     }));
 
@@ -236,6 +247,10 @@ fn emit(v: Value) {
 
 fn unix_ms() -> u64 {
     ms_since_epoch(SystemTime::now())
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn ms_since_epoch(t: SystemTime) -> u64 {
