@@ -18,6 +18,7 @@ use controller::leader;
 use controller::reconcile::{self, Options};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::jiff;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -144,6 +145,19 @@ async fn ips(client: &Client, ns: &str, names: &[&str]) -> BTreeMap<String, Vec<
         Some(out)
     })
     .await
+}
+
+/// The Lease's holder, and its renew and acquire times in microseconds
+/// since the epoch, and its duration in microseconds.
+async fn lease(client: &Client, ns: &str) -> Option<(String, i64, i64, i64)> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let spec = api.get_opt("ferrolb-controller").await.unwrap()?.spec?;
+    Some((
+        spec.holder_identity.unwrap_or_default(),
+        spec.renew_time?.0.as_microsecond(),
+        spec.acquire_time?.0.as_microsecond(),
+        i64::from(spec.lease_duration_seconds?) * 1_000_000,
+    ))
 }
 
 async fn holder(client: &Client, ns: &str) -> Option<String> {
@@ -342,13 +356,36 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     create_pool(&client, &ns, "pool", &["10.40.0.0/28"]).await;
     let a = Ctl::start(&client, &ns, "replica-a", None);
     let first = eventually("a leader", || holder(&client, &ns)).await;
-    let b = Ctl::start(&client, &ns, "replica-b", None);
+    let b_metrics = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let b = Ctl::start(&client, &ns, "replica-b", Some(b_metrics));
     create_service(&client, &ns, "s1", BTreeMap::new()).await;
     ips(&client, &ns, &["s1"]).await;
-    // Stays put while both run.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Stays put while both run: b has read the Lease (ready, not leader),
+    // and a has renewed it for longer than its duration since, so b had
+    // every chance to take a stale one.
+    eventually("replica-b to read the Lease", || async {
+        let ready = try_http_get(b_metrics, "/readyz").await?;
+        let metrics = try_http_get(b_metrics, "/metrics").await?;
+        (ready.starts_with("HTTP/1.1 200") && metrics.contains("ferrolb_controller_leader 0\n"))
+            .then_some(())
+    })
+    .await;
+    let (_, b_ready_renew, _, duration) = lease(&client, &ns).await.unwrap();
+    eventually("replica-a to renew for a lease duration", || async {
+        let (h, renew, _, _) = lease(&client, &ns).await?;
+        (h == "replica-a" && renew >= b_ready_renew + duration).then_some(())
+    })
+    .await;
     assert_eq!(holder(&client, &ns).await.as_deref(), Some(first.as_str()));
     assert_eq!(first, "replica-a");
+    assert!(
+        http_get(b_metrics, "/metrics")
+            .await
+            .contains("ferrolb_controller_leader 0\n")
+    );
 
     // Graceful stop releases the Lease: b takes over and serves.
     let t = Instant::now();
@@ -363,24 +400,53 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     assert_eq!(got["s1"], ["10.40.0.0"]);
     assert_eq!(got["s2"], ["10.40.0.1"]);
 
-    // A crash (no release): a standby waits out the lease duration.
+    // A crash (no release): a standby waits out the lease duration from
+    // b's last renewal (its renewTime, the last record of b's anyone could
+    // read). Our own reading that first shows c as the holder comes after
+    // c's takeover, so it is at least a lease duration after that renewal.
     let c = Ctl::start(&client, &ns, "replica-c", None);
-    tokio::time::sleep(Duration::from_millis(500)).await;
     b.task.abort();
     let t = Instant::now();
-    eventually("replica-c to lead", || async {
-        (holder(&client, &ns).await.as_deref() == Some("replica-c")).then_some(())
+    let last_b = std::cell::Cell::new(None);
+    let (seen_at, acquired, duration) = eventually("replica-c to lead", || async {
+        let (h, renew, acquire, duration) = lease(&client, &ns).await?;
+        let seen_at = jiff::Timestamp::now().as_microsecond();
+        if h == "replica-b" {
+            last_b.set(Some(renew));
+        }
+        (h == "replica-c").then_some((seen_at, acquire, duration))
     })
     .await;
     let crash = t.elapsed();
+    let last_b = last_b
+        .get()
+        .expect("the Lease held by replica-b after the crash");
+    let waited_us = seen_at - last_b;
     assert!(
-        crash >= Duration::from_secs(2),
-        "took over a live lease after {crash:?}"
+        waited_us >= duration,
+        "replica-c held the Lease {waited_us} us after b's last renewal, the lease lasts \
+         {duration} us"
     );
     create_service(&client, &ns, "s3", BTreeMap::new()).await;
     assert_eq!(ips(&client, &ns, &["s3"]).await["s3"], ["10.40.0.2"]);
-    eprintln!("failover: graceful {graceful:?}, crash {crash:?} (lease 3 s)");
+    eprintln!(
+        "failover: graceful {graceful:?}, crash {crash:?} (c acquired {:.3} s after b's last \
+         renewal; lease 3 s)",
+        (acquired - last_b) as f64 / 1e6
+    );
     c.stop().await;
+}
+
+/// `GET path`, or `None` while nothing answers.
+async fn try_http_get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {

@@ -82,6 +82,9 @@ pub struct MemberlistMetrics {
     pub unknown_key: u64,
     /// Plaintext messages to an encrypted member, or the reverse.
     pub mode_mismatch: u64,
+    /// Datagrams received, whatever became of them (the rejected ones
+    /// included).
+    pub packets_received: u64,
 }
 
 /// One BGP session's values.
@@ -278,6 +281,12 @@ impl Snapshot {
                 "memberlist members alive or suspect, this one included",
                 m.members,
             ));
+            scalars.push((
+                "ferrolb_memberlist_packets_received_total",
+                "counter",
+                "memberlist datagrams received, rejected ones included",
+                m.packets_received,
+            ));
         }
         for (name, kind, help, value) in scalars {
             head(&mut out, name, kind, help);
@@ -428,6 +437,7 @@ mod tests {
                 auth_failures: 7,
                 unknown_key: 1,
                 mode_mismatch: 0,
+                packets_received: 40,
             }),
             ..Snapshot::default()
         };
@@ -444,6 +454,7 @@ mod tests {
             "ferrolb_config_errors_total 4\n",
             "ferrolb_config_last_reload_success 1\n",
             "ferrolb_memberlist_members 3\n",
+            "ferrolb_memberlist_packets_received_total 40\n",
             "ferrolb_memberlist_rejected_total{reason=\"authentication\"} 7\n",
             "ferrolb_memberlist_rejected_total{reason=\"unknown_key\"} 1\n",
         ] {

@@ -610,6 +610,7 @@ impl Reconciler {
                 auth_failures: s.core.auth_failures,
                 unknown_key: s.core.unknown_key,
                 mode_mismatch: s.core.mode_mismatch,
+                packets_received: s.core.packets_received,
             }),
             None => None,
         };

@@ -421,8 +421,10 @@ fn frozen(kind: &str) {
     );
     ours.wait_established(1, T);
     eventually(&format!("{kind} to hold {V4}"), T, || router.route(V4));
+    // A down event after the freeze, not an earlier one.
+    let from = ours.seen.len();
     router.process().signal(testnet::Signal::SIGSTOP);
-    let down = ours.wait_event("hold timer expiry", Duration::from_secs(10), |v| {
+    let down = ours.wait_event_from("hold timer expiry", from, T, |v| {
         v["event"] == "down"
             && v["reason"]
                 .as_str()

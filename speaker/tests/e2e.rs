@@ -31,7 +31,9 @@ use testnet::{Bridge, Frr, Netns, RunDir, veth_pair, wait_until};
 use crate::k8s::{Cluster, Controller, Node, eventually, next_hops, paths, paths_af};
 
 const T: Duration = Duration::from_secs(30);
-const CHANGE: Duration = Duration::from_secs(10);
+/// Deadline for a change to reach the router or the API: it only bounds a
+/// failure (BENCHMARKS.md has the figures).
+const CHANGE: Duration = T;
 
 const NODES: [(&str, &str); 3] = [
     ("node1", "10.0.0.2"),
@@ -240,6 +242,40 @@ fn hops(frr: &Frr, ip: &str) -> Vec<String> {
     next_hops(&paths(frr, &format!("{ip}/32")))
 }
 
+/// How many times each speaker has logged a decision to withdraw `ip`.
+fn withdrawals(nodes: &[Node], ip: &str) -> Vec<usize> {
+    let field = format!("ip={ip}");
+    nodes
+        .iter()
+        .map(|n| {
+            std::fs::read_to_string(&n.log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains(" withdraw ") && l.split_whitespace().any(|w| w == field))
+                .count()
+        })
+        .collect()
+}
+
+/// The events about Service `svc` in the apps namespace: (reason, the
+/// reporting instance: the controller's identity).
+fn service_events(c: &Cluster, svc: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Api, ListParams};
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &c.apps);
+    let list = c.rt.block_on(api.list(&ListParams::default())).unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(svc))
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.reporting_instance.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 fn in_range(ip: &str, first: &str, last: &str) -> bool {
     let ip: Ipv4Addr = ip.parse().unwrap();
     first.parse::<Ipv4Addr>().unwrap() <= ip && ip <= last.parse::<Ipv4Addr>().unwrap()
@@ -324,21 +360,32 @@ fn etp_cluster_local_pools_and_controller_restart() {
     });
 
     // Graceful stop: the IPs stay, the routes stay, a new service waits.
+    // The speakers' logs show they never decided to withdraw web or local
+    // meanwhile; the events name the controller that gave late its IP: the
+    // second one.
     let before = [("web", web.clone()), ("local", local.clone())];
+    let withdrawn_before = [
+        withdrawals(&lab.nodes, &web),
+        withdrawals(&lab.nodes, &local),
+    ];
     lab.ctl.take().unwrap().stop();
     lab.cluster.apply(lab.cluster.endpoints("late", &["node1"]));
     let mut late = lab.cluster.service("late", "Cluster");
     merge(&mut late, pool_annotation("range"));
     lab.cluster.apply(late);
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
-        assert_eq!(hops(&frr, &web), ALL_HOPS, "speakers keep announcing");
-        assert_eq!(hops(&frr, &local), ["10.0.0.4"]);
-        assert!(lab.cluster.ingress("late").is_empty(), "no controller");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(lab.cluster.ingress("late").is_empty(), "no controller");
     lab.ctl = Some(Controller::start(&lab.cluster, "ctl-2"));
     let late = lab.ip("late");
+    let allocated = service_events(&lab.cluster, "late");
+    assert!(
+        allocated
+            .iter()
+            .all(|(reason, by)| reason != "IPAllocated" || by == "ctl-2"),
+        "late got its IP from ctl-2 only: {allocated:?}"
+    );
+    assert_eq!(hops(&frr, &web), ALL_HOPS, "speakers keep announcing");
+    assert_eq!(hops(&frr, &local), ["10.0.0.4"]);
+
     assert!(in_range(&late, "198.51.101.10", "198.51.101.12"), "{late}");
     assert_ne!(late, local);
     for (svc, ip) in &before {
@@ -351,6 +398,16 @@ fn etp_cluster_local_pools_and_controller_restart() {
     lab.wait("late from every node", T, || {
         (hops(&frr, &late) == ALL_HOPS).then_some(())
     });
+    // Every speaker has processed late (created while the controller was
+    // away), and none decided to withdraw web or local since the stop.
+    assert_eq!(
+        [
+            withdrawals(&lab.nodes, &web),
+            withdrawals(&lab.nodes, &local)
+        ],
+        withdrawn_before,
+        "a speaker withdrew web or local while the controller was away"
+    );
 
     // A crash: the new controller takes over once the Lease expires.
     lab.ctl.take().unwrap().crash();
@@ -372,7 +429,16 @@ fn etp_cluster_local_pools_and_controller_restart() {
     let mut full = lab.cluster.service("full", "Cluster");
     merge(&mut full, pool_annotation("range"));
     lab.cluster.apply(full);
-    std::thread::sleep(Duration::from_secs(2));
+    lab.wait(
+        "the controller to report full's AllocationFailed",
+        T,
+        || {
+            service_events(&lab.cluster, "full")
+                .iter()
+                .any(|(reason, _)| reason == "AllocationFailed")
+                .then_some(())
+        },
+    );
     assert!(lab.cluster.ingress("full").is_empty());
 }
 
@@ -495,7 +561,31 @@ fn l2_exclusion_etp_local_and_node_selectors() {
             (lladdr(ip)? == macs[to]).then_some(())
         });
     };
-    let first = lab.wait("one ServiceL2Status", T, || winner(&lab, "web"));
+    // The election is final once every speaker counts the three members
+    // (memberlist converged) and exactly one announces; then the client
+    // resolves afresh.
+    let members = |n: &Node| {
+        n.metrics().lines().find_map(|l| {
+            l.strip_prefix("ferrolb_memberlist_members ")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    lab.wait("memberlist to converge", T, || {
+        lab.nodes
+            .iter()
+            .all(|n| members(n) == Some(3))
+            .then_some(())
+    });
+    let first = lab.wait("one ServiceL2Status and one announcer", T, || {
+        let w = winner(&lab, "web")?;
+        let announcing: Vec<usize> = (0..lab.nodes.len())
+            .filter(|i| lab.nodes[*i].metrics().contains("protocol=\"layer2\""))
+            .collect();
+        (announcing == [w]).then_some(w)
+    });
+    client.ip(["neigh", "flush", "to", &vip]);
     resolves(&lab, &vip, first);
     let follow = |lab: &Lab, from: usize, what: &str| -> usize {
         let to = lab.wait(what, CHANGE, || winner(lab, "web").filter(|w| *w != from));
@@ -560,8 +650,16 @@ fn l2_exclusion_etp_local_and_node_selectors() {
                "nodeSelectors": [{"matchLabels": {"l2": "yes"}}]}),
     ));
     if back == 2 {
-        // Already there: make sure it stays (nothing to follow).
-        std::thread::sleep(Duration::from_secs(2));
+        // Already there: it stays (nothing to follow). node1's speaker has
+        // applied the new advertisement once local's status is gone (its
+        // endpoint's node is no longer selected).
+        lab.wait("local's ServiceL2Status gone", CHANGE, || {
+            lab.cluster
+                .statuses::<ServiceL2Status>()
+                .iter()
+                .all(|x| x.1 != "local")
+                .then_some(())
+        });
         assert_eq!(winner(&lab, "web"), Some(2));
     } else {
         let to = follow(&lab, back, "the IP to move to the selected node");
@@ -570,8 +668,11 @@ fn l2_exclusion_etp_local_and_node_selectors() {
     // Unselected nodes never answer for the VIP: a fresh resolution gets
     // node3.
     client.ip(["neigh", "flush", "to", &vip]);
-    let _ = client.exec(["ping", "-c", "1", "-W", "1", &vip]);
-    assert_eq!(lladdr(&vip).as_deref(), Some(macs[2].as_str()));
+    let fresh = lab.wait("the client to resolve the VIP afresh", T, || {
+        let _ = client.exec(["ping", "-c", "1", "-W", "1", &vip]);
+        lladdr(&vip)
+    });
+    assert_eq!(fresh, macs[2]);
     // local's endpoint is on node1, which no advertisement selects now:
     // nobody announces it.
     lab.wait("local's ServiceL2Status gone", CHANGE, || {
@@ -638,24 +739,23 @@ fn node_service_and_peer_selectors() {
     let r1 = lab.router("10.0.0.1", &frr_conf(64500, "10.0.0.1", ""));
     let r2 = lab.router("10.0.0.5", &frr_conf(64501, "10.0.0.5", ""));
     let labels = |v: &str| json!({"metadata": {"labels": {"expose": v}}});
+    // s3 (no advertisement) first: a speaker that has decided on s1 and s2
+    // has seen it.
+    let s3 = lab.service("s3", "Cluster", &["node1"], labels("none"));
     let s1 = lab.service("s1", "Cluster", &["node1"], labels("r1"));
     let s2 = lab.service("s2", "Cluster", &["node1"], labels("r2"));
-    let s3 = lab.service("s3", "Cluster", &["node1"], labels("none"));
     lab.wait("s1 at r1 from every node", T, || {
         (hops(&r1, &s1) == ALL_HOPS).then_some(())
     });
     lab.wait("s2 at r2 from zone b", T, || {
         (hops(&r2, &s2) == ["10.0.0.3", "10.0.0.4"]).then_some(())
     });
-    // Both sessions up on every node, and the tables settled.
+    // Both sessions up on every node, and every speaker's decisions
+    // published (ServiceBGPStatus: which peers each service goes to).
     for (_, addr) in NODES {
         r1.wait_established(addr, T);
         r2.wait_established(addr, T);
     }
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(hops(&r2, &s1).is_empty(), "s1 goes to r1 only");
-    assert!(hops(&r1, &s2).is_empty(), "s2 goes to r2 only");
-    assert!(hops(&r1, &s3).is_empty() && hops(&r2, &s3).is_empty());
     let statuses = lab.wait("ServiceBGPStatus objects", T, || {
         let s = lab.bgp_statuses();
         (s.len() == 5).then_some(s)
@@ -665,6 +765,9 @@ fn node_service_and_peer_selectors() {
         assert_eq!(*peers, json!([want]), "{node} {svc}");
         assert!(svc != "s2" || *node != lab.cluster.node("node1"));
     }
+    assert!(hops(&r2, &s1).is_empty(), "s1 goes to r1 only");
+    assert!(hops(&r1, &s2).is_empty(), "s2 goes to r2 only");
+    assert!(hops(&r1, &s3).is_empty() && hops(&r2, &s3).is_empty());
 
     // s3 relabelled: now it goes to r1.
     let mut svc = lab.cluster.service("s3", "Cluster");
@@ -717,13 +820,13 @@ fn shared_ip_announced_once() {
     lab.wait("the shared IP from every node", T, || {
         (hops(&frr, &a) == ALL_HOPS).then_some(())
     });
-    // Settled: still one path per node, not one per service.
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(hops(&frr, &a), ALL_HOPS);
     let statuses = lab.wait("status objects for both services", T, || {
         let s = lab.bgp_statuses();
         (s.len() == 9).then_some(s)
     });
+    // Every speaker has decided on both services: still one path per
+    // node, not one per service.
+    assert_eq!(hops(&frr, &a), ALL_HOPS);
     for (n, _) in NODES {
         for svc in ["a", "b"] {
             assert!(
@@ -888,17 +991,31 @@ impl Drop for Http {
 }
 
 /// One HTTP/1.0 GET of `ip`:80 (from the calling thread's namespace):
-/// whether a 200 came back within a second.
+/// whether a 200 came back.
 fn http_get(ip: &str) -> bool {
+    http_request(ip).is_ok()
+}
+
+/// One HTTP/1.0 GET of `ip`:80: `Err` names what failed: a refused,
+/// unreachable or reset connection, a wrong answer, or a hang (10 s
+/// timeouts, which only bound a hang: a slow answer on a busy machine is
+/// an answer).
+fn http_request(ip: &str) -> Result<(), String> {
     let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 80);
-    let Ok(mut c) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
-        return false;
-    };
-    let _ = c.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    c.write_all(b"GET / HTTP/1.0\r\n\r\n")
+        .map_err(|e| format!("write: {e}"))?;
     let mut body = String::new();
-    c.write_all(b"GET / HTTP/1.0\r\n\r\n").is_ok()
-        && c.read_to_string(&mut body).is_ok()
-        && body.starts_with("HTTP/1.0 200")
+    c.read_to_string(&mut body)
+        .map_err(|e| format!("read: {e}"))?;
+    if body.starts_with("HTTP/1.0 200") {
+        Ok(())
+    } else {
+        Err(format!("answer: {body:?}"))
+    }
 }
 
 /// BGP graceful restart during a speaker restart: with
@@ -961,6 +1078,8 @@ fn graceful_restart_keeps_routes_and_traffic_through_speaker_restart() {
     );
 
     let stop = AtomicBool::new(false);
+    // The poller's view: FRR's session with node1 is not Established.
+    let session_down = AtomicBool::new(false);
     let (polls, requests) = std::thread::scope(|s| {
         let poller = s.spawn(|| {
             let (mut stale, mut down, mut polls) = (false, false, 0u32);
@@ -970,7 +1089,9 @@ fn graceful_restart_keeps_routes_and_traffic_through_speaker_restart() {
                 let fib = fib_hops(router, &vip);
                 assert_eq!(fib, only_node1, "the FIB lost the route");
                 stale |= p.iter().any(|x| x["stale"] == true);
-                down |= frr.bgp_state("10.0.0.2").as_deref() != Some("Established");
+                let now_down = frr.bgp_state("10.0.0.2").as_deref() != Some("Established");
+                session_down.store(now_down, Ordering::Relaxed);
+                down |= now_down;
                 polls += 1;
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -980,16 +1101,22 @@ fn graceful_restart_keeps_routes_and_traffic_through_speaker_restart() {
         });
         let traffic = s.spawn(|| {
             client.run_in(|| {
-                let (mut ok, mut failed) = (0u32, 0u32);
+                // Answers, and those that came while the session was down.
+                let (mut ok, mut ok_down, mut failed) = (0u32, 0u32, Vec::new());
                 while !stop.load(Ordering::Relaxed) {
-                    if http_get(&vip) {
-                        ok += 1;
-                    } else {
-                        failed += 1;
+                    let down = session_down.load(Ordering::Relaxed);
+                    match http_request(&vip) {
+                        Ok(()) => {
+                            ok += 1;
+                            if down && session_down.load(Ordering::Relaxed) {
+                                ok_down += 1;
+                            }
+                        }
+                        Err(e) => failed.push(e),
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                (ok, failed)
+                (ok, ok_down, failed)
             })
         });
         std::thread::sleep(Duration::from_millis(300));
@@ -1026,9 +1153,20 @@ fn graceful_restart_keeps_routes_and_traffic_through_speaker_restart() {
             requests,
         )
     });
-    eprintln!("graceful restart: {polls} polls, HTTP (ok, failed) = {requests:?}");
-    assert_eq!(requests.1, 0, "HTTP requests failed during the restart");
-    assert!(requests.0 >= 10, "traffic flowed: {requests:?}");
+    let (ok, ok_down, failed) = requests;
+    eprintln!(
+        "graceful restart: {polls} polls, HTTP {ok} ok ({ok_down} while the session was down), \
+         {} failed",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "HTTP requests failed during the restart: {failed:?}"
+    );
+    assert!(
+        ok_down > 0,
+        "no request went through while the session was down"
+    );
 }
 
 /// IPv6: a BGP session over IPv6 carries an IPv6 service's /128 to FRR

@@ -18,7 +18,8 @@ use crate::{Netns, Proc, RunDir, require_binary, require_root, wait_until};
 /// Config files are `<daemon>.conf`; the harness puts a header in front of
 /// the text the test gives: `frr defaults traditional` (unless the text has
 /// its own `frr defaults` line), `hostname`, `log file <dir>/<daemon>.log`
-/// and `log timestamp precision 3`. Tests usually also want
+/// and `log timestamp precision 3`. The daemons run with `TZ=UTC`, so their
+/// log timestamps are UTC. Tests usually also want
 /// `no bgp ebgp-requires-policy` (else eBGP routes are dropped silently),
 /// `bgp log-neighbor-changes` and, for a quick first connect,
 /// `neighbor X timers connect 2`.
@@ -201,9 +202,13 @@ impl Frr {
             // Default /var/run/frr/bfdd.sock would be shared by parallel tests.
             argv.extend(["--bfdctl".into(), s("bfdd.sock")]);
         }
-        let mut proc = self
-            .ns
-            .spawn(&argv, self.dir.join(&format!("{daemon}.out")));
+        // Log timestamps in UTC, whatever the machine's zone: tests compare
+        // them with their own clock.
+        let mut proc = self.ns.spawn_env(
+            &argv,
+            &[("TZ", "UTC")],
+            self.dir.join(&format!("{daemon}.out")),
+        );
         let vty = self.dir.join(&format!("{daemon}.vty"));
         let zserv = self.dir.join("zserv.api");
         wait_ready(&mut proc, "its vty socket", START_TIMEOUT, || {

@@ -128,6 +128,16 @@ impl Netns {
         argv: impl IntoIterator<Item = S>,
         log: impl AsRef<Path>,
     ) -> Proc {
+        self.spawn_env(argv, &[], log)
+    }
+
+    /// [`Netns::spawn`] with `env` added to the environment.
+    pub(crate) fn spawn_env<S: AsRef<OsStr>>(
+        &self,
+        argv: impl IntoIterator<Item = S>,
+        env: &[(&str, &str)],
+        log: impl AsRef<Path>,
+    ) -> Proc {
         let log = log.as_ref();
         let file = File::options()
             .create(true)
@@ -138,7 +148,7 @@ impl Netns {
             .try_clone()
             .unwrap_or_else(|e| panic!("testnet: duplicating log fd: {e}"));
         let mut cmd = self.argv_command(argv);
-        cmd.stdout(file).stderr(stderr);
+        cmd.envs(env.iter().copied()).stdout(file).stderr(stderr);
         self.spawn_inner(&mut cmd, Some(log.to_owned()))
     }
 

@@ -189,6 +189,8 @@ pub struct SessionInfo {
     pub polling: bool,
     /// Packets received by this session.
     pub received: u64,
+    /// When the last of them was handed in (the `now` of that input).
+    pub last_received: Option<Instant>,
     /// Packets sent by this session.
     pub sent: u64,
     /// Times the session went Up.
@@ -501,6 +503,7 @@ struct Session {
     /// The deadline this session has in [`Bfd`]'s heap.
     armed: Option<Instant>,
     received: u64,
+    last_received: Option<Instant>,
     sent: u64,
     ups: u64,
     downs: u64,
@@ -533,6 +536,7 @@ impl Session {
             detect_at: None,
             armed: None,
             received: 0,
+            last_received: None,
             sent: 0,
             ups: 0,
             downs: 0,
@@ -557,6 +561,7 @@ impl Session {
             detection_time: self.detection_time(),
             polling: self.polling,
             received: self.received,
+            last_received: self.last_received,
             sent: self.sent,
             ups: self.ups,
             downs: self.downs,
@@ -693,6 +698,7 @@ impl Session {
         stats: &mut Stats,
     ) {
         self.received += 1;
+        self.last_received = Some(now);
         let old_interval = self.may_transmit().then(|| self.tx_interval());
         // Whether the peer replaced its session: §6.8.6 selected ours by
         // source address (a new session does not know our discriminator

@@ -36,7 +36,9 @@ use tokio::signal::unix::{SignalKind, signal};
 /// the monotonic time the state changed at.
 ///
 /// Reads commands from standard input, one per line:
-///   stats             print counters and every session ({"event":"stats"})
+///   stats             print counters and every session ({"event":"stats"};
+///                     a session's last_received_mono_ms is when its last
+///                     packet arrived, on the clock of mono_ms)
 ///   admin-down ADDR   hold the session with ADDR in AdminDown
 ///   admin-up ADDR     release it
 ///   remove ADDR       remove it (the peer gets AdminDown)
@@ -136,7 +138,7 @@ async fn run(args: Args) -> Result<(), String> {
             line = stdin.next_line(), if stdin_open => {
                 match line {
                     Ok(Some(line)) => {
-                        if !command(&speaker, &args, line.trim()).await? {
+                        if !command(&speaker, &args, line.trim(), start).await? {
                             return Ok(());
                         }
                     }
@@ -157,7 +159,12 @@ fn key(args: &Args, peer: IpAddr) -> PeerKey {
 }
 
 /// Handles one stdin command; `false` to exit.
-async fn command(speaker: &BfdSpeaker, args: &Args, line: &str) -> Result<bool, String> {
+async fn command(
+    speaker: &BfdSpeaker,
+    args: &Args,
+    line: &str,
+    start: std::time::Instant,
+) -> Result<bool, String> {
     let (cmd, arg) = line.split_once(' ').unwrap_or((line, ""));
     let peer = || -> Result<PeerKey, String> {
         let ip: IpAddr = arg.trim().parse().map_err(|e| format!("{arg}: {e}"))?;
@@ -184,6 +191,9 @@ async fn command(speaker: &BfdSpeaker, args: &Args, line: &str) -> Result<bool, 
                         "detection_time_ms": ms(s.detection_time),
                         "polling": s.polling,
                         "received": s.received,
+                        "last_received_mono_ms": s
+                            .last_received
+                            .map(|t| ms(t.saturating_duration_since(start))),
                         "sent": s.sent,
                         "ups": s.ups,
                         "downs": s.downs,

@@ -22,7 +22,9 @@ use tokio::signal::unix::{SignalKind, signal};
 ///
 /// Prints one JSON object per line on standard output, each with "ts_ms"
 /// (milliseconds since the UNIX epoch):
-///   {"event":"started","name":..,"addr":..}
+///   {"event":"started","name":..,"addr":..,"probe_interval_ms":..,
+///    "probe_timeout_ms":..,"suspicion_min_ms":..,"suspicion_max_ms":..,
+///    "max_health_multiplier":..}  (the timing profile in use)
 ///   {"event":"alive"|"suspect"|"dead"|"left"|"updated","member":NAME,
 ///    "addr":..,"incarnation":N,"meta":..,"refuted":BOOL (alive only)}
 ///   {"event":"isolated"}   {"event":"connected"}
@@ -140,6 +142,10 @@ async fn run(args: Args) -> Result<(), String> {
     swim.meta = Meta::new(args.meta.into_bytes()).map_err(|e| format!("--meta: {e}"))?;
     swim.incarnation = args.incarnation;
     swim.max_members = args.max_members;
+    // The timing profile in use, for tests and labs to derive their bounds.
+    let (probe_interval, probe_timeout) = (swim.probe_interval, swim.probe_timeout);
+    let (suspicion_min, suspicion_max) = (swim.suspicion_min, swim.suspicion_max);
+    let max_health_multiplier = swim.max_health_multiplier;
     let mut config = Config::new(swim, args.bind);
     config.seeds.clone_from(&args.seeds);
     let (ml, mut events) = Memberlist::start(config).map_err(|e| format!("start: {e}"))?;
@@ -154,6 +160,11 @@ async fn run(args: Args) -> Result<(), String> {
         "event": "started",
         "name": args.name,
         "addr": ml.local_addr().to_string(),
+        "probe_interval_ms": ms(probe_interval),
+        "probe_timeout_ms": ms(probe_timeout),
+        "suspicion_min_ms": ms(suspicion_min),
+        "suspicion_max_ms": ms(suspicion_max),
+        "max_health_multiplier": max_health_multiplier,
         "ts_ms": unix_ms(),
     }));
 
@@ -245,6 +256,10 @@ fn emit(v: Value) {
 
 fn unix_ms() -> u64 {
     ms_since_epoch(SystemTime::now())
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn ms_since_epoch(t: SystemTime) -> u64 {

@@ -786,6 +786,23 @@ mod tests {
         .unwrap()
     }
 
+    /// Polls `a`'s counters until `done` holds; the deadline only bounds
+    /// a failure.
+    async fn stats_until(a: &Memberlist, done: impl Fn(&Stats) -> bool) -> Stats {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = a.stats().await.unwrap();
+            if done(&stats) {
+                return stats;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "counters never matched: {stats:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     #[tokio::test]
     async fn two_members_join_update_and_leave() {
         let (a, mut a_events) = Memberlist::start(config("a", Some([7; 32]))).unwrap();
@@ -840,8 +857,13 @@ mod tests {
         let mut s = TcpStream::connect(to).await.unwrap();
         s.write_all(&[0, 0, 0, 40, 1, 1]).await.unwrap();
         drop(s);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let stats = a.stats().await.unwrap();
+        // Until everything sent was handled, then no more than that.
+        let stats = stats_until(&a, |s| {
+            s.core.packets_received >= 2
+                && s.core.envelope_errors >= 3
+                && s.io.streams_accepted >= 2
+        })
+        .await;
         assert_eq!(stats.core.packets_received, 2);
         assert!(stats.core.envelope_errors >= 3, "{stats:?}");
         assert_eq!(stats.io.streams_accepted, 2);
@@ -856,16 +878,14 @@ mod tests {
         let mut plain = config("plain", None);
         plain.seeds = vec![a.local_addr()];
         let (p, _p_events) = Memberlist::start(plain).unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(a.members().await.unwrap().len(), 1);
+        // Once `a` has rejected both joins, nobody is a member anywhere.
+        let stats = stats_until(&a, |s| {
+            s.core.auth_failures + s.core.unknown_key >= 1 && s.core.mode_mismatch >= 1
+        })
+        .await;
+        assert_eq!(a.members().await.unwrap().len(), 1, "{stats:?}");
         assert_eq!(w.members().await.unwrap().len(), 1);
         assert_eq!(p.members().await.unwrap().len(), 1);
-        let stats = a.stats().await.unwrap();
-        assert!(
-            stats.core.auth_failures + stats.core.unknown_key >= 1,
-            "{stats:?}"
-        );
-        assert!(stats.core.mode_mismatch >= 1, "{stats:?}");
     }
 
     /// A keyless client holding many stream connections from one address,

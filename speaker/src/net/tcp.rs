@@ -194,8 +194,10 @@ mod tests {
 
     #[tokio::test]
     async fn gtsm_drops_segments_below_the_minimum_ttl() {
-        // Loopback packets leave with TTL 64: a minimum of 255 refuses them.
+        // The listener answers with TTL 64 (set: the default is a sysctl):
+        // a minimum of 255 refuses its SYN-ACK.
         let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        socket2::SockRef::from(&listener).set_ttl_v4(64).unwrap();
         let addr = listener.local_addr().unwrap();
         let strict = ConnectOptions {
             min_ttl: Some(255),
@@ -211,7 +213,12 @@ mod tests {
         let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
         socket2::SockRef::from(&listener).set_ttl_v4(255).unwrap();
         let addr = listener.local_addr().unwrap();
-        let accept = tokio::time::timeout(Duration::from_secs(2), listener.accept());
+        // A connect that must succeed gets time enough for a busy machine.
+        let strict = ConnectOptions {
+            timeout: Some(Duration::from_secs(10)),
+            ..strict
+        };
+        let accept = tokio::time::timeout(Duration::from_secs(10), listener.accept());
         let (c, a) = tokio::join!(connect(addr, &strict), accept);
         assert!(c.is_ok(), "{c:?}");
         assert!(a.is_ok());
@@ -233,6 +240,7 @@ mod tests {
         assert!(a.is_err(), "nothing accepted");
         let right = ConnectOptions {
             md5_key: Some(b"right".to_vec()),
+            timeout: Some(Duration::from_secs(10)),
             ..wrong
         };
         let (c, a) = tokio::join!(connect(addr, &right), listener.accept());

@@ -169,10 +169,12 @@ mod tests {
         assert_eq!(d.data(), b"hello");
         assert_eq!(d.from, from);
         assert_eq!(d.ttl, 255);
-        // An ordinary socket sends with the default TTL (64).
+        // An ordinary socket's TTL (set here: the default is a sysctl) is
+        // seen as it is.
         let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        plain.set_ttl(17).unwrap();
         plain.send_to(b"x", to).unwrap();
-        assert_eq!(recv(&rx).await.unwrap().ttl, 64);
+        assert_eq!(recv(&rx).await.unwrap().ttl, 17);
     }
 
     #[tokio::test]

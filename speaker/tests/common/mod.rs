@@ -92,8 +92,21 @@ impl Ferrolb {
         timeout: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
+        self.wait_event_from(what, 0, timeout, pred)
+    }
+
+    /// Waits for an event matching `pred` among `seen[from..]` and the
+    /// events still to come: `from = seen.len()` ignores everything seen
+    /// so far.
+    pub fn wait_event_from(
+        &mut self,
+        what: &str,
+        from: usize,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+        if let Some(v) = self.seen.iter().skip(from).find(|v| pred(v)) {
             return v.clone();
         }
         loop {
