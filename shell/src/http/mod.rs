@@ -10,9 +10,10 @@
 //!   `request_timeout` of its head. A connection past either is closed.
 //! - **Caps.** At most `max_connections` connections, at most
 //!   `max_connections_per_source` from one address. A newcomer at a cap
-//!   displaces the connection whose current phase is the oldest (of its
-//!   own source first): slow and idle connections go, a probe that sends
-//!   its request at once is answered.
+//!   displaces the connection whose current phase is the oldest, of its
+//!   own source at the per-source cap, else of the sources holding the
+//!   most slots: slow and idle connections go, and a prober with one
+//!   connection keeps it against a flood from fewer addresses than slots.
 //! - **Keep-alive limits.** At most `max_requests_per_connection` requests
 //!   on one connection (the last response says `Connection: close`), and
 //!   the idle timeout above.

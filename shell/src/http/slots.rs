@@ -6,10 +6,10 @@
 //! request head (from its accept or its previous response) or answering
 //! one. The server closes a connection whose `since` is older than its
 //! timeouts, and at a cap it makes room by closing the connection with the
-//! oldest `since`: a slow or idle connection (a slowloris, an idle
-//! keep-alive) goes before one that is being served. A health probe that
-//! sends its request at once is therefore answered even while every slot
-//! is held.
+//! oldest `since` among those of the source that holds the most slots: a
+//! slow or idle connection (a slowloris, an idle keep-alive) goes before
+//! one that is being served, and a flood reconnecting from a few addresses
+//! displaces its own connections, not a health probe's.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -47,13 +47,25 @@ impl<T> Slots<T> {
     /// Admits a connection from `source` at `now`. Returns its id and, if a
     /// cap was reached, the handle of the connection that leaves to make
     /// room (removed from the table already): the oldest of the same
-    /// source when the source is at its cap, else the oldest of all.
+    /// source when the source is at its cap, else the oldest of the
+    /// sources that hold the most slots.
     pub(crate) fn admit(&mut self, source: IpAddr, now: Instant, handle: T) -> (u64, Option<T>) {
         let same_source = self.live.values().filter(|s| s.source == source).count();
         let victim = if same_source >= self.per_source {
             self.oldest(|s| s.source == source)
         } else if self.live.len() >= self.max {
-            self.oldest(|_| true)
+            // Fair by source: the source holding the most slots (the
+            // newcomer counted) gives one up. A prober with one connection
+            // keeps it while any other source holds more, so a flood from
+            // fewer sources than slots cannot displace it, however fast it
+            // reconnects.
+            let mut held: BTreeMap<IpAddr, usize> = BTreeMap::new();
+            for s in self.live.values() {
+                *held.entry(s.source).or_default() += 1;
+            }
+            *held.entry(source).or_default() += 1;
+            let most = held.values().copied().max().unwrap_or(0);
+            self.oldest(|s| held.get(&s.source) == Some(&most))
         } else {
             None
         };
@@ -154,6 +166,30 @@ mod tests {
         assert_eq!(slots.len(), 2);
         assert_eq!(slots.since(1), None);
         assert_eq!(slots.since(2), None);
+    }
+
+    #[test]
+    fn at_the_cap_the_source_holding_most_gives_way() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut slots = Slots::new(4, 8);
+        // The probe is the oldest connection in the table.
+        slots.admit(ip(9), at(0), "probe");
+        slots.admit(ip(1), at(1), "a1");
+        slots.admit(ip(2), at(2), "b1");
+        slots.admit(ip(1), at(3), "a2");
+        // Newcomers from other sources: source 1 holds most, its oldest
+        // goes, then (all at one) the oldest of all.
+        assert_eq!(slots.admit(ip(3), at(4), "c1").1, Some("a1"));
+        assert_eq!(slots.admit(ip(2), at(5), "b2").1, Some("b1"));
+        // A source adding to its own lead displaces its own oldest.
+        assert_eq!(slots.admit(ip(3), at(6), "c2").1, Some("c1"));
+        assert_eq!(slots.since(0), Some(at(0)));
+        // Every source at one: the oldest of all, the probe at last.
+        let mut slots = Slots::new(2, 8);
+        slots.admit(ip(9), at(0), "probe");
+        slots.admit(ip(1), at(1), "a1");
+        assert_eq!(slots.admit(ip(2), at(2), "b1").1, Some("probe"));
     }
 
     #[test]

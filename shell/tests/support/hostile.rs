@@ -159,6 +159,10 @@ pub fn loopback(n: u8) -> IpAddr {
 /// The probe's own source address: what the kubelet's is to an attacker.
 pub const PROBE_SOURCE: u8 = 2;
 
+/// How long a probe under attack may wait before the run counts it as
+/// starved (only a broken server gets near it).
+pub const PROBE_FAILURE_BOUND: Duration = Duration::from_secs(60);
+
 async fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
     let sock = TcpSocket::new_v4()?;
     sock.bind(SocketAddr::new(from, 0))?;
@@ -392,24 +396,33 @@ pub async fn slowloris_case(p: &mut Process, s: &Server, tight: bool) {
     let mut worst = Duration::ZERO;
     let mut failures = Vec::new();
     let mut max_fds = 0;
+    let mut answered = 0;
     for _ in 0..20 {
-        let r = probe(s.addr, "/healthz", s.header_timeout).await;
+        // Starved means never answered: a probe waits up to a bound that
+        // only ends a broken run. How fast it is answered depends on how
+        // much CPU the attack (in this process) leaves the server; that is
+        // the printed figure, not a pass mark.
+        let r = probe(s.addr, "/healthz", PROBE_FAILURE_BOUND).await;
         max_fds = max_fds.max(p.fds());
         match r {
-            Ok((status, took)) if status.starts_with("HTTP/1.1 200") => worst = worst.max(took),
+            Ok((status, took)) if status.starts_with("HTTP/1.1 200") => {
+                answered += 1;
+                worst = worst.max(took);
+            }
             Ok((status, _)) => failures.push(status),
             Err(e) => failures.push(e),
+        }
+        if !failures.is_empty() {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let connects = attack.connects.load(Ordering::Relaxed);
     attack.stop().await;
     eprintln!(
-        "slowloris: {connects} attacker connects; /healthz {} of 20 answered 200, slowest {worst:?} \
+        "slowloris: {connects} attacker connects; /healthz {answered} of 20 answered 200, slowest {worst:?} \
          (server's header timeout {:?}); open fds {base} before, at most {max_fds} during (limit {NOFILE}, cap {})",
-        20 - failures.len(),
-        s.header_timeout,
-        s.max_connections,
+        s.header_timeout, s.max_connections,
     );
     if !failures.is_empty() {
         p.dump_log();
