@@ -7,6 +7,8 @@
 //! - [`main`]: logging, a tokio runtime, the program's future, and the exit
 //!   code (0, or 1 with the error logged and printed).
 //! - [`signal::Shutdown`]: SIGTERM or SIGINT.
+//! - [`task`]: named and supervised long-lived tasks, and the panic hook
+//!   that logs a panic and aborts.
 //! - [`health`]: a registry of named components (task states, checks) that
 //!   `/healthz` and `/readyz` report.
 //! - [`http`]: the metrics/health HTTP server (hyper), with timeouts,
@@ -19,6 +21,7 @@ pub mod http;
 mod log;
 mod process;
 pub mod signal;
+pub mod task;
 
 pub use health::{Component, Health, State};
 pub use log::{LogArgs, LogError, LogFormat};

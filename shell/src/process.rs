@@ -4,7 +4,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::process::ExitCode;
 
-use crate::LogArgs;
+use crate::{LogArgs, task};
 
 /// Which tokio runtime the program runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +16,9 @@ pub enum Runtime {
     MultiThread,
 }
 
-/// Sets up logging from `log`, builds the runtime, runs `program` on it and
+/// Sets up logging from `log`, installs the panic hook
+/// ([`task::abort_on_panic`]: a panic anywhere is logged, then the process
+/// aborts), builds the runtime, runs `program` on it and
 /// turns its result into the exit code: 0 on `Ok`; on `Err`, the error is
 /// logged (`error!`) and printed as `NAME: error` on standard error, and the
 /// code is 1. Logging or runtime set-up failures are printed the same way.
@@ -29,6 +31,11 @@ pub fn main<E: Display>(
     if let Err(e) = log.init() {
         eprintln!("{name}: {e}");
         return ExitCode::FAILURE;
+    }
+    task::abort_on_panic();
+    #[cfg(feature = "fault-injection")]
+    if let Ok(spec) = std::env::var("FERROLB_FAULT_INJECT") {
+        tracing::warn!(spec, "test build: fault injection armed");
     }
     let built = match runtime {
         Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread()

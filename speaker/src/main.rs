@@ -15,6 +15,7 @@ use bgp::session::StopMode;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
+use shell::task::{Spawner, Supervisor};
 use speaker::driver::l2::L2Config;
 use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
@@ -163,26 +164,42 @@ async fn start(args: Args) -> Result<(), String> {
     }
     let shared = metrics::Shared::default();
     let health = shell::Health::new();
+    // Every long-lived task of the sources and the status writer must run
+    // as long as the speaker: one that ends is a failure (exit code 1).
+    // The drivers' tasks end only when asked (or by a panic, which the
+    // panic hook turns into an abort); the reconcile loop sees their event
+    // streams close.
+    let mut supervisor = Supervisor::new(health.clone());
+    let tasks = supervisor.spawner();
     let server = metrics::serve(args.metrics_addr, Arc::clone(&shared), health)
         .await
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
     let memberlist = match args.memberlist_bind {
-        Some(bind) => Some(start_memberlist(&args, bind)?),
+        Some(bind) => Some(start_memberlist(&args, bind, &tasks)?),
         None => None,
     };
     let (tx, reloads) = mpsc::channel(1);
     let report = match &args.config_dir {
         Some(dir) => {
-            tokio::spawn(file::watch(
-                dir.clone(),
-                Duration::from_millis(args.reload_interval_ms.max(10)),
-                tx,
-            ));
+            tasks.spawn(
+                "configuration source",
+                file::watch(
+                    dir.clone(),
+                    Duration::from_millis(args.reload_interval_ms.max(10)),
+                    tx,
+                ),
+            );
             None
         }
-        None => {
-            Some(start_kubernetes(&args, memberlist.as_ref().map(|(m, _)| m.clone()), tx).await?)
-        }
+        None => Some(
+            start_kubernetes(
+                &args,
+                memberlist.as_ref().map(|(m, _)| m.clone()),
+                tx,
+                &tasks,
+            )
+            .await?,
+        ),
     };
     let opts = Options {
         node: args.node_name,
@@ -202,9 +219,17 @@ async fn start(args: Args) -> Result<(), String> {
     let shutdown = async move {
         signals.recv().await;
     };
-    let result = run::run(opts, reloads, memberlist, shared, report, shutdown)
-        .await
-        .map_err(|e| format!("--bgp-listen: {e}"));
+    let result = run::run(
+        opts,
+        reloads,
+        memberlist,
+        shared,
+        report,
+        shutdown,
+        &mut supervisor,
+    )
+    .await
+    .map_err(|e| e.to_string());
     server.shutdown().await;
     result
 }
@@ -215,6 +240,7 @@ async fn start_kubernetes(
     args: &Args,
     memberlist: Option<Memberlist>,
     tx: mpsc::Sender<run::Reload>,
+    tasks: &Spawner,
 ) -> Result<watch::Sender<publish::Report>, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -235,7 +261,7 @@ async fn start_kubernetes(
             let ml = ml.clone();
             let own = advertise_addr(args.memberlist_advertise, bind);
             let fixed = args.memberlist_join.clone();
-            tokio::spawn(async move {
+            tasks.spawn("memberlist seeds", async move {
                 while let Some(ips) = seeds_rx.recv().await {
                     // The whole set each time: the seeds are where members
                     // are expected, and a Pod gone is no longer one.
@@ -254,18 +280,25 @@ async fn start_kubernetes(
         namespace: args.namespace.clone(),
         memberlist_labels: seeds.as_ref().map(|_| args.memberlist_labels.clone()),
     };
-    let stores = k8s::start(&client, &source, tx, seeds);
+    let stores = k8s::start(&client, &source, tx, seeds, tasks);
     let (report_tx, reports) = watch::channel(publish::Report::default());
     let opts = publish::Options {
         node: args.node_name.clone(),
         namespace: args.namespace.clone(),
         pod: args.pod_name.clone().zip(args.pod_uid.clone()),
     };
-    tokio::spawn(publish::run(client, opts, stores.services, reports));
+    tasks.spawn(
+        "status publisher",
+        publish::run(client, opts, stores.services, reports),
+    );
     Ok(report_tx)
 }
 
-fn start_memberlist(args: &Args, bind: SocketAddr) -> Result<(Memberlist, Events), String> {
+fn start_memberlist(
+    args: &Args,
+    bind: SocketAddr,
+    tasks: &Spawner,
+) -> Result<(Memberlist, Events), String> {
     let security = match &args.memberlist_key_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -294,9 +327,12 @@ fn start_memberlist(args: &Args, bind: SocketAddr) -> Result<(Memberlist, Events
     if let Some(path) = &args.memberlist_key_file {
         let every = Duration::from_millis(args.memberlist_key_reload_ms.max(100));
         let ml = started.0.clone();
-        tokio::spawn(keyring::watch(path.clone(), every, move |ring| {
-            ml.set_keyring(ring).is_ok()
-        }));
+        tasks.spawn(
+            "memberlist keyring",
+            keyring::watch(path.clone(), every, move |ring| {
+                ml.set_keyring(ring).is_ok()
+            }),
+        );
     }
     Ok(started)
 }

@@ -24,6 +24,7 @@ use bgp::wire::iana::cease_subcode;
 use bgp::wire::{ErrorCode, Notification};
 use bytes::Bytes;
 use memberlist::Event;
+use shell::task::Supervisor;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
@@ -66,11 +67,28 @@ pub struct Options {
 /// A result of the configuration source.
 pub type Reload = Result<Snapshot, Rejected>;
 
+/// Why [`run`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The BGP listener could not be bound.
+    #[error("--bgp-listen: {0}")]
+    Listen(std::io::Error),
+    /// A task the speaker needs ended (a supervised task, or a driver or
+    /// the configuration source, whose stream closed): the speaker shut
+    /// down as on SIGTERM, and must be restarted.
+    #[error("{0}")]
+    TaskEnded(String),
+}
+
 /// Runs until `shutdown` completes, then leaves memberlist at once, ends
 /// the BGP sessions as `opts.exit` says and withdraws layer 2 addresses.
+/// The same shutdown follows when a task the speaker needs ends: one of
+/// `tasks`, the configuration source (`reloads` closed) or a driver (its
+/// events closed). Once the loop ends, `tasks` is stopped: tasks that end
+/// during the shutdown are not failures.
 ///
 /// # Errors
-/// The BGP listener could not be bound.
+/// The BGP listener could not be bound, or a task ended ([`Error`]).
 pub async fn run(
     opts: Options,
     mut reloads: mpsc::Receiver<Reload>,
@@ -78,10 +96,11 @@ pub async fn run(
     metrics: metrics::Shared,
     report: Option<watch::Sender<publish::Report>>,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
+    tasks: &mut Supervisor,
+) -> Result<(), Error> {
     let (mut bgp, mut bgp_events) = BgpSpeaker::new();
     if let Some(addr) = opts.bgp_listen {
-        let local = bgp.listen(addr)?;
+        let local = bgp.listen(addr).map_err(Error::Listen)?;
         info!(addr = %local, "bgp listening");
     }
     let (ml, mut member_events) = match memberlist {
@@ -120,17 +139,30 @@ pub async fn run(
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
+    // Why the loop ended, when not asked to.
+    let mut ended: Option<String> = None;
     loop {
         tokio::select! {
             () = &mut shutdown => break,
+            failure = tasks.failed() => {
+                ended = Some(failure.to_string());
+                break;
+            }
             reload = reloads.recv() => {
-                let Some(reload) = reload else { break };
+                let Some(reload) = reload else {
+                    ended = Some("the configuration source ended".into());
+                    break;
+                };
                 r.reload(reload);
                 r.reconcile().await;
             }
             // One reconcile per batch: a burst of joins (a join reply lists
             // every member) is one batch, not one reconcile per member.
-            Some(batch) = recv_batch_opt(&mut member_events) => {
+            batch = recv_batch_opt(&mut member_events) => {
+                let Some(batch) = batch else {
+                    ended = Some("the memberlist task ended".into());
+                    break;
+                };
                 let mut changed = false;
                 for ev in &batch {
                     if r.member_event(&ev.event) {
@@ -156,17 +188,32 @@ pub async fn run(
                     r.refresh_metrics().await;
                 }
             }
-            Some(ev) = recv_opt(&mut r.bfd_events) => r.bfd_event(&ev),
+            ev = recv_opt(&mut r.bfd_events) => match ev {
+                Some(ev) => r.bfd_event(&ev),
+                None => {
+                    ended = Some("the bfd task ended".into());
+                    break;
+                }
+            },
             () = sleep_opt(r.bfd_gate.poll_timeout()) => r.bfd_timeout(),
-            Some(ev) = recv_opt(&mut r.l2_events) => {
-                if let L2Event::InterfaceError { interface, error } = ev {
+            ev = recv_opt(&mut r.l2_events) => match ev {
+                Some(L2Event::InterfaceError { interface, error }) => {
                     warn!(interface, error, "layer 2 interface failed");
                 }
-            }
+                Some(_) => {}
+                None => {
+                    ended = Some("the layer 2 task ended".into());
+                    break;
+                }
+            },
             _ = refresh.tick() => r.refresh_metrics().await,
         }
     }
-    info!("shutting down");
+    tasks.stop();
+    match &ended {
+        Some(why) => error!(reason = %why, "a task the speaker needs ended: shutting down"),
+        None => info!("shutting down"),
+    }
     if let Some(ml) = ml {
         ml.leave().await;
     }
@@ -185,7 +232,10 @@ pub async fn run(
     if let Some(l2) = r.l2 {
         l2.shutdown().await;
     }
-    Ok(())
+    match ended {
+        Some(why) => Err(Error::TaskEnded(why)),
+        None => Ok(()),
+    }
 }
 
 /// The state behind the loop: what was last applied to each driver.

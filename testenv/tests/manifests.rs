@@ -465,7 +465,10 @@ async fn speaker_runs_as_its_service_account() {
         namespace: NAMESPACE.to_owned(),
         memberlist_labels: Some("app=metallb,component=speaker".into()),
     };
-    let stores = k8s::start(&sa, &source, reloads_tx, Some(seeds_tx));
+    // Supervised as in the speaker: the reflectors and the snapshot task
+    // must not end.
+    let tasks = shell::task::Supervisor::new(shell::Health::new());
+    let stores = k8s::start(&sa, &source, reloads_tx, Some(seeds_tx), &tasks.spawner());
     let first = tokio::time::timeout(TIMEOUT, reloads.recv())
         .await
         .expect("no snapshot: a watch of the speaker's is refused")

@@ -99,7 +99,7 @@ impl BfdSpeaker {
             events,
             stats: DriverStats::default(),
         };
-        let task = tokio::spawn(driver.run(command_rx).instrument(info_span!("bfd")));
+        let task = shell::task::spawn("bfd", driver.run(command_rx).instrument(info_span!("bfd")));
         (Self { commands, task }, event_rx)
     }
 
@@ -243,7 +243,8 @@ impl Driver {
             debug!(addr = %SocketAddr::new(ip, port), "bfd listening");
             let tx = self.datagram_tx.clone();
             let multihop = key.multihop;
-            let task = tokio::spawn(
+            let task = shell::task::spawn(
+                format!("bfd receiver {}", SocketAddr::new(ip, port)),
                 async move {
                     loop {
                         match udp_bfd::recv(&socket).await {

@@ -143,10 +143,10 @@ impl BgpSpeaker {
             }
         }
         let local = listener.local_addr()?;
-        let task = tokio::spawn(accept_loop(
-            Arc::clone(&listener),
-            Arc::clone(&self.dispatch),
-        ));
+        let task = shell::task::spawn(
+            format!("bgp listener {local}"),
+            accept_loop(Arc::clone(&listener), Arc::clone(&self.dispatch)),
+        );
         self.listeners.push((listener, task));
         Ok(local)
     }
@@ -193,7 +193,10 @@ impl BgpSpeaker {
             status_tx,
         );
         driver.initial_hold = self.holds.get(name).cloned();
-        let task = tokio::spawn(driver.run(cmd_rx, incoming_rx).instrument(span));
+        let task = shell::task::spawn(
+            format!("bgp peer {name}"),
+            driver.run(cmd_rx, incoming_rx).instrument(span),
+        );
         if !routes.is_empty() {
             let _ = commands.send(Command::SetRoutes(routes.clone()));
         }

@@ -146,7 +146,7 @@ impl L2Announcer {
             buf: vec![0; RECV_BUF].into_boxed_slice(),
             netlink_buf: Vec::new(),
         };
-        let task = tokio::spawn(driver.run(cmd_rx));
+        let task = shell::task::spawn("l2", driver.run(cmd_rx));
         Ok((Self { commands, task }, rx))
     }
 

@@ -289,7 +289,7 @@ impl Memberlist {
             outbound: JoinSet::new(),
             io: Arc::default(),
         };
-        tokio::spawn(driver.run(cmd_rx, seeds).instrument(span));
+        shell::task::spawn("memberlist", driver.run(cmd_rx, seeds).instrument(span));
         Ok((
             Self {
                 commands,

@@ -33,6 +33,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
+use shell::task::Spawner;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -66,27 +67,34 @@ pub struct Stores {
 /// metallb.io objects) go to `tx` after the first complete list and after
 /// every change; the IPs of the speaker Pods go to `seeds` whenever the set
 /// changes. Watch errors are logged and retried with backoff; the tasks
-/// end when `tx` is closed.
+/// end when `tx` is closed. Every task is supervised by `tasks`: one that
+/// ends while the speaker runs (a reflector whose stream ended, the
+/// snapshot task) is a failure.
 pub fn start(
     client: &Client,
     opts: &Options,
     tx: mpsc::Sender<Reload>,
     seeds: Option<mpsc::UnboundedSender<BTreeSet<IpAddr>>>,
+    tasks: &Spawner,
 ) -> Stores {
     let (changed_tx, changed) = watch::channel(());
     let all = |c: &Client| c.clone();
     let ns = opts.namespace.as_str();
-    let nodes = reflect::<Node>(Api::all(all(client)), &changed_tx, trim_node);
-    let services = reflect::<Service>(Api::all(all(client)), &changed_tx, trim_service);
-    let slices = reflect::<EndpointSlice>(Api::all(all(client)), &changed_tx, trim_slice);
-    let secrets = reflect::<Secret>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let pools = reflect::<IPAddressPool>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let peers = reflect::<BGPPeer>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let nodes = reflect::<Node>(tasks, Api::all(all(client)), &changed_tx, trim_node);
+    let services = reflect::<Service>(tasks, Api::all(all(client)), &changed_tx, trim_service);
+    let slices = reflect::<EndpointSlice>(tasks, Api::all(all(client)), &changed_tx, trim_slice);
+    let secrets = reflect::<Secret>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let pools =
+        reflect::<IPAddressPool>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let peers = reflect::<BGPPeer>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
     let bgp_ads =
-        reflect::<BGPAdvertisement>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let l2_ads = reflect::<L2Advertisement>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let profiles = reflect::<BFDProfile>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let communities = reflect::<Community>(Api::namespaced(all(client), ns), &changed_tx, |_| {});
+        reflect::<BGPAdvertisement>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let l2_ads =
+        reflect::<L2Advertisement>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let profiles =
+        reflect::<BFDProfile>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let communities =
+        reflect::<Community>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
     let caches = Caches {
         nodes,
         services: services.clone(),
@@ -99,13 +107,12 @@ pub fn start(
         profiles,
         communities,
     };
-    tokio::spawn(snapshots(caches, changed, tx));
+    tasks.spawn("configuration source", snapshots(caches, changed, tx));
     if let (Some(labels), Some(seeds)) = (&opts.memberlist_labels, seeds) {
-        tokio::spawn(pod_seeds(
-            Api::namespaced(client.clone(), ns),
-            labels.clone(),
-            seeds,
-        ));
+        tasks.spawn(
+            "memberlist pod seeds",
+            pod_seeds(Api::namespaced(client.clone(), ns), labels.clone(), seeds),
+        );
     }
     Stores { services }
 }
@@ -219,7 +226,12 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
 
 /// Runs one reflector: keeps `Store` current and pings `changed` on every
 /// event. `trim` drops fields the speaker never reads.
-fn reflect<K>(api: Api<K>, changed: &watch::Sender<()>, trim: fn(&mut K)) -> Store<K>
+fn reflect<K>(
+    tasks: &Spawner,
+    api: Api<K>,
+    changed: &watch::Sender<()>,
+    trim: fn(&mut K),
+) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -238,7 +250,7 @@ where
             trim(o);
         })
         .reflect(writer);
-    tokio::spawn(async move {
+    tasks.spawn(format!("reflector {kind}"), async move {
         let mut stream = std::pin::pin!(stream);
         loop {
             match stream.try_next().await {
