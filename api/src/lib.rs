@@ -20,6 +20,7 @@ pub mod addr;
 pub mod community;
 pub mod crd;
 pub mod duration;
+pub mod event;
 pub mod meta;
 pub mod model;
 pub mod v1beta1;

@@ -119,6 +119,8 @@ where
 {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut observer = Observer::default();
+    // No Lease round has succeeded yet.
+    let mut first = true;
     loop {
         // Stand by until we hold the Lease.
         loop {
@@ -130,7 +132,20 @@ where
                     status.lease_ok.store(true, Ordering::Relaxed);
                     break;
                 }
-                Ok(false) => status.lease_ok.store(true, Ordering::Relaxed),
+                Ok(false) => {
+                    first = false;
+                    status.lease_ok.store(true, Ordering::Relaxed);
+                }
+                Err(Error::Kube(kube::Error::Api(e))) if first && e.code == 403 => {
+                    warn!(
+                        lease = %cfg.name,
+                        error = %e.message,
+                        "the controller may not use Leases (MetalLB's role grants none): running without leader election, as MetalLB's controller does; run one replica, or grant get, create and update on coordination.k8s.io leases to run more"
+                    );
+                    status.lease_ok.store(true, Ordering::Relaxed);
+                    status.leader.store(true, Ordering::Relaxed);
+                    return unelected(shutdown, lead).await;
+                }
                 Err(e) => {
                     status.lease_ok.store(false, Ordering::Relaxed);
                     warn!(error = %e, "lease round failed");
@@ -141,6 +156,7 @@ where
                 _ = shutdown.changed() => {}
             }
         }
+        first = false;
         info!(identity = %cfg.identity, lease = %cfg.name, "became leader");
         status.leader.store(true, Ordering::Relaxed);
         let mut last_renew = Instant::now();
@@ -187,6 +203,34 @@ where
                 return Err(e);
             }
             Some(Ok(())) => drop(leading),
+        }
+    }
+}
+
+/// Runs `lead` until `shutdown` turns true, with no election (the Lease
+/// API is forbidden): `lead` ending well is called again.
+async fn unelected<F, Fut, E>(mut shutdown: watch::Receiver<bool>, mut lead: F) -> Result<(), E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    loop {
+        let mut leading = Box::pin(lead());
+        loop {
+            if *shutdown.borrow() {
+                return Ok(());
+            }
+            tokio::select! {
+                r = &mut leading => {
+                    r?;
+                    break;
+                }
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
         }
     }
 }

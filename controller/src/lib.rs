@@ -6,12 +6,14 @@
 //! the controller's decisions, both pure too. [`plan`] runs them over files
 //! with no cluster. The Kubernetes glue only reads objects, calls them and
 //! writes status: [`reconcile`] (the kube-runtime controller), [`leader`]
-//! (Lease election), [`metrics`] (Prometheus text and health over HTTP).
+//! (Lease election), [`metrics`] (Prometheus text and health over HTTP),
+//! [`mlsecret`] (the memberlist Secret, created when missing).
 
 pub mod alloc;
 pub mod convert;
 pub mod leader;
 pub mod metrics;
+pub mod mlsecret;
 pub mod plan;
 pub mod reconcile;
 pub mod state;

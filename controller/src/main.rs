@@ -41,9 +41,11 @@ struct RunArgs {
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Namespace of the IPAddressPools and of the Lease.
-    #[arg(long, default_value = "metallb-system")]
-    namespace: String,
+    /// Namespace of the IPAddressPools, the Lease and the memberlist
+    /// Secret. Default: the service account's namespace when running in a
+    /// Pod, else metallb-system.
+    #[arg(long, env = "METALLB_NAMESPACE")]
+    namespace: Option<String>,
     /// Serve only Services of this spec.loadBalancerClass (default: only
     /// Services without a class, as MetalLB does).
     #[arg(long)]
@@ -56,7 +58,8 @@ struct RunArgs {
     /// Name of the coordination.k8s.io Lease used for leader election.
     #[arg(long, default_value = "ferrolb-controller")]
     lease_name: String,
-    /// Our holderIdentity (default: $POD_NAME, else hostname-pid).
+    /// Our holderIdentity (default: $METALLB_POD_NAME or $POD_NAME, else
+    /// hostname-pid).
     #[arg(long)]
     identity: Option<String>,
     /// How long a standby waits for a silent leader (Go duration).
@@ -77,7 +80,82 @@ struct RunArgs {
     /// How often changed IPAddressPool status counters are written.
     #[arg(long, default_value = "1s", value_parser = duration)]
     pool_status_period: Duration,
+    /// Create this memberlist Secret (key `secretkey`, a random 128-bit
+    /// key) in --namespace when it is missing, as MetalLB's controller
+    /// does (its manifests set METALLB_ML_SECRET_NAME=memberlist). An
+    /// existing Secret is left as it is.
+    #[arg(
+        long,
+        env = "METALLB_ML_SECRET_NAME",
+        help_heading = "MetalLB compatibility"
+    )]
+    ml_secret_name: Option<String>,
+    /// The controller Deployment, owner of the Secret it creates
+    /// (METALLB_DEPLOYMENT).
+    #[arg(
+        long,
+        env = "METALLB_DEPLOYMENT",
+        help_heading = "MetalLB compatibility"
+    )]
+    deployment: Option<String>,
+    /// MetalLB: webhook mode (enabled, disabled, onlywebhook). No effect:
+    /// ferrolb validates with CEL rules in the CRDs and runs no webhook.
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    webhook_mode: Option<String>,
+    /// MetalLB: name of the webhook certificate Secret. No effect (no
+    /// webhook).
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    webhook_secret: Option<String>,
+    /// MetalLB: HTTP/2 on the webhook. No effect (no webhook).
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    webhook_http2: bool,
+    /// MetalLB: do not rotate the webhook certificate. No effect (no
+    /// webhook).
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    disable_cert_rotation: bool,
+    /// MetalLB: webhook certificate directory. No effect (no webhook).
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    cert_dir: Option<String>,
+    /// MetalLB: the webhook Service named in its certificate. No effect
+    /// (no webhook).
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    cert_service_name: Option<String>,
+    #[command(flatten)]
+    metallb: shell::compat::MetallbArgs,
 }
+
+impl RunArgs {
+    /// --namespace, else the service account's, else metallb-system.
+    fn namespace(&self) -> String {
+        match &self.namespace {
+            Some(ns) if !ns.is_empty() => ns.clone(),
+            _ => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "metallb-system".into()),
+        }
+    }
+
+    /// Logs, once each at info, the MetalLB flags that have no effect.
+    fn report_unused(&self) {
+        self.metallb.report_unused();
+        let webhook = self.webhook_mode.is_some()
+            || self.webhook_secret.is_some()
+            || self.webhook_http2
+            || self.disable_cert_rotation
+            || self.cert_dir.is_some()
+            || self.cert_service_name.is_some();
+        if webhook {
+            info!(
+                "MetalLB's webhook flags have no effect: ferrolb validates with CEL rules in its CRDs and runs no webhook"
+            );
+        }
+    }
+}
+
+/// Where a Pod's service account namespace is mounted.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[derive(Debug, Args)]
 struct PlanArgs {
@@ -198,12 +276,17 @@ async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => kube::Config::infer().await?,
     };
     let client = kube::Client::try_from(config)?;
+    args.report_unused();
+    let namespace = args.namespace();
+    if let Some(name) = args.ml_secret_name.as_deref().filter(|n| !n.is_empty()) {
+        controller::mlsecret::ensure(&client, &namespace, name, args.deployment.as_deref()).await?;
+    }
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let opts = Options {
-        namespace: args.namespace.clone(),
+        namespace: namespace.clone(),
         lb_class: args.lb_class.clone(),
         lease: leader::Config {
-            namespace: args.namespace.clone(),
+            namespace,
             name: args.lease_name.clone(),
             identity,
             lease_duration: args.lease_duration,
@@ -211,6 +294,7 @@ async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             retry_period: args.retry_period,
         },
         metrics_addr: Some(args.metrics_addr),
+        metallb: args.metallb.clone(),
         concurrency: args.concurrency,
         max_backoff: args.max_backoff,
         pool_status_period: args.pool_status_period,
@@ -227,8 +311,12 @@ async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn default_identity() -> String {
-    if let Ok(pod) = std::env::var("POD_NAME") {
-        return pod;
+    for var in ["METALLB_POD_NAME", "POD_NAME"] {
+        if let Ok(pod) = std::env::var(var)
+            && !pod.is_empty()
+        {
+            return pod;
+        }
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use shell::compat::MetallbArgs;
 use shell::health::{Health, State};
 use shell::http::{Config, Routes, Server};
 
@@ -65,8 +66,17 @@ pub fn render(pools: &[PoolCounts], leader: bool) -> String {
 
 /// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in
 /// background tasks for as long as the runtime runs. Readiness is the
-/// component `lease` ([`Source::is_ready`]). Returns the bound address.
-pub async fn spawn(addr: SocketAddr, source: Arc<dyn Source>) -> std::io::Result<SocketAddr> {
+/// component `lease` ([`Source::is_ready`]). The same answers on MetalLB's
+/// health-probe port ([`MetallbArgs::serve_probes`]). Returns the bound
+/// address.
+///
+/// # Errors
+/// When `addr`, or an explicitly given health-probe port, cannot be bound.
+pub async fn spawn(
+    addr: SocketAddr,
+    source: Arc<dyn Source>,
+    metallb: &MetallbArgs,
+) -> std::io::Result<SocketAddr> {
     let health = Health::new();
     let ready = Arc::clone(&source);
     health.check("lease", move || {
@@ -81,7 +91,14 @@ pub async fn spawn(addr: SocketAddr, source: Arc<dyn Source>) -> std::io::Result
     let routes = Routes::new(health, move || {
         render(&source.pool_counts(), source.is_leader())
     });
-    let handle = Server::bind(addr, Config::default()).await?.spawn(routes)?;
+    let handle = Server::bind(addr, Config::default())
+        .await?
+        .spawn(routes.clone())?;
+    // Served for as long as the runtime runs, as the metrics are.
+    let _probes = metallb
+        .serve_probes(routes)
+        .await
+        .map_err(std::io::Error::other)?;
     Ok(handle.local_addr())
 }
 

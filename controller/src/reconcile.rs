@@ -16,8 +16,8 @@ use std::time::Duration;
 use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Namespace, Service as K8sService};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -49,6 +49,9 @@ pub struct Options {
     pub lease: leader::Config,
     /// Where to serve `/metrics`, `/healthz`, `/readyz` (none: not served).
     pub metrics_addr: Option<SocketAddr>,
+    /// MetalLB's flags: the health-probe listener (served with the
+    /// metrics), and those that are only reported.
+    pub metallb: shell::compat::MetallbArgs,
     /// Reconciles running at once.
     pub concurrency: u16,
     /// Longest wait before retrying a service that got no address.
@@ -127,7 +130,7 @@ pub async fn run(
         synced: AtomicBool::new(false),
     });
     if let Some(addr) = opts.metrics_addr {
-        metrics::spawn(addr, shared.clone()).await?;
+        metrics::spawn(addr, shared.clone(), &opts.metallb).await?;
     }
     let lease = opts.lease.clone();
     leader::run(
@@ -144,6 +147,10 @@ struct Ctx {
     client: Client,
     shared: Arc<Shared>,
     recorder: Recorder,
+    /// The `events.k8s.io` API was forbidden: Events go to core/v1.
+    core_events: AtomicBool,
+    /// Our identity, the events' reporting instance.
+    identity: String,
     retry_pending: mpsc::UnboundedSender<ObjectRef<K8sService>>,
     failures: Mutex<HashMap<ServiceKey, u32>>,
     max_backoff: Duration,
@@ -197,6 +204,8 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
                 instance: Some(opts.lease.identity.clone()),
             },
         ),
+        core_events: AtomicBool::new(false),
+        identity: opts.lease.identity.clone(),
         retry_pending: retry_tx,
         failures: Mutex::new(HashMap::new()),
         max_backoff: opts.max_backoff,
@@ -367,24 +376,12 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
             assignment,
             changed,
         } => {
-            if pool_annotation.as_deref() != Some(assignment.pool.as_str()) || deprecated_annotation
-            {
-                let patch = json!({"metadata": {"annotations": {
-                    ANNOTATION_ALLOCATED_FROM_POOL: assignment.pool,
-                    "metallb.universe.tf/ip-allocated-from-pool": null,
-                }}});
-                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
+            let annotated = pool_annotation.as_deref() == Some(assignment.pool.as_str())
+                && !deprecated_annotation;
+            if changed || !annotated {
+                write_back(&api, &svc, Some(&assignment.pool), &assignment.ips).await?;
             }
             if changed {
-                let ingress: Vec<_> = assignment
-                    .ips
-                    .iter()
-                    .map(|ip| json!({"ip": ip.to_string()}))
-                    .collect();
-                let patch = json!({"status": {"loadBalancer": {"ingress": ingress}}});
-                api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
                 let ips: Vec<String> = assignment
                     .ips
                     .iter()
@@ -405,7 +402,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         }
         Outcome::Failed(e) => {
             if has_ingress || pool_annotation.is_some() {
-                clear(&api, &key.name).await?;
+                write_back(&api, &svc, None, &[]).await?;
             }
             if held_before {
                 retry_pending(&ctx);
@@ -439,7 +436,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         }
         Outcome::NotLoadBalancer => {
             if has_ingress || pool_annotation.is_some() {
-                clear(&api, &key.name).await?;
+                write_back(&api, &svc, None, &[]).await?;
             }
             if held_before {
                 info!(service = %key, "no longer a load balancer, addresses released");
@@ -468,28 +465,93 @@ fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Ac
     Action::requeue(delay)
 }
 
-async fn clear(api: &Api<K8sService>, name: &str) -> Result<(), kube::Error> {
-    let patch = json!({"metadata": {"annotations": {
-        ANNOTATION_ALLOCATED_FROM_POOL: null,
-        "metallb.universe.tf/ip-allocated-from-pool": null,
-    }}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+/// Writes `svc` back with MetalLB's pool annotation set to `pool` (the
+/// deprecated one removed) and `ips` as its ingress (none: both cleared),
+/// in one `PUT` to the status subresource carrying the `resourceVersion`
+/// the decision was made on, as MetalLB's controller does (its role grants
+/// `update` on `services/status` only; the Service status strategy keeps
+/// annotation changes). A Service changed since is refused with 409 and
+/// reconciled again from its new version.
+async fn write_back(
+    api: &Api<K8sService>,
+    svc: &K8sService,
+    pool: Option<&str>,
+    ips: &[std::net::IpAddr],
+) -> Result<(), kube::Error> {
+    let mut obj = svc.clone();
+    let annotations = obj
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.remove("metallb.universe.tf/ip-allocated-from-pool");
+    match pool {
+        Some(pool) => {
+            annotations.insert(ANNOTATION_ALLOCATED_FROM_POOL.to_owned(), pool.to_owned());
+        }
+        None => {
+            annotations.remove(ANNOTATION_ALLOCATED_FROM_POOL);
+        }
+    }
+    let status = obj.status.get_or_insert_with(Default::default);
+    let lb = status.load_balancer.get_or_insert_with(Default::default);
+    lb.ingress = (!ips.is_empty()).then(|| {
+        ips.iter()
+            .map(|ip| LoadBalancerIngress {
+                ip: Some(ip.to_string()),
+                ..LoadBalancerIngress::default()
+            })
+            .collect()
+    });
+    let name = obj.name_any();
+    api.replace_status(&name, &PostParams::default(), &obj)
         .await?;
     Ok(())
 }
 
 async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, note: String) {
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Allocate".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &svc.object_ref(&())).await {
+    let reference = svc.object_ref(&());
+    if !ctx.core_events.load(Ordering::Relaxed) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.clone()),
+            action: "Allocate".into(),
+            secondary: None,
+        };
+        match ctx.recorder.publish(&ev, &reference).await {
+            Ok(()) => return,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                info!(
+                    "events.k8s.io is forbidden (MetalLB's role grants core events only): writing core/v1 Events"
+                );
+                ctx.core_events.store(true, Ordering::Relaxed);
+            }
+            Err(e) => {
+                debug!(error = %e, "event not recorded");
+                return;
+            }
+        }
+    }
+    let ev = api::event::core_v1(
+        reference,
+        api::event::Note {
+            type_: match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+            reason: reason.into(),
+            action: "Allocate".into(),
+            message: note,
+            component: MANAGER.into(),
+            instance: ctx.identity.clone(),
+        },
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let namespace = svc.namespace().unwrap_or_default();
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(ctx.client.clone(), &namespace);
+    if let Err(e) = events.create(&PostParams::default(), &ev).await {
         debug!(error = %e, "event not recorded");
     }
 }

@@ -52,6 +52,7 @@ impl Ctl {
                 retry_period: Duration::from_millis(300),
             },
             metrics_addr: metrics,
+            metallb: shell::compat::MetallbArgs::without_probes(),
             concurrency: 16,
             max_backoff: Duration::from_secs(2),
             pool_status_period: Duration::from_millis(200),

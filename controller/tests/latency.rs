@@ -48,6 +48,7 @@ async fn create_to_status_latency() {
             retry_period: Duration::from_secs(2),
         },
         metrics_addr: None,
+        metallb: shell::compat::MetallbArgs::without_probes(),
         concurrency: 16,
         max_backoff: Duration::from_secs(5),
         pool_status_period: Duration::from_secs(1),

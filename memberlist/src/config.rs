@@ -129,6 +129,23 @@ impl Config {
         }
     }
 
+    /// A profile for members across slow or lossy links (MetalLB's
+    /// `--ml-wan-config`): the LAN timings ten times longer (1 s probes,
+    /// 400 ms probe timeout, 2.5 to 10 s suspicion, 200 ms gossip), 30 s
+    /// push-pull. Failover takes seconds instead of fractions of one.
+    #[must_use]
+    pub fn wan(name: Name, addr: SocketAddr, security: Security) -> Self {
+        Self {
+            probe_interval: Duration::from_secs(1),
+            probe_timeout: Duration::from_millis(400),
+            suspicion_min: Duration::from_millis(2500),
+            suspicion_max: Duration::from_secs(10),
+            gossip_interval: Duration::from_millis(200),
+            push_pull_interval: Duration::from_secs(30),
+            ..Self::lan(name, addr, security)
+        }
+    }
+
     /// Checks the invariants the core relies on.
     ///
     /// # Errors
@@ -224,6 +241,15 @@ mod tests {
     #[test]
     fn lan_is_valid() {
         assert_eq!(lan().validate(), Ok(()));
+    }
+
+    #[test]
+    fn wan_is_valid_and_slower() {
+        let l = lan();
+        let w = Config::wan(l.name.clone(), l.addr, Security::Plaintext);
+        assert_eq!(w.validate(), Ok(()));
+        assert!(w.probe_interval > l.probe_interval);
+        assert!(w.suspicion_max > l.suspicion_max);
     }
 
     #[test]

@@ -11,11 +11,14 @@
 //!   that logs a panic and aborts.
 //! - [`health`]: a registry of named components (task states, checks) that
 //!   `/healthz` and `/readyz` report.
+//! - [`compat`]: the flags MetalLB's manifests pass to both of its
+//!   programs, and the health-probe listener its pod specs probe.
 //! - [`http`]: the metrics/health HTTP server (hyper), with timeouts,
 //!   connection caps and accept backoff, safe to expose on a host port.
 //!
 //! This is glue, not a sans-IO core: it owns sockets, clocks and tasks.
 
+pub mod compat;
 pub mod health;
 pub mod http;
 mod log;

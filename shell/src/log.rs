@@ -12,8 +12,9 @@ pub struct LogArgs {
     /// Log format on standard error.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or debug. RUST_LOG,
-    /// when set, overrides it.
+    /// Log filter (tracing EnvFilter syntax), e.g. info or debug; MetalLB's
+    /// level names work too (all = trace, none = off). RUST_LOG, when set,
+    /// overrides it.
     #[arg(long, default_value = "info", value_parser = parse_filter)]
     pub log_level: String,
 }
@@ -83,8 +84,10 @@ impl fmt::Display for LogError {
 
 impl std::error::Error for LogError {}
 
-/// `--log-level`: any filter `EnvFilter` accepts, checked when parsed.
+/// `--log-level`: any filter `EnvFilter` accepts, or one of MetalLB's level
+/// names, checked when parsed.
 fn parse_filter(s: &str) -> Result<String, String> {
+    let s = crate::compat::log_level(s);
     EnvFilter::try_new(s)
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
@@ -111,6 +114,8 @@ mod tests {
         let defaults = Cli::try_parse_from(["x"]).unwrap();
         assert_eq!(defaults.log.log_format, LogFormat::Text);
         assert_eq!(defaults.log.log_level, "info");
+        let metallb = Cli::try_parse_from(["x", "--log-level", "all"]).unwrap();
+        assert_eq!(metallb.log.log_level, "trace");
         let err = Cli::try_parse_from(["x", "--log-level", "info,[=x"]).unwrap_err();
         assert!(err.to_string().contains("--log-level"), "{err}");
     }

@@ -16,12 +16,12 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use shell::task::{Spawner, Supervisor};
-use speaker::driver::l2::L2Config;
+use speaker::driver::l2::{Exclude, L2Config};
 use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
 use speaker::publish;
 use speaker::run::{self, Options};
-use speaker::source::{file, k8s, keyring};
+use speaker::source::{excludel2, file, k8s, keyring};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
@@ -54,9 +54,10 @@ use tracing::{info, warn};
 #[derive(Debug, Parser)]
 #[command(version, about, long_about, verbatim_doc_comment)]
 struct Args {
-    /// This node's name, as in the Node objects.
-    #[arg(long, env = "NODE_NAME")]
-    node_name: String,
+    /// This node's name, as in the Node objects (MetalLB's
+    /// METALLB_NODE_NAME; NODE_NAME is read when it is not set).
+    #[arg(long, env = "METALLB_NODE_NAME")]
+    node_name: Option<String>,
     /// Directory of YAML configuration: run in file mode, without
     /// Kubernetes.
     #[arg(long, conflicts_with_all = ["kubeconfig", "pod_name"])]
@@ -66,19 +67,27 @@ struct Args {
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// Kubernetes mode: the namespace of the metallb.io objects, Secrets,
-    /// speaker Pods and status objects.
-    #[arg(long, env = "METALLB_NAMESPACE", default_value = "metallb-system")]
-    namespace: String,
-    /// Kubernetes mode: this speaker's Pod name (downward API), owner of
-    /// its status objects so they go with the Pod.
-    #[arg(long, env = "POD_NAME", requires = "pod_uid")]
+    /// speaker Pods and status objects. Default: the service account's
+    /// namespace when running in a Pod, else metallb-system.
+    #[arg(long, env = "METALLB_NAMESPACE")]
+    namespace: Option<String>,
+    /// Kubernetes mode: this speaker's Pod name (downward API; MetalLB's
+    /// METALLB_POD_NAME, or POD_NAME), owner of its status objects so they
+    /// go with the Pod.
+    #[arg(long, env = "METALLB_POD_NAME")]
     pod_name: Option<String>,
-    /// Kubernetes mode: this speaker's Pod UID (downward API).
-    #[arg(long, env = "POD_UID", requires = "pod_name")]
+    /// Kubernetes mode: this speaker's Pod UID (downward API). Without it
+    /// the Pod is read from the API once at start to learn it.
+    #[arg(long, env = "POD_UID")]
     pod_uid: Option<String>,
     /// Kubernetes mode: label selector of the speaker Pods whose IPs are
-    /// memberlist seeds (joined on the --memberlist-bind port).
-    #[arg(long, default_value = "app=metallb,component=speaker")]
+    /// memberlist seeds (joined on the memberlist port).
+    #[arg(
+        long,
+        visible_alias = "ml-labels",
+        env = "METALLB_ML_LABELS",
+        default_value = "app=metallb,component=speaker"
+    )]
     memberlist_labels: String,
     /// How often the directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
@@ -107,26 +116,57 @@ struct Args {
     #[arg(long)]
     bgp_without_bfd_up: bool,
     /// Run memberlist on this ADDR:PORT (UDP and TCP), for fast layer 2
-    /// failover. Without it, every node in the configuration counts as
-    /// running a speaker.
-    #[arg(long)]
+    /// failover. Without it (or --ml-bindaddr), every node in the
+    /// configuration counts as running a speaker.
+    #[arg(long, group = "memberlist")]
     memberlist_bind: Option<SocketAddr>,
+    /// MetalLB's memberlist address (METALLB_ML_BIND_ADDR, the Pod IP):
+    /// run memberlist on this IP and --ml-bindport, and advertise it. Same
+    /// as --memberlist-bind IP:PORT --memberlist-advertise IP.
+    #[arg(
+        long = "ml-bindaddr",
+        env = "METALLB_ML_BIND_ADDR",
+        group = "memberlist",
+        conflicts_with = "memberlist_bind"
+    )]
+    ml_bindaddr: Option<IpAddr>,
+    /// MetalLB's memberlist port, with --ml-bindaddr.
+    #[arg(
+        long = "ml-bindport",
+        env = "METALLB_ML_BIND_PORT",
+        default_value_t = 7946
+    )]
+    ml_bindport: u16,
+    /// MetalLB's memberlist key directory (METALLB_ML_SECRET_KEY_PATH,
+    /// where the `memberlist` Secret is mounted): its file `secretkey` is
+    /// the --memberlist-key-file.
+    #[arg(
+        long = "ml-secret-key-path",
+        env = "METALLB_ML_SECRET_KEY_PATH",
+        conflicts_with = "memberlist_key_file"
+    )]
+    ml_secret_key_path: Option<PathBuf>,
+    /// Memberlist timings for slow links (MetalLB's --ml-wan-config): 1 s
+    /// probes and 2.5 to 10 s suspicion instead of 100 ms and 0.25 to 1 s;
+    /// layer 2 failover then takes seconds.
+    #[arg(long = "ml-wan-config", requires = "memberlist")]
+    ml_wan_config: bool,
     /// The address other members reach this one at: ADDR:PORT, or an IP
     /// alone to use the --memberlist-bind port (so a DaemonSet can pass
     /// $(POD_IP), IPv4 or IPv6). Default: the bind address, which must
     /// then not be 0.0.0.0 or ::.
-    #[arg(long, requires = "memberlist_bind", value_parser = parse_advertise)]
+    #[arg(long, requires = "memberlist", value_parser = parse_advertise)]
     memberlist_advertise: Option<Advertise>,
     /// A member to join, ADDR:PORT; repeat for more (in Kubernetes mode
     /// the speaker Pods are joined as well). Seeds without a live member
     /// are joined again with backoff (0.5 s doubling to 10 s, jittered); a
     /// node with seeds but no live member reports itself isolated
     /// (ferrolb_memberlist_isolated).
-    #[arg(long = "memberlist-join", requires = "memberlist_bind")]
+    #[arg(long = "memberlist-join", requires = "memberlist")]
     memberlist_join: Vec<SocketAddr>,
     /// Most memberlist members remembered; new names beyond it replace the
     /// oldest dead or left member, or are dropped (and counted).
-    #[arg(long, default_value_t = 5000, requires = "memberlist_bind")]
+    #[arg(long, default_value_t = 5000, requires = "memberlist")]
     memberlist_max_members: usize,
     /// File of AES-256 keys, one per line (64 hex digits or base64 of 32
     /// octets; the first is primary, the others accepted, for rotation). Any
@@ -134,16 +174,111 @@ struct Args {
     /// `memberlist` Secret (secretkey) works as it is. Re-read every
     /// --memberlist-key-reload-ms: a rotated Secret applies without a
     /// restart. Without it memberlist runs in plaintext (lab use only).
-    #[arg(long, requires = "memberlist_bind")]
+    #[arg(long, requires = "memberlist")]
     memberlist_key_file: Option<PathBuf>,
     /// How often the memberlist key file is re-read, in milliseconds.
     #[arg(long, default_value_t = 10_000, requires = "memberlist_key_file")]
     memberlist_key_reload_ms: u64,
+    /// MetalLB's metallb-excludel2 ConfigMap as mounted: the interfaces
+    /// layer 2 never answers on (announcedInterfacesToExclude, regular
+    /// expressions over interface names). Without the file, MetalLB's
+    /// shipped list: docker*, cbr*, dummy*, virbr*, lxcbr*, veth*, lo,
+    /// cali*, tunl*, flannel*, kube-ipvs*, cni*, nodelocaldns*, lxc*.
+    #[arg(long, default_value = speaker::source::excludel2::PATH)]
+    excludel2_path: PathBuf,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "0.0.0.0:7472")]
     metrics_addr: SocketAddr,
     #[command(flatten)]
     log: shell::LogArgs,
+    /// MetalLB: the node's host IP (METALLB_HOST). No effect (MetalLB no
+    /// longer uses it either).
+    #[arg(long, env = "METALLB_HOST", help_heading = "MetalLB compatibility")]
+    host: Option<String>,
+    /// MetalLB: which BGP implementation runs (native, frr, frr-k8s). ferrolb
+    /// always runs its own; frr and frr-k8s are reported at start.
+    #[arg(long, env = "METALLB_BGP_TYPE", help_heading = "MetalLB compatibility")]
+    bgp_type: Option<String>,
+    /// MetalLB: debounce of FRR configuration reloads (METALLB_BGP_DEBOUNCE_TIMEOUT,
+    /// FRR mode only). No effect: ferrolb applies changes to its sessions
+    /// directly.
+    #[arg(
+        long,
+        env = "METALLB_BGP_DEBOUNCE_TIMEOUT",
+        help_heading = "MetalLB compatibility"
+    )]
+    bgp_debounce_timeout: Option<String>,
+    /// MetalLB: the namespace of frr-k8s (FRRK8S_NAMESPACE). No effect.
+    #[arg(long, env = "FRRK8S_NAMESPACE", help_heading = "MetalLB compatibility")]
+    frrk8s_namespace: Option<String>,
+    /// MetalLB: pass BGP Secrets to frr-k8s unresolved. No effect.
+    #[arg(long, help_heading = "MetalLB compatibility")]
+    frrk8s_secret_passthrough: bool,
+    #[command(flatten)]
+    metallb: shell::compat::MetallbArgs,
+    /// The node name, from the flag or the environment.
+    #[arg(skip)]
+    node: String,
+    /// The namespace, from the flag, the environment or the service
+    /// account.
+    #[arg(skip)]
+    ns: String,
+}
+
+/// Where a Pod's service account namespace is mounted.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+impl Args {
+    /// Fills in what MetalLB's names and the environment give, and logs
+    /// the MetalLB flags that have no effect here.
+    fn resolve(&mut self) -> Result<(), String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        self.node = self
+            .node_name
+            .clone()
+            .or_else(|| env("NODE_NAME"))
+            .ok_or("--node-name (or METALLB_NODE_NAME, NODE_NAME) is required")?;
+        if self.config_dir.is_none() && self.pod_name.is_none() {
+            self.pod_name = env("POD_NAME");
+        }
+        self.ns = match &self.namespace {
+            Some(ns) if !ns.is_empty() => ns.clone(),
+            _ => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "metallb-system".into()),
+        };
+        if let Some(ip) = self.ml_bindaddr {
+            self.memberlist_bind = Some(SocketAddr::new(ip, self.ml_bindport));
+            self.memberlist_advertise.get_or_insert(Advertise::Ip(ip));
+        }
+        if let Some(dir) = &self.ml_secret_key_path {
+            if self.memberlist_bind.is_some() {
+                self.memberlist_key_file = Some(dir.join("secretkey"));
+            } else {
+                info!(path = %dir.display(), "--ml-secret-key-path has no effect without a memberlist address (--ml-bindaddr)");
+            }
+        }
+        self.metallb.report_unused();
+        if let Some(host) = &self.host {
+            info!(host = %host, "METALLB_HOST has no effect");
+        }
+        match self.bgp_type.as_deref() {
+            None | Some("" | "native") => {}
+            Some(other) => info!(
+                bgp_type = other,
+                "METALLB_BGP_TYPE: ferrolb always runs its own BGP implementation (MetalLB's native mode, with BFD, IPv6, communities and graceful restart); FRR is not used"
+            ),
+        }
+        if let Some(t) = &self.bgp_debounce_timeout {
+            info!(timeout = %t, "--bgp-debounce-timeout has no effect (FRR mode only)");
+        }
+        if self.frrk8s_namespace.is_some() || self.frrk8s_secret_passthrough {
+            info!("the frr-k8s flags have no effect: ferrolb does not use frr-k8s");
+        }
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {
@@ -153,13 +288,14 @@ fn main() -> ExitCode {
     shell::main("speaker", shell::Runtime::CurrentThread, &log, start(args))
 }
 
-async fn start(args: Args) -> Result<(), String> {
+async fn start(mut args: Args) -> Result<(), String> {
+    args.resolve()?;
     match &args.config_dir {
         Some(dir) => {
-            info!(node = %args.node_name, dir = %dir.display(), "speaker starting in file mode")
+            info!(node = %args.node, dir = %dir.display(), "speaker starting in file mode")
         }
         None => {
-            info!(node = %args.node_name, namespace = %args.namespace, "speaker starting in kubernetes mode")
+            info!(node = %args.node, namespace = %args.ns, "speaker starting in kubernetes mode")
         }
     }
     let shared = metrics::Shared::default();
@@ -171,9 +307,12 @@ async fn start(args: Args) -> Result<(), String> {
     // streams close.
     let mut supervisor = Supervisor::new(health.clone());
     let tasks = supervisor.spawner();
-    let server = metrics::serve(args.metrics_addr, Arc::clone(&shared), health)
+    let routes = metrics::routes(Arc::clone(&shared), health);
+    let server = shell::http::Server::bind(args.metrics_addr, shell::http::Config::default())
         .await
+        .and_then(|s| s.spawn(routes.clone()))
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let probes = args.metallb.serve_probes(routes).await?;
     let memberlist = match args.memberlist_bind {
         Some(bind) => Some(start_memberlist(&args, bind, &tasks)?),
         None => None,
@@ -202,11 +341,14 @@ async fn start(args: Args) -> Result<(), String> {
         ),
     };
     let opts = Options {
-        node: args.node_name,
+        node: args.node,
         load_balancer_class: args.lb_class,
         ignore_exclude_lb: args.ignore_exclude_lb,
         bgp_listen: args.bgp_listen,
-        l2: L2Config::default(),
+        l2: L2Config {
+            exclude: l2_exclude(&args.excludel2_path)?,
+            ..L2Config::default()
+        },
         exit: if args.preserve_bgp_on_exit {
             StopMode::PreserveForwarding
         } else {
@@ -231,6 +373,9 @@ async fn start(args: Args) -> Result<(), String> {
     .await
     .map_err(|e| e.to_string());
     server.shutdown().await;
+    if let Some(probes) = probes {
+        probes.shutdown().await;
+    }
     result
 }
 
@@ -277,15 +422,21 @@ async fn start_kubernetes(
         _ => None,
     };
     let source = k8s::Options {
-        namespace: args.namespace.clone(),
+        namespace: args.ns.clone(),
         memberlist_labels: seeds.as_ref().map(|_| args.memberlist_labels.clone()),
     };
     let stores = k8s::start(&client, &source, tx, seeds, tasks);
     let (report_tx, reports) = watch::channel(publish::Report::default());
     let opts = publish::Options {
-        node: args.node_name.clone(),
-        namespace: args.namespace.clone(),
-        pod: args.pod_name.clone().zip(args.pod_uid.clone()),
+        node: args.node.clone(),
+        namespace: args.ns.clone(),
+        pod: pod_owner(
+            &client,
+            &args.ns,
+            args.pod_name.as_deref(),
+            args.pod_uid.as_deref(),
+        )
+        .await,
     };
     tasks.spawn(
         "status publisher",
@@ -312,13 +463,17 @@ fn start_memberlist(
             Security::Plaintext
         }
     };
-    let name = Name::new(&args.node_name).map_err(|e| format!("--node-name: {e}"))?;
+    let name = Name::new(&args.node).map_err(|e| format!("--node-name: {e}"))?;
     let advertise = advertise_addr(args.memberlist_advertise, bind);
     // Incarnation 0, not the wall clock: a clock stepped back would make a
     // restart lower than its previous life anyway. The others hand the old
     // incarnation back on join and the core outbids it (see
     // `memberlist::Config::incarnation`).
-    let mut swim = memberlist::Config::lan(name, advertise, security);
+    let mut swim = if args.ml_wan_config {
+        memberlist::Config::wan(name, advertise, security)
+    } else {
+        memberlist::Config::lan(name, advertise, security)
+    };
     swim.max_members = args.memberlist_max_members;
     let mut config = MemberlistConfig::new(swim, bind);
     config.seeds.clone_from(&args.memberlist_join);
@@ -335,6 +490,51 @@ fn start_memberlist(
         );
     }
     Ok(started)
+}
+
+/// The interfaces layer 2 never answers on (`--excludel2-path`).
+fn l2_exclude(path: &std::path::Path) -> Result<Exclude, String> {
+    let patterns = excludel2::load(path).map_err(|e| format!("--excludel2-path {e}"))?;
+    let exclude =
+        Exclude::new(&patterns).map_err(|e| format!("--excludel2-path {}: {e}", path.display()))?;
+    info!(patterns = ?exclude.patterns(), "layer 2 never answers on interfaces matching");
+    Ok(exclude)
+}
+
+/// The speaker Pod's name and UID, the owner of its status objects: the
+/// UID from the downward API, or read from the API once (MetalLB's pod
+/// spec passes only the name). `None` outside a Pod, or when the Pod
+/// cannot be read (logged: the status objects then get no owner).
+async fn pod_owner(
+    client: &kube::Client,
+    ns: &str,
+    name: Option<&str>,
+    uid: Option<&str>,
+) -> Option<(String, String)> {
+    let name = name?;
+    if let Some(uid) = uid.filter(|u| !u.is_empty()) {
+        return Some((name.to_owned(), uid.to_owned()));
+    }
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), ns);
+    let mut delay = Duration::from_millis(200);
+    for attempt in 1..=5 {
+        match pods.get(name).await {
+            Ok(pod) => return pod.metadata.uid.map(|uid| (name.to_owned(), uid)),
+            Err(kube::Error::Api(e)) if e.code < 500 => {
+                warn!(pod = name, error = %e, "cannot read this speaker's Pod: its status objects get no owner (give POD_UID)");
+                return None;
+            }
+            Err(e) if attempt == 5 => {
+                warn!(pod = name, error = %e, "cannot read this speaker's Pod: its status objects get no owner (give POD_UID)");
+            }
+            Err(_) => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+    None
 }
 
 /// `--memberlist-advertise`: a full address, or an IP for the bind port.

@@ -378,6 +378,15 @@ impl Snapshot {
 /// it adds the component `configuration`: ready once a configuration has
 /// been applied ([`Snapshot::ready`]).
 pub async fn serve(addr: SocketAddr, shared: Shared, health: Health) -> std::io::Result<Handle> {
+    Server::bind(addr, Config::default())
+        .await?
+        .spawn(routes(shared, health))
+}
+
+/// What the metrics server answers, for another listener too (MetalLB's
+/// health-probe port): the metrics, and `health` with the check
+/// `configuration` registered (ready once a configuration is applied).
+pub fn routes(shared: Shared, health: Health) -> Routes {
     let ready = Arc::clone(&shared);
     health.check("configuration", move || {
         if lock(&ready).ready {
@@ -386,8 +395,7 @@ pub async fn serve(addr: SocketAddr, shared: Shared, health: Health) -> std::io:
             State::Starting("no configuration applied yet".into())
         }
     });
-    let routes = Routes::new(health, move || lock(&shared).render());
-    Server::bind(addr, Config::default()).await?.spawn(routes)
+    Routes::new(health, move || lock(&shared).render())
 }
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {

@@ -213,8 +213,32 @@ impl Writer {
             ..Event::default()
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &key.namespace);
-        match api.create(&PostParams::default(), &ev).await {
-            Ok(_) => info!(service = %key, protocol, "nodeAssigned event recorded"),
+        let created = match api.create(&PostParams::default(), &ev).await {
+            // MetalLB's role grants `events` in the core group only.
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                let core = api::event::core_v1(
+                    ev.regarding.clone().unwrap_or_default(),
+                    api::event::Note {
+                        type_: "Normal".into(),
+                        reason: "nodeAssigned".into(),
+                        action: "Announce".into(),
+                        message: ev.note.clone().unwrap_or_default(),
+                        component: REPORTING_CONTROLLER.into(),
+                        instance: format!("{REPORTING_CONTROLLER}-{}", self.opts.node),
+                    },
+                    now,
+                );
+                let core_api: Api<k8s_openapi::api::core::v1::Event> =
+                    Api::namespaced(self.client.clone(), &key.namespace);
+                core_api
+                    .create(&PostParams::default(), &core)
+                    .await
+                    .map(drop)
+            }
+            other => other.map(drop),
+        };
+        match created {
+            Ok(()) => info!(service = %key, protocol, "nodeAssigned event recorded"),
             Err(e) => warn!(service = %key, error = %e, "event not recorded"),
         }
     }

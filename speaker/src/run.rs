@@ -603,7 +603,7 @@ impl Reconciler {
 
     fn apply_l2(&mut self, plan: BTreeMap<IpAddr, Interfaces>) {
         if !plan.is_empty() && self.l2.is_none() {
-            match L2Announcer::start(self.opts.l2) {
+            match L2Announcer::start(self.opts.l2.clone()) {
                 Ok((l2, events)) => {
                     self.l2 = Some(l2);
                     self.l2_events = Some(events);

@@ -370,6 +370,7 @@ async fn controller_runs_as_its_service_account() {
             retry_period: Duration::from_millis(300),
         },
         metrics_addr: None,
+        metallb: shell::compat::MetallbArgs::without_probes(),
         concurrency: 4,
         max_backoff: Duration::from_secs(2),
         pool_status_period: Duration::from_millis(200),

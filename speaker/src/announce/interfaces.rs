@@ -39,6 +39,8 @@ pub struct Link {
     pub ethernet: bool,
     /// The bond or bridge this interface is a member of.
     pub master: Option<u32>,
+    /// Its name is on the exclusion list: never answered on.
+    pub excluded: bool,
 }
 
 /// An address of this node, with the subnet it is in.
@@ -100,10 +102,11 @@ pub fn select_interfaces(
         .collect()
 }
 
-/// Up, not loopback, broadcast Ethernet with a unicast MAC: an interface
-/// the responders can answer on.
+/// Up, not loopback, broadcast Ethernet with a unicast MAC, not excluded:
+/// an interface the responders can answer on.
 pub fn usable(link: &Link) -> bool {
     link.up
+        && !link.excluded
         && !link.loopback
         && link.broadcast
         && link.ethernet
@@ -124,6 +127,7 @@ mod tests {
             broadcast: true,
             ethernet: true,
             master,
+            excluded: false,
         }
     }
 
@@ -136,7 +140,7 @@ mod tests {
 
     /// lo, eth0 (10.0.0.2/24, fd00::2/64), eth1 in br0 (10.0.1.2/24), eth3
     /// down, eth4 in a master that does not exist, eth5 with a multicast
-    /// MAC, tun0 not Ethernet.
+    /// MAC, tun0 not Ethernet, docker0 (10.0.9.2/24) excluded by name.
     fn lab() -> Host {
         let lo = Link {
             loopback: true,
@@ -159,6 +163,10 @@ mod tests {
             mac: None,
             ..link(8, "tun0", None)
         };
+        let excluded = Link {
+            excluded: true,
+            ..link(9, "docker0", None)
+        };
         Host {
             links: [
                 lo,
@@ -169,6 +177,7 @@ mod tests {
                 link(6, "eth4", Some(99)),
                 multicast,
                 tun,
+                excluded,
             ]
             .into_iter()
             .map(|l| (l.index, l))
@@ -180,6 +189,7 @@ mod tests {
                 addr(4, "10.0.1.2/24"),
                 addr(5, "10.0.5.2/24"),
                 addr(8, "10.0.8.2/24"),
+                addr(9, "10.0.9.2/24"),
             ]
             .into_iter()
             .collect(),
@@ -212,20 +222,21 @@ mod tests {
             // The subnet is on a bridge: the bridge.
             ("10.0.1.10", None, &[4]),
             // No subnet: every usable interface; not lo, not down, not
-            // members, not a multicast MAC, not a tunnel.
+            // members, not a multicast MAC, not a tunnel, not excluded.
             ("192.0.2.1", None, &[2, 4]),
             ("2001:db8::1", None, &[2, 4]),
             // The only subnet is on an unusable interface: as no subnet.
             ("10.0.5.10", None, &[2, 4]),
             ("10.0.8.10", None, &[2, 4]),
+            ("10.0.9.10", None, &[2, 4]),
             // Names restrict, whatever the subnet.
             ("10.0.0.10", Some(&["br0"]), &[4]),
             // A member named answers through its master.
             ("10.0.0.10", Some(&["eth1"]), &[4]),
             ("10.0.0.10", Some(&["eth0", "eth1", "br0"]), &[2, 4]),
-            // Named but down, loopback, orphaned, multicast MAC, tunnel or
-            // missing: nothing.
-            ("10.0.0.10", Some(&["eth3", "lo", "eth4", "eth5", "tun0", "nope"]), &[]),
+            // Named but down, loopback, orphaned, multicast MAC, tunnel,
+            // excluded or missing: nothing.
+            ("10.0.0.10", Some(&["eth3", "lo", "eth4", "eth5", "tun0", "docker0", "nope"]), &[]),
             // An empty list names nothing.
             ("10.0.0.10", Some(&[]), &[]),
         ];

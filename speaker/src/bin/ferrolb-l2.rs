@@ -75,6 +75,7 @@ async fn run(args: Args) -> Result<(), String> {
             count: args.burst_count,
             interval: Duration::from_millis(args.burst_interval_ms),
         },
+        ..L2Config::default()
     };
     let (l2, mut events) = L2Announcer::start(config).map_err(|e| format!("netlink: {e}"))?;
     for (ip, names) in initial {

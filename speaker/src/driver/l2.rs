@@ -38,12 +38,51 @@ use crate::net::packet_socket::{PacketSocket, RECV_BUF, Recv};
 type Responder = l2::DualStack<arp::Arp, ndp::Ndp>;
 
 /// How the responders are set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct L2Config {
     /// Gratuitous ARP / unsolicited NA bursts after an address is announced
     /// on an interface (MetalLB's: 5 rounds, 1.1 s apart).
     pub burst: Burst,
+    /// Interfaces never answered on, by name (MetalLB's
+    /// `announcedInterfacesToExclude`).
+    pub exclude: Exclude,
 }
+
+/// Interface names matching any of a list of regular expressions
+/// (unanchored, as MetalLB's Go `regexp` matches them).
+#[derive(Debug, Clone, Default)]
+pub struct Exclude(Option<regex::RegexSet>);
+
+impl Exclude {
+    /// Compiles `patterns`; none: nothing is excluded.
+    ///
+    /// # Errors
+    /// The first pattern that is not a valid regular expression.
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, regex::Error> {
+        if patterns.is_empty() {
+            return Ok(Self(None));
+        }
+        regex::RegexSet::new(patterns).map(|set| Self(Some(set)))
+    }
+
+    /// Whether interface `name` is excluded.
+    pub fn matches(&self, name: &str) -> bool {
+        self.0.as_ref().is_some_and(|set| set.is_match(name))
+    }
+
+    /// The patterns, in order.
+    pub fn patterns(&self) -> &[String] {
+        self.0.as_ref().map_or(&[], regex::RegexSet::patterns)
+    }
+}
+
+impl PartialEq for Exclude {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns() == other.patterns()
+    }
+}
+
+impl Eq for Exclude {}
 
 /// A change the speaker may want to log or report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +171,7 @@ impl L2Announcer {
                 burst: config.burst,
             }),
             netlink,
+            exclude: config.exclude,
             dump: Dump::Links,
             resync: false,
             synced: false,
@@ -196,6 +236,8 @@ struct Iface {
 struct Driver {
     responder: Responder,
     netlink: RouteSocket,
+    /// Interface names never answered on.
+    exclude: Exclude,
     dump: Dump,
     /// Notifications were lost during a dump: dump again after it.
     resync: bool,
@@ -333,7 +375,7 @@ impl Driver {
         for ev in std::mem::take(&mut self.netlink_buf) {
             match ev {
                 netlink::Event::NewLink(link) => {
-                    let link = host_link(link);
+                    let link = host_link(link, &self.exclude);
                     changed |= self.host.links.get(&link.index) != Some(&link);
                     self.host.links.insert(link.index, link);
                 }
@@ -609,8 +651,9 @@ const BATCH: usize = 64;
 const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The decision side's view of a link.
-fn host_link(link: netlink::Link) -> interfaces::Link {
+fn host_link(link: netlink::Link, exclude: &Exclude) -> interfaces::Link {
     interfaces::Link {
+        excluded: exclude.matches(&link.name),
         index: link.index,
         name: link.name,
         mac: link.mac,

@@ -29,7 +29,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::serde::de::DeserializeOwned;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -328,10 +328,12 @@ fn trim_slice(e: &mut EndpointSlice) {
 }
 
 /// Sends the IPs of the running speaker Pods (with `hostNetwork`, the
-/// nodes' addresses) whenever the set changes.
+/// nodes' addresses) whenever the set changes. Watches them; where the
+/// role grants only `list` (MetalLB's does), lists them every
+/// [`POD_POLL`] instead.
 async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<BTreeSet<IpAddr>>) {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().labels(&labels))
+    let stream = watcher(api.clone(), watcher::Config::default().labels(&labels))
         .default_backoff()
         .reflect(writer);
     let mut stream = std::pin::pin!(stream);
@@ -341,28 +343,64 @@ async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<B
             // The store swaps in a (re)list at InitDone, not before.
             Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
             Some(Ok(_)) => {}
+            Some(Err(watcher::Error::WatchStartFailed(kube::Error::Api(e)))) if e.code == 403 => {
+                info!(
+                    every_s = POD_POLL.as_secs(),
+                    "watching the speaker Pods is forbidden (MetalLB's role grants list only): listing them periodically instead"
+                );
+                break;
+            }
             Some(Err(e)) => {
                 warn!(error = %e, "speaker pod watch failed, retrying");
                 continue;
             }
             None => return,
         }
-        let ips: BTreeSet<IpAddr> = reader
-            .state()
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| p.status.as_ref())
-            .flat_map(|s| s.pod_ips.iter().flatten())
-            .filter_map(|ip| ip.ip.parse().ok())
-            .collect();
-        if last.as_ref() != Some(&ips) {
-            debug!(pods = ?ips, "speaker pods changed");
-            last = Some(ips.clone());
-            if seeds.send(ips).is_err() {
-                return;
-            }
+        if !send_seeds(&seeds, &mut last, pod_ips(&reader.state())) {
+            return;
         }
     }
+    let params = ListParams::default().labels(&labels);
+    loop {
+        match api.list(&params).await {
+            Ok(list) => {
+                let pods: Vec<Arc<Pod>> = list.items.into_iter().map(Arc::new).collect();
+                if !send_seeds(&seeds, &mut last, pod_ips(&pods)) {
+                    return;
+                }
+            }
+            Err(e) => warn!(error = %e, "listing the speaker pods failed, retrying"),
+        }
+        tokio::time::sleep(POD_POLL).await;
+    }
+}
+
+/// How often the speaker Pods are listed when they cannot be watched.
+const POD_POLL: Duration = Duration::from_secs(5);
+
+/// The IPs of the Pods not being deleted.
+fn pod_ips(pods: &[Arc<Pod>]) -> BTreeSet<IpAddr> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.status.as_ref())
+        .flat_map(|s| s.pod_ips.iter().flatten())
+        .filter_map(|ip| ip.ip.parse().ok())
+        .collect()
+}
+
+/// Sends `ips` when they differ from the `last` sent; false when the
+/// receiver is gone.
+fn send_seeds(
+    seeds: &mpsc::UnboundedSender<BTreeSet<IpAddr>>,
+    last: &mut Option<BTreeSet<IpAddr>>,
+    ips: BTreeSet<IpAddr>,
+) -> bool {
+    if last.as_ref() == Some(&ips) {
+        return true;
+    }
+    debug!(pods = ?ips, "speaker pods changed");
+    *last = Some(ips.clone());
+    seeds.send(ips).is_ok()
 }
 
 /// The seeds to join for a set of speaker Pod IPs: each on the memberlist

@@ -7,6 +7,7 @@
 //! [`self::file`]: a directory of YAML documents (standalone mode).
 //! [`self::k8s`]: watches on the Kubernetes API.
 
+pub mod excludel2;
 pub mod file;
 pub mod k8s;
 pub mod keyring;

@@ -217,8 +217,8 @@ impl Cluster {
     where
         K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
-            + k8s_openapi::serde::de::DeserializeOwned
-            + k8s_openapi::serde::Serialize
+            + serde::de::DeserializeOwned
+            + serde::Serialize
             + std::fmt::Debug,
     {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.system);
@@ -385,6 +385,7 @@ impl Controller {
                 retry_period: Duration::from_millis(300),
             },
             metrics_addr: None,
+            metallb: shell::compat::MetallbArgs::without_probes(),
             concurrency: 4,
             max_backoff: Duration::from_secs(2),
             pool_status_period: Duration::from_secs(1),
