@@ -39,6 +39,9 @@ async fn start(dir: &TempDir, prefix: &str) -> Process {
             "hostile",
             "--metrics-addr",
             "127.0.0.1:0",
+            // Only the server under test: no listener on MetalLB's probe port.
+            "--health-probe-port",
+            "0",
             "--log-format",
             "json",
             "--log-level",

@@ -55,6 +55,9 @@ fn start(dir: &TempDir) -> Process {
             config.to_str().unwrap(),
             "--metrics-addr",
             "127.0.0.1:0",
+            // Only the server under test: no listener on MetalLB's probe port.
+            "--health-probe-port",
+            "0",
             "--log-format",
             "json",
             "--log-level",

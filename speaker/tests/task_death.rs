@@ -65,6 +65,9 @@ fn run_with_fault(name: &str, fault: &str, extra: &[&str]) -> Run {
             config.to_str().unwrap(),
             "--metrics-addr",
             "127.0.0.1:0",
+            // Only the server under test: no listener on MetalLB's probe port.
+            "--health-probe-port",
+            "0",
             "--log-format",
             "json",
             "--log-level",
