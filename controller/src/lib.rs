@@ -13,5 +13,6 @@ pub mod convert;
 pub mod leader;
 pub mod metrics;
 pub mod plan;
+pub mod pools;
 pub mod reconcile;
 pub mod state;
