@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 
 use crate::alloc::{AllocError, Allocator, Assignment, Family, Pool, ServiceKey};
 use crate::convert::{self, Capacity, Reading};
+use crate::plan;
 use crate::pools::{self, Keeper};
 
 /// What to do with a Service.
@@ -58,6 +59,10 @@ pub struct State {
     keeper: Keeper,
     /// Some pool object has no valid version (see [`Outcome::Held`]).
     unresolved: bool,
+    /// The services left as they are ([`Outcome::Held`]), as last seen:
+    /// offered to the allocator first whenever the pools change, so that
+    /// they take back their addresses before anyone else can.
+    frozen: BTreeMap<ServiceKey, K8sService>,
 }
 
 impl State {
@@ -102,6 +107,12 @@ impl State {
         let update = self.keeper.update(objects);
         let was = std::mem::replace(&mut self.unresolved, update.unresolved());
         let (changed, lost) = self.set_pools(update.pools.clone());
+        if changed || was != self.unresolved {
+            let frozen: Vec<K8sService> = std::mem::take(&mut self.frozen).into_values().collect();
+            for svc in plan::replay_order(&frozen) {
+                self.sync(svc);
+            }
+        }
         (changed || was != self.unresolved, lost, update)
     }
 
@@ -116,6 +127,7 @@ impl State {
     /// Decides for one Service, updating the allocator. Idempotent.
     pub fn sync(&mut self, svc: &K8sService) -> Outcome {
         let key = convert::key(svc);
+        self.frozen.remove(&key);
         let labels = self
             .namespace_labels
             .get(&key.namespace)
@@ -149,6 +161,7 @@ impl State {
                     }) =>
             {
                 self.pending.remove(&key);
+                self.frozen.insert(key, svc.clone());
                 Outcome::Held
             }
             Reading::LoadBalancer(s) => match self.alloc.assign(&s) {
@@ -178,6 +191,7 @@ impl State {
     /// ours). Returns whether it held addresses.
     pub fn forget(&mut self, key: &ServiceKey) -> bool {
         self.pending.remove(key);
+        self.frozen.remove(key);
         self.alloc.release(key);
         self.held.remove(key).is_some()
     }
@@ -343,5 +357,21 @@ mod tests {
         assert!(changed);
         assert!(update.refused.is_empty());
         assert_eq!(ips(&st.sync(&service("s1", &["10.0.0.1"]))), ["10.0.0.1"]);
+    }
+
+    /// A held service's address taken into a pool in force (here another
+    /// pool moves onto it while the refused one has no version) goes back
+    /// to that service before a newcomer can take it.
+    #[test]
+    fn a_held_address_goes_back_to_its_service_first() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("a", &["fc00::9-fc00::1"]), pool("b", &["10.0.1.0/30"])]);
+        let s1 = service("s1", &["10.0.0.0"]);
+        assert_eq!(st.sync(&s1), Outcome::Held);
+        let (changed, _, _) =
+            st.set_pool_objects(&[pool("a", &["fc00::9-fc00::1"]), pool("b", &["10.0.0.0/30"])]);
+        assert!(changed);
+        assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
+        assert_eq!(ips(&st.sync(&s1)), ["10.0.0.0"]);
     }
 }
