@@ -401,6 +401,51 @@ fn seconds(d: Duration) -> i32 {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_fence_lets_writes_out_only_while_it_holds() {
+        let polled = AtomicBool::new(false);
+        let write = || async {
+            polled.store(true, Ordering::SeqCst);
+            Ok::<_, ()>(1)
+        };
+        let f = Fence::default();
+        // Never up: the write is not even started.
+        assert_eq!(f.guard(write()).await, Err(Fenced));
+        assert!(!polled.load(Ordering::SeqCst));
+        f.extend_to(Instant::now() + Duration::from_secs(3600));
+        assert_eq!(f.guard(write()).await, Ok(Ok(1)));
+        // A write still running when the fence falls is cut short.
+        f.revoke();
+        f.extend_to(Instant::now() + Duration::from_millis(20));
+        assert_eq!(
+            f.clone()
+                .guard(std::future::pending::<Result<(), ()>>())
+                .await,
+            Err(Fenced)
+        );
+        // Revoked: nothing goes out, whatever the deadline was.
+        f.extend_to(Instant::now() + Duration::from_secs(3600));
+        f.revoke();
+        polled.store(false, Ordering::SeqCst);
+        assert_eq!(f.guard(write()).await, Err(Fenced));
+        assert!(!polled.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn the_renew_deadline_must_be_shorter_than_the_lease() {
+        let cfg = |lease, renew, retry| Config {
+            namespace: "ns".into(),
+            name: "l".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+        };
+        assert!(cfg(15, 10, 2).check().is_ok());
+        assert!(cfg(10, 10, 2).check().is_err());
+        assert!(cfg(15, 10, 10).check().is_err());
+    }
+
     #[test]
     fn waits_for_a_live_holder_and_takes_an_expired_one() {
         let t0 = Instant::now();
