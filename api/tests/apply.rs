@@ -210,6 +210,14 @@ async fn cel_rejects_invalid_objects() {
         ),
         (
             json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
+                   "spec": {"addresses": ["10.0.0.0/30", "10.0.0.9 - 10.0.0.1"]}}),
+            &[
+                "spec.addresses[1]",
+                "\"10.0.0.9 - 10.0.0.1\" is a reversed range",
+            ],
+        ),
+        (
+            json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
                    "spec": {"addresses": []}}),
             &["spec.addresses", "at least one address range is required"],
         ),
@@ -308,6 +316,39 @@ async fn cel_rejects_invalid_objects() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The range-order rule compares IPv4 addresses as numbers, not strings,
+/// and leaves IPv6 ranges to the controller (see `api::crd::RULES`).
+#[tokio::test]
+async fn cel_orders_ipv4_ranges_by_number() {
+    let env = TestEnv::global();
+    install(env).await;
+    let client = env.client().unwrap();
+    let ns = env.fresh_namespace("cel-order").await.unwrap();
+    for (i, range) in [
+        "10.0.0.9-10.0.0.10",
+        "9.255.255.255-10.0.0.0",
+        "10.0.0.1-10.0.0.1",
+        "fc00::9-fc00::1",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let doc = json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+                         "metadata": {"name": format!("p{i}")}, "spec": {"addresses": [range]}});
+        if let Err(e) = apply(&client, &ns, doc).await {
+            panic!("{range}: {e}");
+        }
+    }
+    let message = rejection(
+        &client,
+        &ns,
+        json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
+               "spec": {"addresses": ["10.0.1.0-9.0.1.0"]}}),
+    )
+    .await;
+    assert!(message.contains("is a reversed range"), "{message}");
 }
 
 #[tokio::test]

@@ -9,10 +9,21 @@
 //! [`run`] is the thin driver: it reads and writes the Lease with
 //! optimistic concurrency (`resourceVersion`), so two candidates can never
 //! both win one round.
+//!
+//! Fencing: the leader may write only while its [`Fence`] holds, that is
+//! until the renew deadline counted from the *start* of its last
+//! successful Lease round. A standby takes over no earlier than a lease
+//! duration after it read that round's record, which is later than the
+//! start; the renew deadline is shorter than the lease duration, so the
+//! old leader's fence is down before anyone else can lead. Each Lease round
+//! is bounded by the time left on the fence, renewing runs alongside the
+//! leader's work (a stalled round does not freeze it, nor extend it), and
+//! every write checks the fence before it is sent and is bounded by the
+//! time left ([`Fence::guard`]).
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -38,6 +49,78 @@ pub struct Config {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
+}
+
+impl Config {
+    /// Checks the durations as client-go does: the renew deadline must be
+    /// shorter than the lease duration (else the fence could outlive the
+    /// Lease), and the retry period shorter than the renew deadline.
+    pub fn check(&self) -> Result<(), String> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(format!(
+                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
+                self.renew_deadline, self.lease_duration
+            ));
+        }
+        if self.retry_period >= self.renew_deadline {
+            return Err(format!(
+                "the retry period ({:?}) must be shorter than the renew deadline ({:?})",
+                self.retry_period, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The leader's licence to write: valid until an instant that each
+/// successful Lease round pushes forward, and revoked at once when
+/// leadership is lost. Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Fence {
+    until: Arc<Mutex<Option<Instant>>>,
+}
+
+/// A write refused because leadership may be lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not written: leadership may be lost (the lease was not renewed in time)")]
+pub struct Fenced;
+
+impl Fence {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The instant the fence falls, if it is up.
+    pub fn until(&self) -> Option<Instant> {
+        *self.lock()
+    }
+
+    /// How long writes may still be sent (`None`: not at all).
+    pub fn remaining(&self) -> Option<Duration> {
+        let until = self.until()?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Runs `write` if the fence is up, bounded by the time left on it.
+    /// A write that has not completed when the fence falls is dropped
+    /// (cancelled) and reported as [`Fenced`].
+    pub async fn guard<T, E, F>(&self, write: F) -> Result<Result<T, E>, Fenced>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let left = self.remaining().ok_or(Fenced)?;
+        tokio::time::timeout(left, write).await.map_err(|_| Fenced)
+    }
+
+    fn extend_to(&self, until: Instant) {
+        let mut u = self.lock();
+        *u = Some(u.map_or(until, |now| now.max(until)));
+    }
+
+    fn revoke(&self) {
+        *self.lock() = None;
+    }
 }
 
 /// What to do after reading the Lease.
@@ -103,9 +186,10 @@ pub enum Error {
 }
 
 /// Runs `lead` while we hold the Lease, and stands by otherwise, until
-/// `shutdown` turns true. `lead` is dropped (cancelled) when leadership is
-/// lost and called again when it is regained; the Lease is released on
-/// shutdown. Returns `lead`'s error if it fails.
+/// `shutdown` turns true. `lead` gets the [`Fence`] its writes must go
+/// through; it is dropped (cancelled) when leadership may be lost, after
+/// the fence is revoked, and called again when it is regained; the Lease
+/// is released on shutdown. Returns `lead`'s error if it fails.
 pub async fn run<F, Fut, E>(
     client: Client,
     cfg: Config,
@@ -114,7 +198,7 @@ pub async fn run<F, Fut, E>(
     mut lead: F,
 ) -> Result<(), E>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Fence) -> Fut,
     Fut: Future<Output = Result<(), E>>,
 {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
@@ -122,21 +206,30 @@ where
     // No Lease round has succeeded yet.
     let mut first = true;
     loop {
+        let fence = Fence::default();
         // Stand by until we hold the Lease.
         loop {
             if *shutdown.borrow() {
                 return Ok(());
             }
-            match try_round(&api, &cfg, &mut observer).await {
-                Ok(true) => {
+            let start = Instant::now();
+            match tokio::time::timeout(cfg.renew_deadline, try_round(&api, &cfg, &mut observer))
+                .await
+            {
+                Ok(Ok(true)) => {
                     status.lease_ok.store(true, Ordering::Relaxed);
-                    break;
+                    fence.extend_to(start + cfg.renew_deadline);
+                    if fence.remaining().is_some() {
+                        break;
+                    }
+                    // The round took the whole deadline: not safe to lead on.
+                    warn!("lease acquired too late to use; trying again");
                 }
-                Ok(false) => {
+                Ok(Ok(false)) => {
                     first = false;
                     status.lease_ok.store(true, Ordering::Relaxed);
                 }
-                Err(Error::Kube(kube::Error::Api(e))) if first && e.code == 403 => {
+                Ok(Err(Error::Kube(kube::Error::Api(e)))) if first && e.code == 403 => {
                     warn!(
                         lease = %cfg.name,
                         error = %e.message,
@@ -146,9 +239,13 @@ where
                     status.leader.store(true, Ordering::Relaxed);
                     return unelected(shutdown, lead).await;
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     status.lease_ok.store(false, Ordering::Relaxed);
                     warn!(error = %e, "lease round failed");
+                }
+                Err(_) => {
+                    status.lease_ok.store(false, Ordering::Relaxed);
+                    warn!(timeout = ?cfg.renew_deadline, "lease round timed out");
                 }
             }
             tokio::select! {
@@ -159,63 +256,82 @@ where
         first = false;
         info!(identity = %cfg.identity, lease = %cfg.name, "became leader");
         status.leader.store(true, Ordering::Relaxed);
-        let mut last_renew = Instant::now();
         // Boxed so that dropping it cancels `lead` before the Lease is
         // released.
-        let mut leading = Box::pin(lead());
+        let mut leading = Box::pin(lead(fence.clone()));
         let outcome = loop {
+            let Some(until) = fence.until() else {
+                break Some(Ok(()));
+            };
+            // The next round, run alongside `leading` and bounded by the
+            // fence: a round that does not return in time cannot renew.
+            let renew = async {
+                tokio::time::sleep(cfg.retry_period).await;
+                let start = Instant::now();
+                let left = until.saturating_duration_since(start);
+                let r = tokio::time::timeout(left, try_round(&api, &cfg, &mut observer)).await;
+                (start, r)
+            };
             tokio::select! {
                 r = &mut leading => break Some(r),
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { break None; }
                 }
-                _ = tokio::time::sleep(cfg.retry_period) => {
-                    match try_round(&api, &cfg, &mut observer).await {
-                        Ok(true) => last_renew = Instant::now(),
-                        Ok(false) => {
-                            warn!(identity = %cfg.identity, "lease taken by another candidate");
-                            break Some(Ok(()));
-                        }
-                        Err(e) => warn!(error = %e, "lease renewal failed"),
+                _ = tokio::time::sleep_until(until.into()) => {
+                    warn!(identity = %cfg.identity, "could not renew the lease in time");
+                    break Some(Ok(()));
+                }
+                (start, r) = renew => match r {
+                    Ok(Ok(true)) => {
+                        status.lease_ok.store(true, Ordering::Relaxed);
+                        fence.extend_to(start + cfg.renew_deadline);
                     }
-                    if last_renew.elapsed() >= cfg.renew_deadline {
-                        warn!(identity = %cfg.identity, "could not renew the lease in time");
+                    Ok(Ok(false)) => {
+                        warn!(identity = %cfg.identity, "lease taken by another candidate");
                         break Some(Ok(()));
                     }
-                }
+                    Ok(Err(e)) => {
+                        status.lease_ok.store(false, Ordering::Relaxed);
+                        warn!(error = %e, "lease renewal failed");
+                    }
+                    Err(_) => {
+                        status.lease_ok.store(false, Ordering::Relaxed);
+                        warn!("lease renewal timed out at the renew deadline");
+                    }
+                },
             }
         };
+        // No write goes out from here on, even from a task still running.
+        fence.revoke();
         status.leader.store(false, Ordering::Relaxed);
         info!(identity = %cfg.identity, "stopped leading");
+        drop(leading);
         match outcome {
             None => {
-                drop(leading);
-                if let Err(e) = release(&api, &cfg).await {
-                    warn!(error = %e, "could not release the lease");
-                }
+                release_bounded(&api, &cfg).await;
                 return Ok(());
             }
             Some(Err(e)) => {
-                drop(leading);
-                if let Err(e) = release(&api, &cfg).await {
-                    warn!(error = %e, "could not release the lease");
-                }
+                release_bounded(&api, &cfg).await;
                 return Err(e);
             }
-            Some(Ok(())) => drop(leading),
+            Some(Ok(())) => {}
         }
     }
 }
 
 /// Runs `lead` until `shutdown` turns true, with no election (the Lease
 /// API is forbidden): `lead` ending well is called again.
+/// Its writes are not fenced: nothing else can make them stale.
 async fn unelected<F, Fut, E>(mut shutdown: watch::Receiver<bool>, mut lead: F) -> Result<(), E>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Fence) -> Fut,
     Fut: Future<Output = Result<(), E>>,
 {
+    let fence = Fence::default();
+    fence.extend_to(Instant::now() + UNFENCED);
     loop {
-        let mut leading = Box::pin(lead());
+        let mut leading = Box::pin(lead(fence.clone()));
         loop {
             if *shutdown.borrow() {
                 return Ok(());
@@ -232,6 +348,20 @@ where
                 }
             }
         }
+    }
+}
+
+/// How long the fence of an unelected controller stands (for ever, in
+/// practice).
+const UNFENCED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// [`release`], bounded by the renew deadline (shutdown must not hang on a
+/// cut-off apiserver).
+async fn release_bounded(api: &Api<Lease>, cfg: &Config) {
+    match tokio::time::timeout(cfg.renew_deadline, release(api, cfg)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "could not release the lease"),
+        Err(_) => warn!("could not release the lease: timed out"),
     }
 }
 
@@ -321,6 +451,51 @@ fn seconds(d: Duration) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_fence_lets_writes_out_only_while_it_holds() {
+        let polled = AtomicBool::new(false);
+        let write = || async {
+            polled.store(true, Ordering::SeqCst);
+            Ok::<_, ()>(1)
+        };
+        let f = Fence::default();
+        // Never up: the write is not even started.
+        assert_eq!(f.guard(write()).await, Err(Fenced));
+        assert!(!polled.load(Ordering::SeqCst));
+        f.extend_to(Instant::now() + Duration::from_secs(3600));
+        assert_eq!(f.guard(write()).await, Ok(Ok(1)));
+        // A write still running when the fence falls is cut short.
+        f.revoke();
+        f.extend_to(Instant::now() + Duration::from_millis(20));
+        assert_eq!(
+            f.clone()
+                .guard(std::future::pending::<Result<(), ()>>())
+                .await,
+            Err(Fenced)
+        );
+        // Revoked: nothing goes out, whatever the deadline was.
+        f.extend_to(Instant::now() + Duration::from_secs(3600));
+        f.revoke();
+        polled.store(false, Ordering::SeqCst);
+        assert_eq!(f.guard(write()).await, Err(Fenced));
+        assert!(!polled.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn the_renew_deadline_must_be_shorter_than_the_lease() {
+        let cfg = |lease, renew, retry| Config {
+            namespace: "ns".into(),
+            name: "l".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+        };
+        assert!(cfg(15, 10, 2).check().is_ok());
+        assert!(cfg(10, 10, 2).check().is_err());
+        assert!(cfg(15, 10, 10).check().is_err());
+    }
 
     #[test]
     fn waits_for_a_live_holder_and_takes_an_expired_one() {

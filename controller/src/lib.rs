@@ -15,5 +15,6 @@ pub mod leader;
 pub mod metrics;
 pub mod mlsecret;
 pub mod plan;
+pub mod pools;
 pub mod reconcile;
 pub mod state;

@@ -65,10 +65,13 @@ struct RunArgs {
     /// How long a standby waits for a silent leader (Go duration).
     #[arg(long, default_value = "15s", value_parser = duration)]
     lease_duration: Duration,
-    /// A leader that cannot renew for this long steps down.
+    /// A leader that cannot renew for this long steps down, and stops
+    /// writing: counted from the start of its last successful Lease round.
+    /// Must be shorter than --lease-duration.
     #[arg(long, default_value = "10s", value_parser = duration)]
     renew_deadline: Duration,
-    /// How often to try to acquire or renew the Lease.
+    /// How often to try to acquire or renew the Lease (shorter than
+    /// --renew-deadline).
     #[arg(long, default_value = "2s", value_parser = duration)]
     retry_period: Duration,
     /// Services reconciled at once.
@@ -299,6 +302,7 @@ async fn serve(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_backoff: args.max_backoff,
         pool_status_period: args.pool_status_period,
     };
+    opts.lease.check()?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signals = shell::signal::Shutdown::new()?;
     tokio::spawn(async move {

@@ -23,12 +23,33 @@ pub trait Source: Send + Sync + 'static {
     fn is_leader(&self) -> bool;
     /// Whether `/readyz` succeeds.
     fn is_ready(&self) -> bool;
+    /// The configuration gauges and the refused-write counters.
+    fn config(&self) -> ConfigGauges;
+}
+
+/// The configuration's state and the writes refused, for [`render`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConfigGauges {
+    /// This replica leads and has loaded the pools
+    /// (`metallb_k8s_client_config_loaded_bool`).
+    pub loaded: bool,
+    /// Some pool object is refused and its last good version (or none)
+    /// is in force (`metallb_k8s_client_config_stale_bool`).
+    pub stale: bool,
+    /// Writes refused by the `resourceVersion` precondition.
+    pub conflicts: u64,
+    /// Writes not sent, or cut short, because leadership may be lost.
+    pub fenced: u64,
 }
 
 /// The exposition text: MetalLB's `metallb_allocator_addresses_in_use_total`
 /// and `metallb_allocator_addresses_total` per `pool`, and
-/// `ferrolb_controller_leader`.
-pub fn render(pools: &[PoolCounts], leader: bool) -> String {
+/// `ferrolb_controller_leader`; MetalLB's
+/// `metallb_k8s_client_config_loaded_bool` and
+/// `metallb_k8s_client_config_stale_bool`; and
+/// `ferrolb_controller_writes_refused_total` by `reason` (`conflict`: the
+/// object changed since it was read; `fenced`: leadership may be lost).
+pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> String {
     let mut out = String::new();
     let gauge = |out: &mut String, name: &str, help: &str, f: &dyn Fn(&PoolCounts) -> u128| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -61,6 +82,25 @@ pub fn render(pools: &[PoolCounts], leader: bool) -> String {
          # TYPE ferrolb_controller_leader gauge\nferrolb_controller_leader {}",
         u8::from(leader)
     );
+    let _ = writeln!(
+        out,
+        "# HELP metallb_k8s_client_config_loaded_bool 1 if the configuration was loaded (this replica leads)\n\
+         # TYPE metallb_k8s_client_config_loaded_bool gauge\n\
+         metallb_k8s_client_config_loaded_bool {}\n\
+         # HELP metallb_k8s_client_config_stale_bool 1 if running on a stale configuration: some pool object was refused and its last good version (or none) is in force\n\
+         # TYPE metallb_k8s_client_config_stale_bool gauge\n\
+         metallb_k8s_client_config_stale_bool {}",
+        u8::from(config.loaded),
+        u8::from(config.stale)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ferrolb_controller_writes_refused_total Writes refused: conflict (the object changed since it was read), fenced (leadership may be lost)\n\
+         # TYPE ferrolb_controller_writes_refused_total counter\n\
+         ferrolb_controller_writes_refused_total{{reason=\"conflict\"}} {}\n\
+         ferrolb_controller_writes_refused_total{{reason=\"fenced\"}} {}",
+        config.conflicts, config.fenced
+    );
     out
 }
 
@@ -89,7 +129,7 @@ pub async fn spawn(
         }
     });
     let routes = Routes::new(health, move || {
-        render(&source.pool_counts(), source.is_leader())
+        render(&source.pool_counts(), source.is_leader(), source.config())
     });
     let handle = Server::bind(addr, Config::default())
         .await?
@@ -121,7 +161,16 @@ mod tests {
             capacity: Capacity { v4: 4, v6: 1 << 64 },
             assigned: Capacity { v4: 1, v6: 2 },
         }];
-        let text = render(&pools, true);
+        let text = render(
+            &pools,
+            true,
+            ConfigGauges {
+                loaded: true,
+                stale: true,
+                conflicts: 2,
+                fenced: 0,
+            },
+        );
         assert!(
             text.contains("metallb_allocator_addresses_in_use_total{pool=\"v6\"} 3\n"),
             "{text}"
@@ -131,5 +180,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ferrolb_controller_leader 1\n"));
+        assert!(text.contains("metallb_k8s_client_config_loaded_bool 1\n"));
+        assert!(text.contains("metallb_k8s_client_config_stale_bool 1\n"));
+        assert!(
+            text.contains("ferrolb_controller_writes_refused_total{reason=\"conflict\"} 2\n"),
+            "{text}"
+        );
     }
 }

@@ -85,7 +85,7 @@ pub struct Plan {
 pub struct ServicePlan {
     /// `namespace/name`.
     pub service: String,
-    /// `assigned`, `pending` or `ignored`.
+    /// `assigned`, `pending`, `ignored` or `held`.
     pub status: &'static str,
     /// The pool, when assigned.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -271,6 +271,13 @@ fn service_plan(service: String, outcome: Outcome) -> ServicePlan {
         Outcome::NotLoadBalancer => ServicePlan {
             status: "ignored",
             message: Some("not type LoadBalancer".into()),
+            ..plan
+        },
+        Outcome::Held => ServicePlan {
+            status: "held",
+            message: Some(
+                "its addresses are in no pool in force while a pool object is invalid".into(),
+            ),
             ..plan
         },
         Outcome::OtherClass(c) => ServicePlan {

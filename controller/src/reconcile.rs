@@ -9,11 +9,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
+use api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool, IPAddressPoolStatus};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Namespace, Service as K8sService};
@@ -26,13 +26,14 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch as signal;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use crate::alloc::ServiceKey;
 use crate::convert::{self, ANNOTATION_ALLOCATED_FROM_POOL};
 use crate::leader;
 use crate::metrics;
 use crate::plan;
+use crate::pools;
 use crate::state::{Outcome, PoolCounts, State};
 
 /// The field manager and Event reporter name.
@@ -77,9 +78,26 @@ pub enum ReconcileError {
     /// No address could be given.
     #[error("allocation failed: {0}")]
     Allocation(String),
+    /// The object changed since the decision was made (HTTP 409 on the
+    /// `resourceVersion` precondition): decided again from the fresh one.
+    #[error("the service changed since it was read; deciding again")]
+    Conflict,
+    /// Leadership may be lost: the write was not sent, or not completed
+    /// in time.
+    #[error(transparent)]
+    Fenced(#[from] leader::Fenced),
     /// A write failed.
     #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
+    Kube(kube::Error),
+}
+
+impl From<kube::Error> for ReconcileError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) if s.code == 409 => Self::Conflict,
+            e => Self::Kube(e),
+        }
+    }
 }
 
 /// State shared by the leader's tasks and the metrics server.
@@ -88,6 +106,12 @@ pub struct Shared {
     state: Mutex<State>,
     lease: Arc<leader::Status>,
     synced: AtomicBool,
+    /// Some pool object is not the version in force.
+    stale: AtomicBool,
+    /// Writes refused by the `resourceVersion` precondition.
+    conflicts: AtomicU64,
+    /// Writes not sent or cut short because leadership may be lost.
+    fenced: AtomicU64,
 }
 
 impl Shared {
@@ -115,6 +139,16 @@ impl metrics::Source for Shared {
         self.lease.lease_ok.load(Ordering::Relaxed)
             && (!self.is_leader() || self.synced.load(Ordering::Relaxed))
     }
+
+    fn config(&self) -> metrics::ConfigGauges {
+        let loaded = self.is_leader() && self.synced.load(Ordering::Relaxed);
+        metrics::ConfigGauges {
+            loaded,
+            stale: loaded && self.stale.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+            fenced: self.fenced.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Runs the controller until `shutdown` turns true: elects a leader, and
@@ -128,6 +162,9 @@ pub async fn run(
         state: Mutex::new(State::new(opts.lb_class.clone())),
         lease: Arc::new(leader::Status::default()),
         synced: AtomicBool::new(false),
+        stale: AtomicBool::new(false),
+        conflicts: AtomicU64::new(0),
+        fenced: AtomicU64::new(0),
     });
     if let Some(addr) = opts.metrics_addr {
         metrics::spawn(addr, shared.clone(), &opts.metallb).await?;
@@ -138,7 +175,7 @@ pub async fn run(
         lease,
         shared.lease.clone(),
         shutdown,
-        || lead(client.clone(), opts.clone(), shared.clone()),
+        |fence| lead(client.clone(), opts.clone(), shared.clone(), fence),
     )
     .await
 }
@@ -146,6 +183,7 @@ pub async fn run(
 struct Ctx {
     client: Client,
     shared: Arc<Shared>,
+    fence: leader::Fence,
     recorder: Recorder,
     /// The `events.k8s.io` API was forbidden: Events go to core/v1.
     core_events: AtomicBool,
@@ -156,8 +194,36 @@ struct Ctx {
     max_backoff: Duration,
 }
 
+impl Ctx {
+    /// Sends `write` through the fence and counts what is refused.
+    async fn write<T>(
+        &self,
+        write: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ReconcileError> {
+        let r = match self.fence.guard(write).await {
+            Ok(r) => r.map_err(ReconcileError::from),
+            Err(f) => Err(f.into()),
+        };
+        match &r {
+            Err(ReconcileError::Conflict) => {
+                self.shared.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(ReconcileError::Fenced(_)) => {
+                self.shared.fenced.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
 /// Everything the leader does; returns only on a fatal error.
-async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), Error> {
+async fn lead(
+    client: Client,
+    opts: Options,
+    shared: Arc<Shared>,
+    fence: leader::Fence,
+) -> Result<(), Error> {
     shared.synced.store(false, Ordering::Relaxed);
     *shared.state() = State::new(opts.lb_class.clone());
     let pools_api: Api<IPAddressPool> = Api::namespaced(client.clone(), &opts.namespace);
@@ -168,9 +234,19 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
     let pools = pools_api.list(&ListParams::default()).await?;
     let namespaces = ns_api.list(&ListParams::default()).await?;
     let services = svc_api.list(&ListParams::default()).await?;
-    {
+    let reporter = Reporter {
+        controller: MANAGER.into(),
+        instance: Some(opts.lease.identity.clone()),
+    };
+    let mut config_report = ConfigReport::new(
+        client.clone(),
+        &opts.namespace,
+        Recorder::new(client.clone(), reporter.clone()),
+        fence.clone(),
+    );
+    let update = {
         let mut st = shared.state();
-        st.set_pools(convert_pools(&pools.items));
+        let (_, _, update) = st.set_pool_objects(&pools.items);
         for ns in &namespaces.items {
             st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
         }
@@ -186,7 +262,12 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
             assigned,
             "startup replay done"
         );
-    }
+        update
+    };
+    shared
+        .stale
+        .store(!update.refused.is_empty(), Ordering::Relaxed);
+    config_report.report(&pools.items, &update).await;
     shared.synced.store(true, Ordering::Relaxed);
 
     let (retry_tx, retry_rx) = mpsc::unbounded::<ObjectRef<K8sService>>();
@@ -197,13 +278,8 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         shared: shared.clone(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: MANAGER.into(),
-                instance: Some(opts.lease.identity.clone()),
-            },
-        ),
+        fence: fence.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
         core_events: AtomicBool::new(false),
         identity: opts.lease.identity.clone(),
         retry_pending: retry_tx,
@@ -276,16 +352,25 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
                 }
                 let pools: Vec<IPAddressPool> =
                     pool_reader.state().iter().map(|p| (**p).clone()).collect();
-                let (changed, lost) = shared.state().set_pools(convert_pools(&pools));
+                let (changed, lost, update) = shared.state().set_pool_objects(&pools);
+                shared
+                    .stale
+                    .store(!update.refused.is_empty(), Ordering::Relaxed);
                 if changed {
                     info!(pools = pools.len(), lost = lost.len(), "pools changed");
                     let _ = all_tx.unbounded_send(());
                 }
+                config_report.report(&pools, &update).await;
             }
         }
     };
 
-    let status_task = pool_status_writer(pools_api, shared.clone(), opts.pool_status_period);
+    let status_task = pool_status_writer(
+        pools_api,
+        shared.clone(),
+        fence.clone(),
+        opts.pool_status_period,
+    );
 
     let controller = Controller::for_stream(svc_stream, svc_reader)
         .with_config(ControllerConfig::default().concurrency(opts.concurrency))
@@ -304,22 +389,6 @@ async fn lead(client: Client, opts: Options, shared: Arc<Shared>) -> Result<(), 
         });
     tokio::join!(controller, pool_task, status_task);
     Ok(())
-}
-
-/// The model of each pool; a pool whose addresses or selectors do not
-/// parse is left out and logged.
-fn convert_pools(pools: &[IPAddressPool]) -> Vec<crate::alloc::Pool> {
-    pools
-        .iter()
-        .filter_map(|p| match api::validate::ip_address_pool(p) {
-            (Some(pool), _) => Some(pool),
-            (None, problems) => {
-                let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                error!(pool = %p.name_any(), error = %problems.join("; "), "ignoring invalid ipaddresspool");
-                None
-            }
-        })
-        .collect()
 }
 
 /// Releases services that vanished while the watch was down.
@@ -371,6 +440,10 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         .annotations()
         .contains_key("metallb.universe.tf/ip-allocated-from-pool");
     let has_ingress = !convert::ingress_ips(&svc).is_empty();
+    // Every write carries the resourceVersion the decision was made on
+    // (`write_back`): if anyone wrote the service since (another replica
+    // that took over, or we ourselves), the apiserver answers 409 and we
+    // decide again.
     match outcome {
         Outcome::Assigned {
             assignment,
@@ -379,7 +452,13 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
             let annotated = pool_annotation.as_deref() == Some(assignment.pool.as_str())
                 && !deprecated_annotation;
             if changed || !annotated {
-                write_back(&api, &svc, Some(&assignment.pool), &assignment.ips).await?;
+                ctx.write(write_back(
+                    &api,
+                    &svc,
+                    Some(&assignment.pool),
+                    &assignment.ips,
+                ))
+                .await?;
             }
             if changed {
                 let ips: Vec<String> = assignment
@@ -402,7 +481,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         }
         Outcome::Failed(e) => {
             if has_ingress || pool_annotation.is_some() {
-                write_back(&api, &svc, None, &[]).await?;
+                ctx.write(write_back(&api, &svc, None, &[])).await?;
             }
             if held_before {
                 retry_pending(&ctx);
@@ -436,12 +515,19 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         }
         Outcome::NotLoadBalancer => {
             if has_ingress || pool_annotation.is_some() {
-                write_back(&api, &svc, None, &[]).await?;
+                ctx.write(write_back(&api, &svc, None, &[])).await?;
             }
             if held_before {
                 info!(service = %key, "no longer a load balancer, addresses released");
                 retry_pending(&ctx);
             }
+            Ok(Action::await_change())
+        }
+        Outcome::Held => {
+            warn!(
+                service = %key,
+                "left as it is: its addresses are in no pool in force, and a pool object is invalid"
+            );
             Ok(Action::await_change())
         }
         Outcome::OtherClass(_) => {
@@ -457,6 +543,12 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
 /// up to `max_backoff`; reset on success.
 fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
     let key = convert::key(&svc);
+    if matches!(err, ReconcileError::Conflict) {
+        // Not a failure: the watch brings the newer object, and a retry
+        // soon decides from it.
+        debug!(service = %key, "conflict, deciding again");
+        return Action::requeue(CONFLICT_RETRY);
+    }
     let mut failures = lock(&ctx.failures);
     let n = failures.entry(key.clone()).or_insert(0);
     let delay = Duration::from_secs(1u64 << (*n).min(20)).min(ctx.max_backoff);
@@ -464,6 +556,9 @@ fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Ac
     debug!(service = %key, error = %err, ?delay, "requeue");
     Action::requeue(delay)
 }
+
+/// How soon a service whose write met a newer version is decided again.
+const CONFLICT_RETRY: Duration = Duration::from_millis(100);
 
 /// Writes `svc` back with MetalLB's pool annotation set to `pool` (the
 /// deprecated one removed) and `ips` as its ingress (none: both cleared),
@@ -518,15 +613,19 @@ async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, no
             action: "Allocate".into(),
             secondary: None,
         };
-        match ctx.recorder.publish(&ev, &reference).await {
-            Ok(()) => return,
-            Err(kube::Error::Api(e)) if e.code == 403 => {
+        match ctx.fence.guard(ctx.recorder.publish(&ev, &reference)).await {
+            Ok(Ok(())) => return,
+            Err(e) => {
+                debug!(error = %e, "event not recorded");
+                return;
+            }
+            Ok(Err(kube::Error::Api(e))) if e.code == 403 => {
                 info!(
                     "events.k8s.io is forbidden (MetalLB's role grants core events only): writing core/v1 Events"
                 );
                 ctx.core_events.store(true, Ordering::Relaxed);
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 debug!(error = %e, "event not recorded");
                 return;
             }
@@ -551,13 +650,18 @@ async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, no
     let namespace = svc.namespace().unwrap_or_default();
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(ctx.client.clone(), &namespace);
-    if let Err(e) = events.create(&PostParams::default(), &ev).await {
+    if let Err(e) = ctx.write(events.create(&PostParams::default(), &ev)).await {
         debug!(error = %e, "event not recorded");
     }
 }
 
 /// Writes `IPAddressPool.status` counters every `period` when they changed.
-async fn pool_status_writer(api: Api<IPAddressPool>, shared: Arc<Shared>, period: Duration) {
+async fn pool_status_writer(
+    api: Api<IPAddressPool>,
+    shared: Arc<Shared>,
+    fence: leader::Fence,
+    period: Duration,
+) {
     let mut written: BTreeMap<String, IPAddressPoolStatus> = BTreeMap::new();
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -571,13 +675,14 @@ async fn pool_status_writer(api: Api<IPAddressPool>, shared: Arc<Shared>, period
                 continue;
             }
             let patch = json!({"status": status});
-            match api
-                .patch_status(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
+            match fence
+                .guard(api.patch_status(&c.name, &PatchParams::default(), &Patch::Merge(&patch)))
                 .await
             {
-                Ok(_) => {
+                Ok(Ok(_)) => {
                     written.insert(c.name, status);
                 }
+                Ok(Err(e)) => debug!(pool = %c.name, error = %e, "pool status not written"),
                 Err(e) => debug!(pool = %c.name, error = %e, "pool status not written"),
             }
         }
@@ -586,4 +691,121 @@ async fn pool_status_writer(api: Api<IPAddressPool>, shared: Arc<Shared>, period
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The name of the controller's `ConfigurationState` (MetalLB's).
+pub const CONFIGURATION_STATE: &str = "controller";
+/// The label MetalLB puts on `ConfigurationState` objects.
+pub const LABEL_COMPONENT_TYPE: &str = "metallb.io/component-type";
+/// The reason of the Warning recorded on a pool that is not in force as
+/// written.
+pub const REASON_INVALID_POOL: &str = "InvalidConfiguration";
+
+/// Reports refused pool objects: a Warning Event on each (when its problem
+/// changes) and the `ConfigurationState` named `controller` (when the
+/// summary changes). Writes go through the fence; what failed is written
+/// at the next report.
+struct ConfigReport {
+    states: Api<ConfigurationState>,
+    recorder: Recorder,
+    fence: leader::Fence,
+    /// The problem last reported per pool.
+    events: BTreeMap<String, String>,
+    /// The summary last written.
+    written: Option<(ConfigurationResult, String)>,
+}
+
+impl ConfigReport {
+    fn new(client: Client, namespace: &str, recorder: Recorder, fence: leader::Fence) -> Self {
+        Self {
+            states: Api::namespaced(client, namespace),
+            recorder,
+            fence,
+            events: BTreeMap::new(),
+            written: None,
+        }
+    }
+
+    async fn report(&mut self, objects: &[IPAddressPool], update: &pools::Update) {
+        self.events
+            .retain(|name, _| update.refused.iter().any(|r| &r.pool == name));
+        for r in &update.refused {
+            let note = r.to_string();
+            if self.events.get(&r.pool) == Some(&note) {
+                continue;
+            }
+            warn!(pool = %r.pool, problem = %note, "ipaddresspool not in force as written");
+            let Some(obj) = objects.iter().find(|o| o.name_any() == r.pool) else {
+                continue;
+            };
+            let ev = Event {
+                type_: EventType::Warning,
+                reason: REASON_INVALID_POOL.into(),
+                note: Some(note.clone()),
+                action: "Validate".into(),
+                secondary: None,
+            };
+            match self
+                .fence
+                .guard(self.recorder.publish(&ev, &obj.object_ref(&())))
+                .await
+            {
+                Ok(Ok(())) => {
+                    self.events.insert(r.pool.clone(), note);
+                }
+                Ok(Err(e)) => debug!(error = %e, "event not recorded"),
+                Err(e) => debug!(error = %e, "event not recorded"),
+            }
+        }
+        let want = if update.refused.is_empty() {
+            (ConfigurationResult::Valid, String::new())
+        } else {
+            let summary: Vec<String> = update.refused.iter().map(ToString::to_string).collect();
+            (ConfigurationResult::Invalid, summary.join("\n"))
+        };
+        if self.written.as_ref() == Some(&want) {
+            return;
+        }
+        match self.write_state(&want).await {
+            Ok(()) => self.written = Some(want),
+            Err(e) => warn!(error = %e, "configurationstate not written"),
+        }
+    }
+
+    async fn write_state(
+        &self,
+        (result, summary): &(ConfigurationResult, String),
+    ) -> Result<(), String> {
+        let pp = PatchParams::apply(MANAGER).force();
+        let object = json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "ConfigurationState",
+            "metadata": {
+                "name": CONFIGURATION_STATE,
+                "labels": {LABEL_COMPONENT_TYPE: "controller"},
+            },
+        });
+        let status = json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "ConfigurationState",
+            "status": {"result": result, "errorSummary": summary},
+        });
+        self.fence
+            .guard(
+                self.states
+                    .patch(CONFIGURATION_STATE, &pp, &Patch::Apply(&object)),
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        self.fence
+            .guard(
+                self.states
+                    .patch_status(CONFIGURATION_STATE, &pp, &Patch::Apply(&status)),
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
 }

@@ -8,11 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
-use api::v1beta1::IPAddressPoolStatus;
+use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
 use k8s_openapi::api::core::v1::Service as K8sService;
 
 use crate::alloc::{AllocError, Allocator, Assignment, Family, Pool, ServiceKey};
 use crate::convert::{self, Capacity, Reading};
+use crate::plan;
+use crate::pools::{self, Keeper};
 
 /// What to do with a Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +36,11 @@ pub enum Outcome {
     NotLoadBalancer,
     /// Another `loadBalancerClass`: left alone.
     OtherClass(Option<String>),
+    /// It has addresses in its status that no pool in force holds, while
+    /// some pool object has no valid version: they may be that pool's, so
+    /// the service is left as it is (neither released nor moved) until the
+    /// pool is fixed or deleted.
+    Held,
 }
 
 /// Pools, namespace labels and the allocator.
@@ -48,6 +55,14 @@ pub struct State {
     /// Services that wait for an address.
     pending: BTreeSet<ServiceKey>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
+    /// The last good version of each pool object.
+    keeper: Keeper,
+    /// Some pool object has no valid version (see [`Outcome::Held`]).
+    unresolved: bool,
+    /// The services left as they are ([`Outcome::Held`]), as last seen:
+    /// offered to the allocator first whenever the pools change, so that
+    /// they take back their addresses before anyone else can.
+    frozen: BTreeMap<ServiceKey, K8sService>,
 }
 
 impl State {
@@ -80,6 +95,27 @@ impl State {
         (true, lost)
     }
 
+    /// Takes the current IPAddressPool objects: each pool's last good
+    /// version stays in force while its object is refused (see
+    /// [`crate::pools`]), so a refused edit never releases or moves an
+    /// address. Returns what [`State::set_pools`] returns, and the update
+    /// with the refused objects.
+    pub fn set_pool_objects(
+        &mut self,
+        objects: &[IPAddressPool],
+    ) -> (bool, Vec<ServiceKey>, pools::Update) {
+        let update = self.keeper.update(objects);
+        let was = std::mem::replace(&mut self.unresolved, update.unresolved());
+        let (changed, lost) = self.set_pools(update.pools.clone());
+        if changed || was != self.unresolved {
+            let frozen: Vec<K8sService> = std::mem::take(&mut self.frozen).into_values().collect();
+            for svc in plan::replay_order(&frozen) {
+                self.sync(svc);
+            }
+        }
+        (changed || was != self.unresolved, lost, update)
+    }
+
     /// Sets the labels of a namespace (`None`: it is gone).
     pub fn set_namespace_labels(&mut self, name: &str, labels: Option<BTreeMap<String, String>>) {
         match labels {
@@ -91,6 +127,7 @@ impl State {
     /// Decides for one Service, updating the allocator. Idempotent.
     pub fn sync(&mut self, svc: &K8sService) -> Outcome {
         let key = convert::key(svc);
+        self.frozen.remove(&key);
         let labels = self
             .namespace_labels
             .get(&key.namespace)
@@ -112,6 +149,20 @@ impl State {
                     self.pending.insert(key);
                 }
                 Outcome::Invalid(msg)
+            }
+            Reading::LoadBalancer(s)
+                if self.unresolved
+                    && !self.held.contains_key(&key)
+                    && !s.current.is_empty()
+                    && !s.current.iter().all(|ip| {
+                        self.pools
+                            .iter()
+                            .any(|p| p.ranges.iter().any(|r| r.contains(*ip)))
+                    }) =>
+            {
+                self.pending.remove(&key);
+                self.frozen.insert(key, svc.clone());
+                Outcome::Held
             }
             Reading::LoadBalancer(s) => match self.alloc.assign(&s) {
                 Ok(a) => {
@@ -140,6 +191,7 @@ impl State {
     /// ours). Returns whether it held addresses.
     pub fn forget(&mut self, key: &ServiceKey) -> bool {
         self.pending.remove(key);
+        self.frozen.remove(key);
         self.alloc.release(key);
         self.held.remove(key).is_some()
     }
@@ -216,5 +268,110 @@ impl PoolCounts {
     /// Addresses in use, both families (`metallb_allocator_addresses_in_use_total`).
     pub fn in_use(&self) -> u128 {
         self.assigned.v4 + self.assigned.v6
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pool(name: &str, addresses: &[&str]) -> IPAddressPool {
+        serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+            "metadata": {"name": name},
+            "spec": {"addresses": addresses},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn service(name: &str, ingress: &[&str]) -> K8sService {
+        let ingress: Vec<_> = ingress.iter().map(|ip| json!({"ip": ip})).collect();
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            "status": {"loadBalancer": {"ingress": ingress}},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn ips(o: &Outcome) -> Vec<String> {
+        match o {
+            Outcome::Assigned { assignment, .. } => {
+                assignment.ips.iter().map(ToString::to_string).collect()
+            }
+            other => panic!("not assigned: {other:?}"),
+        }
+    }
+
+    /// Issue 14, finding 7: an edit that passes CEL but not the parser
+    /// (a reversed range) or the cross-object check (an overlap) neither
+    /// releases nor moves an address.
+    #[test]
+    fn a_refused_pool_edit_moves_no_address() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("a", &["10.0.0.0/30"]), pool("b", &["10.0.1.0/30"])]);
+        let s1 = service("s1", &[]);
+        let s2 = service("s2", &[]);
+        let first = [ips(&st.sync(&s1)), ips(&st.sync(&s2))];
+        assert_eq!(first, [["10.0.0.0"], ["10.0.0.1"]]);
+        let s1 = service("s1", &["10.0.0.0"]);
+        let s2 = service("s2", &["10.0.0.1"]);
+
+        for bad in [
+            vec![
+                pool("a", &["10.0.0.9-10.0.0.1"]),
+                pool("b", &["10.0.1.0/30"]),
+            ],
+            vec![pool("a", &["fc00::9-fc00::1"]), pool("b", &["10.0.1.0/30"])],
+            vec![pool("a", &["10.0.0.0/30"]), pool("b", &["10.0.0.0/29"])],
+        ] {
+            let (changed, lost, update) = st.set_pool_objects(&bad);
+            assert!(!changed, "{bad:?}");
+            assert!(lost.is_empty());
+            assert_eq!(update.refused.len(), 1, "{:?}", update.refused);
+            assert_eq!([ips(&st.sync(&s1)), ips(&st.sync(&s2))], first);
+            // A newcomer gets an address of the versions in force.
+            assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.2"]);
+            st.forget(&convert::key(&service("new", &[])));
+        }
+    }
+
+    /// After a restart there is no last good version: a service whose
+    /// addresses may be the refused pool's is left alone, not moved.
+    #[test]
+    fn after_a_restart_a_service_of_a_refused_pool_is_held() {
+        let mut st = State::new(None);
+        let (_, _, update) = st.set_pool_objects(&[
+            pool("a", &["fc00::9-fc00::1", "10.0.0.0/30"]),
+            pool("b", &["10.0.1.0/30"]),
+        ]);
+        assert!(update.unresolved());
+        assert_eq!(st.sync(&service("s1", &["10.0.0.1"])), Outcome::Held);
+        // One whose address is in a pool in force keeps it.
+        assert_eq!(ips(&st.sync(&service("s2", &["10.0.1.1"]))), ["10.0.1.1"]);
+        // Fixed: s1 keeps its address.
+        let (changed, _, update) =
+            st.set_pool_objects(&[pool("a", &["10.0.0.0/30"]), pool("b", &["10.0.1.0/30"])]);
+        assert!(changed);
+        assert!(update.refused.is_empty());
+        assert_eq!(ips(&st.sync(&service("s1", &["10.0.0.1"]))), ["10.0.0.1"]);
+    }
+
+    /// A held service's address taken into a pool in force (here another
+    /// pool moves onto it while the refused one has no version) goes back
+    /// to that service before a newcomer can take it.
+    #[test]
+    fn a_held_address_goes_back_to_its_service_first() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("a", &["fc00::9-fc00::1"]), pool("b", &["10.0.1.0/30"])]);
+        let s1 = service("s1", &["10.0.0.0"]);
+        assert_eq!(st.sync(&s1), Outcome::Held);
+        let (changed, _, _) =
+            st.set_pool_objects(&[pool("a", &["fc00::9-fc00::1"]), pool("b", &["10.0.0.0/30"])]);
+        assert!(changed);
+        assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
+        assert_eq!(ips(&st.sync(&s1)), ["10.0.0.0"]);
     }
 }

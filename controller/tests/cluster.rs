@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use api::v1beta1::IPAddressPool;
+use api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool};
 use controller::leader;
 use controller::reconcile::{self, Options};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::jiff;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use testenv::TestEnv;
@@ -351,6 +351,185 @@ async fn invalid_pool_is_rejected_and_the_controller_carries_on() {
     ctl.stop().await;
 }
 
+/// Issue 14, finding 7: a pool edit that CEL lets through but the
+/// controller refuses (a reversed IPv6 range; an overlap with another
+/// pool) keeps the pool's last good version: no service loses or changes
+/// its address, new services are still served, and the problem is
+/// reported (ConfigurationState `controller`, an Event on the pool, the
+/// stale gauge). A reversed IPv4 range is refused by CEL itself.
+#[tokio::test]
+async fn a_refused_pool_edit_moves_no_address() {
+    let (client, ns) = setup("ctl-stale").await;
+    create_pool(&client, &ns, "p", &["10.70.0.0/30", "fc00:70::/126"]).await;
+    create_pool(&client, &ns, "q", &["10.70.1.0/30"]).await;
+    let metrics_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let ctl = Ctl::start(&client, &ns, "one", Some(metrics_addr));
+    create_service(&client, &ns, "s1", BTreeMap::new()).await;
+    create_service(&client, &ns, "s2", BTreeMap::new()).await;
+    create_service(
+        &client,
+        &ns,
+        "pinned",
+        BTreeMap::from([("metallb.io/address-pool", "q")]),
+    )
+    .await;
+    let before = ips(&client, &ns, &["s1", "s2", "pinned"]).await;
+    assert_eq!(before["s1"], ["10.70.0.0"]);
+    assert_eq!(before["s2"], ["10.70.0.1"]);
+    assert_eq!(before["pinned"], ["10.70.1.0"]);
+
+    let pools: Api<IPAddressPool> = Api::namespaced(client.clone(), &ns);
+    let edit = |addresses: Vec<&str>| json!({"spec": {"addresses": addresses}});
+    // CEL refuses a reversed IPv4 range.
+    let err = pools
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec!["10.70.0.9-10.70.0.1"])),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("reversed range")),
+        "{err}"
+    );
+    // A reversed IPv6 range passes CEL; the controller refuses it.
+    pools
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec!["10.70.0.0/30", "fc00:70::9-fc00:70::1"])),
+        )
+        .await
+        .unwrap();
+    // Nobody moved, and a newcomer is served from the version in force.
+    create_service(&client, &ns, "s3", BTreeMap::new()).await;
+    let after = ips(&client, &ns, &["s1", "s2", "pinned", "s3"]).await;
+    assert_eq!(after["s3"], ["10.70.0.2"]);
+    for n in ["s1", "s2", "pinned"] {
+        assert_eq!(after[n], before[n], "{n} changed");
+    }
+
+    let states: Api<ConfigurationState> = Api::namespaced(client.clone(), &ns);
+    let summary = eventually("ConfigurationState controller to be Invalid", || async {
+        let st = states.get_opt("controller").await.ok()??;
+        let status = st.status?;
+        (status.result == Some(ConfigurationResult::Invalid)).then(|| {
+            assert_eq!(
+                st.metadata
+                    .labels
+                    .unwrap_or_default()
+                    .get("metallb.io/component-type")
+                    .map(String::as_str),
+                Some("controller")
+            );
+            status.error_summary
+        })
+    })
+    .await;
+    assert!(
+        summary.contains("IPAddressPool \"p\"") && summary.contains("spec.addresses[1]"),
+        "{summary}"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    eventually("an InvalidConfiguration event on the pool", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("InvalidConfiguration")
+                    && e.involved_object.name.as_deref() == Some("p")
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        http_get(metrics_addr, "/metrics")
+            .await
+            .contains("metallb_k8s_client_config_stale_bool 1\n")
+    );
+
+    // q moves onto p's addresses: refused too, and pinned stays.
+    pools
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec!["10.70.0.0/31"])),
+        )
+        .await
+        .unwrap();
+    eventually("the overlap to be reported", || async {
+        let st = states.get_opt("controller").await.ok()??;
+        st.status?
+            .error_summary
+            .contains("IPAddressPool \"q\"")
+            .then_some(())
+    })
+    .await;
+    pools
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec!["10.70.1.0/30"])),
+        )
+        .await
+        .unwrap();
+    eventually("only p to be reported", || async {
+        let st = states.get_opt("controller").await.ok()??;
+        let summary = st.status?.error_summary;
+        (!summary.contains("IPAddressPool \"q\"") && summary.contains("IPAddressPool \"p\""))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        ips(&client, &ns, &["s1", "s2", "pinned", "s3"]).await,
+        after
+    );
+
+    // A controller that starts now has no last good version of p: it
+    // leaves p's services alone instead of moving them, and serves the
+    // other pools.
+    ctl.stop().await;
+    // (The first server keeps its port until the runtime ends.)
+    let metrics_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let ctl = Ctl::start(&client, &ns, "two", Some(metrics_addr));
+    create_service(&client, &ns, "s4", BTreeMap::new()).await;
+    let restarted = ips(&client, &ns, &["s1", "s2", "pinned", "s3", "s4"]).await;
+    for n in ["s1", "s2", "pinned", "s3"] {
+        assert_eq!(restarted[n], after[n], "{n} changed across the restart");
+    }
+    assert_eq!(restarted["s4"], ["10.70.1.1"]);
+
+    // Fixed: the new versions are in force and reported Valid.
+    pools
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec!["10.70.0.0/30", "fc00:70::1-fc00:70::9"])),
+        )
+        .await
+        .unwrap();
+    eventually("ConfigurationState controller to be Valid", || async {
+        let st = states.get_opt("controller").await.ok()??;
+        (st.status?.result == Some(ConfigurationResult::Valid)).then_some(())
+    })
+    .await;
+    let fixed = ips(&client, &ns, &["s1", "s2", "pinned", "s3", "s4"]).await;
+    assert_eq!(fixed, restarted);
+    assert!(
+        http_get(metrics_addr, "/metrics")
+            .await
+            .contains("metallb_k8s_client_config_stale_bool 0\n")
+    );
+    ctl.stop().await;
+}
+
 #[tokio::test]
 async fn two_replicas_elect_one_leader_and_fail_over() {
     let (client, ns) = setup("ctl-leader").await;
@@ -459,4 +638,242 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
+}
+
+/// A TCP proxy to the apiserver whose client-to-server direction can be
+/// held: what the client sends is read and kept, not forwarded, until
+/// released (a one-way partition with TCP still up, as when packets are
+/// retransmitted until a link comes back). The other direction always
+/// flows, so a held client still sees its watches.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    hold: watch::Sender<bool>,
+    /// Connections whose held bytes have not been answered yet.
+    awaiting: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: std::net::SocketAddr) -> Self {
+        use std::sync::{Arc, Mutex};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (hold, hold_rx) = watch::channel(false);
+        let awaiting = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+        let waiting = awaiting.clone();
+        let task = tokio::spawn(async move {
+            let mut next = 0u64;
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let id = next;
+                next += 1;
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                // 0: nothing held; 1: held bytes forwarded, not answered.
+                let forwarded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let mut hold = hold_rx.clone();
+                let (w, f) = (waiting.clone(), forwarded.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match cr.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if *hold.borrow() {
+                            w.lock().unwrap().insert(id);
+                            while *hold.borrow_and_update() {
+                                if hold.changed().await.is_err() {
+                                    return;
+                                }
+                            }
+                            f.store(true, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = sw.shutdown().await;
+                });
+                let w = waiting.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = sr.read(&mut buf).await.unwrap_or(0);
+                        if forwarded.load(std::sync::atomic::Ordering::SeqCst) || n == 0 {
+                            w.lock().unwrap().remove(&id);
+                        }
+                        if n == 0 {
+                            break;
+                        }
+                        // A client that gave up still gets its answer
+                        // read (and dropped): the server did answer.
+                        let _ = cw.write_all(&buf[..n]).await;
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            hold,
+            awaiting,
+            task,
+        }
+    }
+
+    fn hold(&self, on: bool) {
+        self.hold.send_replace(on);
+    }
+
+    /// Waits until every held request was forwarded and answered.
+    async fn wait_answered(&self) {
+        eventually("the held requests to be answered", || async {
+            self.awaiting.lock().unwrap().is_empty().then_some(())
+        })
+        .await;
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watches the namespace's services and records every moment at which a
+/// service holds more than one address (the pool is IPv4 only) or two
+/// services hold the same one. Every version of every service passes
+/// through the watch, so a conflict that lasted one write is seen.
+fn watch_invariants(
+    client: &Client,
+    ns: &str,
+) -> (
+    JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api: Api<Service> = Api::namespaced(client.clone(), ns);
+    let violations = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = violations.clone();
+    let task = tokio::spawn(async move {
+        let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
+                    held.insert(s.name_any(), ingress(&s));
+                }
+                Ok(watcher::Event::Delete(s)) => {
+                    held.remove(&s.name_any());
+                }
+                _ => continue,
+            }
+            let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+            for (name, ips) in &held {
+                if ips.len() > 1 {
+                    out.lock()
+                        .unwrap()
+                        .push(format!("{name} holds {ips:?}; all: {held:?}"));
+                }
+                for ip in ips {
+                    if let Some(other) = owner.insert(ip, name) {
+                        out.lock()
+                            .unwrap()
+                            .push(format!("{ip} held by {other} and {name}; all: {held:?}"));
+                    }
+                }
+            }
+        }
+    });
+    (task, violations)
+}
+
+/// Issue 14, finding 8: the leader is cut off from the apiserver while
+/// alive (its requests are held by a proxy, while the watches still bring
+/// it events), the other replica takes over and assigns differently, then
+/// the old leader's held writes reach the apiserver. They are refused
+/// (the resourceVersion they were decided on is gone) and the old leader
+/// sends nothing after its renew deadline: no service ever holds two
+/// addresses or shares one.
+#[tokio::test]
+async fn a_cut_off_leader_cannot_overwrite_its_successor() {
+    let (client, ns) = setup("ctl-fence").await;
+    create_pool(&client, &ns, "pool", &["10.80.0.0/28"]).await;
+    let env = TestEnv::global();
+    let upstream: std::net::SocketAddr = env
+        .server_url()
+        .trim_start_matches("https://")
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(upstream).await;
+    let mut cfg = env.config().clone();
+    cfg.cluster_url = format!("https://{}", proxy.addr).parse().unwrap();
+    let a_client = Client::try_from(cfg).unwrap();
+    let a_metrics = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let a = Ctl::start(&a_client, &ns, "replica-a", Some(a_metrics));
+    eventually("replica-a to lead", || async {
+        (holder(&client, &ns).await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    let b = Ctl::start(&client, &ns, "replica-b", None);
+    let old = ["s0", "s1", "s2", "s3"];
+    for n in old {
+        create_service(&client, &ns, n, BTreeMap::new()).await;
+    }
+    let first = ips(&client, &ns, &old).await;
+    let (watcher, violations) = watch_invariants(&client, &ns);
+
+    // Cut a off. The new services already name their pool, so a's first
+    // write for each is the status; s0's address is freed after a has
+    // chosen, so b, which starts from the API, chooses differently.
+    proxy.hold(true);
+    let new = ["n0", "n1", "n2", "n3"];
+    for n in new {
+        create_service(
+            &client,
+            &ns,
+            n,
+            BTreeMap::from([("metallb.io/ip-allocated-from-pool", "pool")]),
+        )
+        .await;
+    }
+    let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
+    svcs.delete("s0", &DeleteParams::default()).await.unwrap();
+    eventually("replica-b to lead", || async {
+        (holder(&client, &ns).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let by_b = ips(&client, &ns, &new).await;
+    assert_eq!(by_b["n0"], first["s0"], "b fills the freed address first");
+
+    // The link comes back: a's held requests reach the apiserver.
+    proxy.hold(false);
+    proxy.wait_answered().await;
+    eventually("replica-a to stand by", || async {
+        let ready = try_http_get(a_metrics, "/readyz").await?;
+        let metrics = try_http_get(a_metrics, "/metrics").await?;
+        (ready.starts_with("HTTP/1.1 200") && metrics.contains("ferrolb_controller_leader 0\n"))
+            .then_some(())
+    })
+    .await;
+    let all = ["s1", "s2", "s3", "n0", "n1", "n2", "n3"];
+    let last = ips(&client, &ns, &all).await;
+    for n in new {
+        assert_eq!(last[n], by_b[n], "{n}: the old leader's write landed");
+    }
+    watcher.abort();
+    let violations = violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:#?}");
+    a.stop().await;
+    b.stop().await;
 }

@@ -232,9 +232,14 @@ async fn controller_may_do_what_it_calls_and_nothing_more() {
         ("patch", "services", "app"),
         ("patch", "services/status", "app"),
         ("patch", "ipaddresspools.metallb.io/status", NAMESPACE),
-        // Events on Services.
+        // Events on Services, and on refused pools.
         ("create", "events.events.k8s.io", "app"),
         ("patch", "events.events.k8s.io", "app"),
+        ("create", "events.events.k8s.io", NAMESPACE),
+        // ConfigurationState `controller`.
+        ("create", "configurationstates.metallb.io", NAMESPACE),
+        ("patch", "configurationstates.metallb.io", NAMESPACE),
+        ("patch", "configurationstates.metallb.io/status", NAMESPACE),
         // leader.rs.
         ("create", "leases.coordination.k8s.io", NAMESPACE),
         ("get", LEASE, NAMESPACE),
@@ -261,6 +266,8 @@ async fn controller_may_do_what_it_calls_and_nothing_more() {
         ("delete", LEASE, NAMESPACE),
         ("create", "leases.coordination.k8s.io", "app"),
         ("create", "events", "app"),
+        ("delete", "configurationstates.metallb.io", NAMESPACE),
+        ("patch", "configurationstates.metallb.io", "app"),
         ("create", BINDINGS, ""),
     ] {
         assert_may(&client, user, verb, resource, ns, false).await;
