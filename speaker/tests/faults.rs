@@ -1111,3 +1111,119 @@ fn node_mac_change_and_link_down_up_l2_follows() {
         assert_eq!(lab.winner(), winner, "the node takes the address back");
     }
 }
+
+/// Case 6: memberlist partition. nftables in the elected node's namespace
+/// drops all IP traffic with the two other nodes (ARP with the client is
+/// not IP and still flows) for longer than memberlist needs to declare a
+/// member dead, then the rule goes. Each side may elect its own winner:
+/// the client counts, request by request, how often two MACs answered,
+/// during the partition and after the heal, and how long after the heal
+/// one MAC answers alone again (asserted bounded).
+#[test]
+fn memberlist_partition_and_heal_duplicate_answers_bounded() {
+    testnet::require_binary("nft");
+    let lab = L2Lab::new();
+    let winner = lab.winner();
+    let mac = lab.macs[winner].clone();
+    let arp = ArpWatch::start(&lab.client, L2_VIP);
+    arp.wait_reply(
+        "the winner to answer the client",
+        Instant::now() - Duration::from_secs(1),
+        Duration::from_secs(30),
+        |r| r.mac == mac,
+    );
+    let settle = dead_bound() * 3;
+    let partition = if full() {
+        Duration::from_secs(20)
+    } else {
+        dead_bound() * 3
+    };
+    let ns = lab.nodes[winner].ns.clone();
+    let others: Vec<&str> = L2_NODES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != winner)
+        .map(|(_, (_, a))| *a)
+        .collect();
+    let set = others.join(", ");
+    for rep in 0..repetitions() {
+        let t0 = Instant::now();
+        ns.run([
+            "nft",
+            &format!(
+                "add table inet part; add chain inet part in {{ type filter hook input priority 0; }}; \
+                 add chain inet part out {{ type filter hook output priority 0; }}; \
+                 add rule inet part in ip saddr {{ {set} }} drop; \
+                 add rule inet part out ip daddr {{ {set} }} drop"
+            ),
+        ]);
+        std::thread::sleep(partition);
+        ns.run(["nft", "delete table inet part"]);
+        let t1 = Instant::now();
+        let quiet = wait_until(
+            "one MAC to answer alone after the heal",
+            settle * 10,
+            Duration::from_millis(50),
+            || {
+                let recent = arp.between(Instant::now() - settle, Instant::now());
+                let first = recent.first()?;
+                (recent.len() > 3 && recent.iter().all(|r| r.mac == first.mac)).then(|| {
+                    // The end of the last two-MAC stretch, if any.
+                    let after = arp.between(t1, Instant::now());
+                    after
+                        .windows(2)
+                        .filter(|w| w[0].mac != w[1].mac)
+                        .map(|w| w[1].at)
+                        .max()
+                        .unwrap_or(t1)
+                })
+            },
+        )
+        .unwrap_or_else(|e| {
+            lab.dump();
+            panic!("{e}")
+        });
+        let during = arp.between(t0, t1);
+        let after = arp.between(t1, quiet + settle);
+        let split_at = during.iter().find(|r| r.mac != mac).map(|r| r.at - t0);
+        let requests = |v: &[lab::Reply]| {
+            let mut n = 1;
+            for w in v.windows(2) {
+                if w[1].at - w[0].at >= arp.interval / 2 {
+                    n += 1;
+                }
+            }
+            if v.is_empty() { 0 } else { n }
+        };
+        figure(
+            "memberlist_partition",
+            &[
+                ("rep", rep.to_string()),
+                ("partition_ms", ms(partition)),
+                ("split_after_ms", split_at.map_or("none".into(), ms)),
+                (
+                    "requests_two_macs_during",
+                    lab::requests_with_two_macs(&during, arp.interval).to_string(),
+                ),
+                ("requests_during", requests(&during).to_string()),
+                (
+                    "requests_two_macs_after_heal",
+                    lab::requests_with_two_macs(&after, arp.interval).to_string(),
+                ),
+                (
+                    "single_mac_after_heal_ms",
+                    ms(quiet.saturating_duration_since(t1)),
+                ),
+            ],
+        );
+        lab.wait_members(3, "the members together after the heal");
+        let w = lab.winner();
+        let final_mac = &lab.macs[w];
+        arp.wait_reply(
+            "the final winner to answer",
+            Instant::now(),
+            settle * 10,
+            |r| &r.mac == final_mac,
+        );
+    }
+}
