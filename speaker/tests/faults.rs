@@ -252,11 +252,13 @@ fn router_restart(graceful_restart: bool) {
 
 #[test]
 fn frr_kill9_and_restart_without_graceful_restart() {
+    let _slot = lab::serial();
     router_restart(false);
 }
 
 #[test]
 fn frr_kill9_and_restart_with_graceful_restart_keeps_the_fib() {
+    let _slot = lab::serial();
     router_restart(true);
 }
 
@@ -277,6 +279,7 @@ fn session_counts(frr: &Frr) -> (u64, u64) {
 /// the session was reset.
 #[test]
 fn node_link_down_up_and_address_removed_readded_bgp_follows() {
+    let _slot = lab::serial();
     let lab = BgpLab::new(false, &frr_conf(false), &[]);
     let node = lab.speaker.ns.clone();
     let mut outages = vec![Duration::from_secs(1)];
@@ -653,6 +656,7 @@ fn longest_silence(replies: &[lab::Reply]) -> Duration {
 
 #[test]
 fn speaker_sigstop_short_no_failover_long_takeover_and_return() {
+    let _slot = lab::serial();
     let stops: Vec<Duration> = if full() {
         [200, 2000, 20_000].map(Duration::from_millis).to_vec()
     } else {
@@ -853,6 +857,7 @@ fn udp_rcvbuf_errors(ns: &Netns) -> u64 {
 /// never flaps.
 #[test]
 fn floods_on_bgp_memberlist_and_metrics_ports_leave_the_speaker_healthy() {
+    let _slot = lab::serial();
     floods(
         &["bgp", "memberlist_udp", "memberlist_tcp", "metrics"],
         true,
@@ -877,6 +882,7 @@ fn floods_on_bgp_memberlist_and_metrics_ports_leave_the_speaker_healthy() {
 /// is fixed (RELIABILITY.md).
 #[test]
 fn floods_on_every_port_including_bfd_leave_the_speaker_healthy() {
+    let _slot = lab::serial();
     floods(&[], false);
 }
 
@@ -1092,6 +1098,7 @@ fn floods(attacks: &[&str], no_flap: bool) {
 /// sees them.
 #[test]
 fn node_mac_change_and_link_down_up_l2_follows() {
+    let _slot = lab::serial();
     let mut lab = L2Lab::new();
     let winner = lab.winner();
     let arp = ArpWatch::start(&lab.client, L2_VIP);
@@ -1198,6 +1205,7 @@ fn node_mac_change_and_link_down_up_l2_follows() {
 /// one MAC answers alone again (asserted bounded).
 #[test]
 fn memberlist_partition_and_heal_duplicate_answers_bounded() {
+    let _slot = lab::serial();
     testnet::require_binary("nft");
     let lab = L2Lab::new();
     let winner = lab.winner();

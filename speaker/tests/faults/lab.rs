@@ -21,6 +21,15 @@ pub fn full() -> bool {
     std::env::var("FERROLB_FAULTS_FULL").is_ok_and(|v| v == "1")
 }
 
+/// Holds the suite's one lab slot: the cases of a test binary run one at a
+/// time even when the harness runs tests in parallel (one fault at a time,
+/// and a flood's CPU load must not show up in another case's figures).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SLOT: Mutex<()> = Mutex::new(());
+    SLOT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// How many times a case repeats its fault.
 pub fn repetitions() -> usize {
     if full() { 5 } else { 1 }
