@@ -165,6 +165,39 @@ impl Frr {
             .map(|(_, p)| p)
     }
 
+    /// Kills `daemon` with `signal` (e.g. SIGKILL, a crash), waits for it
+    /// to exit, then starts it again with its config and `extra` arguments
+    /// (e.g. `["-K"]`: bgpd comes back as a graceful restart). Returns once
+    /// its new vty socket exists.
+    ///
+    /// # Panics
+    ///
+    /// If no such daemon runs, or it does not come back within 10 s.
+    pub fn restart_daemon(&mut self, daemon: &str, signal: crate::Signal, extra: &[&str]) {
+        let i = self
+            .daemons
+            .iter()
+            .position(|(d, _)| d == daemon)
+            .unwrap_or_else(|| panic!("testnet: no FRR daemon {daemon} runs"));
+        let (_, mut old) = self.daemons.remove(i);
+        old.signal(signal);
+        let gone = wait_until(
+            &format!("{daemon} to exit"),
+            START_TIMEOUT,
+            Duration::from_millis(5),
+            || old.try_status(),
+        );
+        if let Err(e) = gone {
+            panic!("testnet: {e}");
+        }
+        // A killed daemon leaves its socket and pid file behind.
+        for stale in [format!("{daemon}.vty"), format!("{daemon}.pid")] {
+            let _ = fs::remove_file(self.dir.join(&stale));
+        }
+        let bin = require_binary(&format!("{FRR_DIR}/{daemon}"));
+        self.start_daemon_with(daemon, &bin, extra);
+    }
+
     /// The run directory: configs, logs (`<daemon>.log`, `<daemon>.out`),
     /// sockets.
     pub fn dir(&self) -> &Path {
@@ -183,6 +216,10 @@ impl Frr {
     }
 
     fn start_daemon(&mut self, daemon: &str, bin: &Path) {
+        self.start_daemon_with(daemon, bin, &[]);
+    }
+
+    fn start_daemon_with(&mut self, daemon: &str, bin: &Path, extra: &[&str]) {
         let dir = self.dir.path();
         let s = |name: &str| dir.join(name).to_string_lossy().into_owned();
         let mut argv = vec![
@@ -202,6 +239,7 @@ impl Frr {
             // Default /var/run/frr/bfdd.sock would be shared by parallel tests.
             argv.extend(["--bfdctl".into(), s("bfdd.sock")]);
         }
+        argv.extend(extra.iter().map(|a| (*a).to_owned()));
         // Log timestamps in UTC, whatever the machine's zone: tests compare
         // them with their own clock.
         let mut proc = self.ns.spawn_env(
