@@ -38,7 +38,7 @@ use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
-use crate::source::{Rejected, Snapshot, file};
+use crate::source::{Rejected, Reload, Snapshot, file};
 
 /// How the speaker runs, from its flags.
 #[derive(Clone, Debug)]
@@ -63,9 +63,6 @@ pub struct Options {
     /// BFD. MetalLB has no such option; FRR's default behaves this way.
     pub bgp_without_bfd_up: bool,
 }
-
-/// A result of the configuration source.
-pub type Reload = Result<Snapshot, Rejected>;
 
 /// Why [`run`] failed.
 #[derive(Debug, thiserror::Error)]
