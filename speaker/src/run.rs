@@ -36,6 +36,7 @@ use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
+use crate::driver::peers::peer_config;
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
 use crate::source::{Rejected, Reload, Snapshot, file};
@@ -481,14 +482,15 @@ impl Reconciler {
         for (name, peer) in plan {
             let bfd = bfd_session(&peer);
             self.set_bfd(&name, bfd).await;
+            let config = peer_config(&peer);
             let applied = self.peers.get(&name);
-            if applied.map(|a| &a.config) != Some(&peer.config) {
-                if let Err(e) = self.bgp.set_peer(&name, peer.config.clone()).await {
+            if applied.map(|a| &a.config) != Some(&config) {
+                if let Err(e) = self.bgp.set_peer(&name, config.clone()).await {
                     error!(peer = %name, error = %e, "cannot configure peer");
                     self.peers.remove(&name);
                     continue;
                 }
-                info!(peer = %name, address = %peer.config.address, "peer configured");
+                info!(peer = %name, address = %config.address, "peer configured");
             }
             let routes_changed = self
                 .peers
@@ -500,7 +502,7 @@ impl Reconciler {
             self.peers.insert(
                 name,
                 Applied {
-                    config: peer.config,
+                    config,
                     routes: peer.routes,
                 },
             );
@@ -700,10 +702,10 @@ fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
     let (_, spec) = peer.bfd_profile.as_ref()?;
     Some(SessionConfig {
         key: PeerKey {
-            peer: peer.config.address.ip(),
+            peer: peer.address.ip(),
             multihop: peer.multihop,
         },
-        local: peer.config.connect.bind,
+        local: peer.transport.bind,
         profile: bfd_profile(spec),
     })
 }

@@ -28,7 +28,7 @@ use std::net::IpAddr;
 use api::model::Pool;
 pub use api::validate::Problem;
 
-pub use self::bgp::{BgpPlan, PeerPlan, bgp_plan};
+pub use self::bgp::{BgpPlan, PeerPlan, Transport, bgp_plan};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
