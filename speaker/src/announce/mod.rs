@@ -16,6 +16,7 @@
 //! `speaker/layer2_controller.go`, `speaker/main.go`); each function says
 //! where it differs.
 
+pub mod bfd_gate;
 mod bgp;
 pub mod interfaces;
 pub mod k8s;
