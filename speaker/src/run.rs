@@ -12,10 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
-use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
+use bgp::session::{State, StopMode};
 use memberlist::Event;
 use shell::task::Supervisor;
 use tokio::sync::{mpsc, watch};
@@ -232,8 +232,9 @@ struct Reconciler {
     /// start (`None`: they don't).
     l2_hold: Option<std::time::Instant>,
     bgp: BgpSpeaker,
-    /// What each BGP peer was given.
-    peers: BTreeMap<String, Applied>,
+    /// The configuration each BGP peer was given (its routes are the
+    /// driver's alone).
+    peers: BTreeMap<String, PeerConfig>,
     /// Started when a layer 2 announcement is first needed.
     l2: Option<L2Announcer>,
     l2_events: Option<mpsc::UnboundedReceiver<L2Event>>,
@@ -248,11 +249,6 @@ struct Reconciler {
     report: Option<watch::Sender<publish::Report>>,
     /// The BFD sessions of the BGP peers, and their gate.
     bfd: BfdPeers,
-}
-
-struct Applied {
-    config: PeerConfig,
-    routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
 }
 
 impl Reconciler {
@@ -462,8 +458,7 @@ impl Reconciler {
                 .set_peer(&mut self.bgp, &name, bfd_session(&peer))
                 .await;
             let config = peer_config(&peer);
-            let applied = self.peers.get(&name);
-            if applied.map(|a| &a.config) != Some(&config) {
+            if self.peers.get(&name) != Some(&config) {
                 if let Err(e) = self.bgp.set_peer(&name, config.clone()).await {
                     error!(peer = %name, error = %e, "cannot configure peer");
                     self.peers.remove(&name);
@@ -471,20 +466,9 @@ impl Reconciler {
                 }
                 info!(peer = %name, address = %config.address, "peer configured");
             }
-            let routes_changed = self
-                .peers
-                .get(&name)
-                .is_none_or(|a| a.routes != peer.routes);
-            if routes_changed {
-                self.bgp.set_routes(&name, peer.routes.clone());
-            }
-            self.peers.insert(
-                name,
-                Applied {
-                    config,
-                    routes: peer.routes,
-                },
-            );
+            // The driver compares with what it was given, once.
+            self.bgp.set_routes(&name, peer.routes);
+            self.peers.insert(name, config);
         }
     }
 
@@ -528,9 +512,9 @@ impl Reconciler {
         let peers: BTreeMap<String, PeerMetrics> = self
             .peers
             .iter()
-            .map(|(name, a)| {
+            .map(|(name, config)| {
                 let status = self.bgp.status(name).unwrap_or_default();
-                (a.config.address.to_string(), peer_metrics(&status))
+                (config.address.to_string(), peer_metrics(&status))
             })
             .collect();
         let l2 = match &self.l2 {
