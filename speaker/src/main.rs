@@ -21,7 +21,7 @@ use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist
 use speaker::metrics;
 use speaker::publish;
 use speaker::run::{self, Options};
-use speaker::source::{excludel2, file, k8s, keyring};
+use speaker::source::{Reload, excludel2, file, k8s, keyring};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
@@ -384,7 +384,7 @@ async fn start(mut args: Args) -> Result<(), String> {
 async fn start_kubernetes(
     args: &Args,
     memberlist: Option<Memberlist>,
-    tx: mpsc::Sender<run::Reload>,
+    tx: mpsc::Sender<Reload>,
     tasks: &Spawner,
 ) -> Result<watch::Sender<publish::Report>, String> {
     let config = match &args.kubeconfig {

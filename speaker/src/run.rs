@@ -12,33 +12,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU8;
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
-use api::model::BfdProfile;
-use bfd::client::{Gate, Verdict};
-use bfd::{PeerKey, Profile, SessionConfig};
-use bgp::session::{IpPrefix, RouteAttrs, State, StopMode};
-use bgp::wire::iana::cease_subcode;
-use bgp::wire::{ErrorCode, Notification};
-use bytes::Bytes;
+use bgp::session::{State, StopMode};
 use memberlist::Event;
 use shell::task::Supervisor;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
+use crate::announce::bfd_gate::bfd_session;
 use crate::announce::{
     ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements, bgp_plan,
     l2_plan,
 };
-use crate::driver::bfd::{self as bfd_driver, BfdSpeaker};
+use crate::driver::bfd as bfd_driver;
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
+use crate::driver::peers::{BfdPeers, peer_config};
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
 use crate::publish::{self, ConfigResult};
-use crate::source::{Rejected, Snapshot, file};
+use crate::source::{Rejected, Reload, Snapshot, file};
 
 /// How the speaker runs, from its flags.
 #[derive(Clone, Debug)]
@@ -63,9 +58,6 @@ pub struct Options {
     /// BFD. MetalLB has no such option; FRR's default behaves this way.
     pub bgp_without_bfd_up: bool,
 }
-
-/// A result of the configuration source.
-pub type Reload = Result<Snapshot, Rejected>;
 
 /// Why [`run`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +112,7 @@ pub async fn run(
         l2_hold: ml
             .as_ref()
             .map(|_| std::time::Instant::now() + L2_HOLD_ALONE),
+        bfd: BfdPeers::new(opts.bfd, opts.bgp_without_bfd_up),
         opts,
         snapshot: None,
         bgp,
@@ -132,16 +125,13 @@ pub async fn run(
         excluded: None,
         metrics,
         report,
-        bfd: None,
-        bfd_events: None,
-        bfd_sessions: BTreeMap::new(),
-        bfd_gate: Gate::new(),
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
     // Why the loop ended, when not asked to.
     let mut ended: Option<String> = None;
     loop {
+        let bfd_deadline = r.bfd.poll_timeout();
         tokio::select! {
             () = &mut shutdown => break,
             failure = tasks.failed() => {
@@ -188,14 +178,14 @@ pub async fn run(
                     r.refresh_metrics().await;
                 }
             }
-            ev = recv_opt(&mut r.bfd_events) => match ev {
-                Some(ev) => r.bfd_event(&ev),
+            ev = r.bfd.recv() => match ev {
+                Some(ev) => r.bfd.handle_event(&mut r.bgp, &ev).await,
                 None => {
                     ended = Some("the bfd task ended".into());
                     break;
                 }
             },
-            () = sleep_opt(r.bfd_gate.poll_timeout()) => r.bfd_timeout(),
+            () = sleep_opt(bfd_deadline) => r.bfd.handle_timeout(&mut r.bgp).await,
             ev = recv_opt(&mut r.l2_events) => match ev {
                 Some(L2Event::InterfaceError { interface, error }) => {
                     warn!(interface, error, "layer 2 interface failed");
@@ -218,17 +208,8 @@ pub async fn run(
         ml.leave().await;
     }
     r.bgp.shutdown(r.opts.exit.clone()).await;
-    if let Some(bfd) = &r.bfd {
-        // AdminDown, so peers do not take it as a failure (RFC 5882 §3.2).
-        for key in r
-            .bfd_sessions
-            .values()
-            .map(|c| c.key)
-            .collect::<BTreeSet<_>>()
-        {
-            let _ = bfd.remove_session(key).await;
-        }
-    }
+    // AdminDown, so peers do not take it as a failure (RFC 5882 §3.2).
+    r.bfd.shutdown().await;
     if let Some(l2) = r.l2 {
         l2.shutdown().await;
     }
@@ -251,8 +232,9 @@ struct Reconciler {
     /// start (`None`: they don't).
     l2_hold: Option<std::time::Instant>,
     bgp: BgpSpeaker,
-    /// What each BGP peer was given.
-    peers: BTreeMap<String, Applied>,
+    /// The configuration each BGP peer was given (its routes are the
+    /// driver's alone).
+    peers: BTreeMap<String, PeerConfig>,
     /// Started when a layer 2 announcement is first needed.
     l2: Option<L2Announcer>,
     l2_events: Option<mpsc::UnboundedReceiver<L2Event>>,
@@ -265,18 +247,8 @@ struct Reconciler {
     metrics: metrics::Shared,
     /// Where status objects are published (Kubernetes mode).
     report: Option<watch::Sender<publish::Report>>,
-    /// Started when a peer first needs BFD.
-    bfd: Option<BfdSpeaker>,
-    bfd_events: Option<mpsc::UnboundedReceiver<bfd::Event>>,
-    /// The BFD session of each BGP peer that has a profile.
-    bfd_sessions: BTreeMap<String, SessionConfig>,
-    /// Which BFD sessions let their BGP peers run, and restart hold-offs.
-    bfd_gate: Gate,
-}
-
-struct Applied {
-    config: PeerConfig,
-    routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+    /// The BFD sessions of the BGP peers, and their gate.
+    bfd: BfdPeers,
 }
 
 impl Reconciler {
@@ -479,126 +451,25 @@ impl Reconciler {
                 .remove_peer(&name, StopMode::Shutdown(PEER_REMOVED.into()))
                 .await;
             self.peers.remove(&name);
-            self.set_bfd(&name, None).await;
+            self.bfd.set_peer(&mut self.bgp, &name, None).await;
         }
         for (name, peer) in plan {
-            let bfd = bfd_session(&peer);
-            self.set_bfd(&name, bfd).await;
-            let applied = self.peers.get(&name);
-            if applied.map(|a| &a.config) != Some(&peer.config) {
-                if let Err(e) = self.bgp.set_peer(&name, peer.config.clone()).await {
+            self.bfd
+                .set_peer(&mut self.bgp, &name, bfd_session(&peer))
+                .await;
+            let config = peer_config(&peer);
+            if self.peers.get(&name) != Some(&config) {
+                if let Err(e) = self.bgp.set_peer(&name, config.clone()).await {
                     error!(peer = %name, error = %e, "cannot configure peer");
                     self.peers.remove(&name);
                     continue;
                 }
-                info!(peer = %name, address = %peer.config.address, "peer configured");
+                info!(peer = %name, address = %config.address, "peer configured");
             }
-            let routes_changed = self
-                .peers
-                .get(&name)
-                .is_none_or(|a| a.routes != peer.routes);
-            if routes_changed {
-                self.bgp.set_routes(&name, peer.routes.clone());
-            }
-            self.peers.insert(
-                name,
-                Applied {
-                    config: peer.config,
-                    routes: peer.routes,
-                },
-            );
+            // The driver compares with what it was given, once.
+            self.bgp.set_routes(&name, peer.routes);
+            self.peers.insert(name, config);
         }
-    }
-
-    /// Starts, changes or removes the BFD session of a peer, and holds or
-    /// releases its BGP session to match. Called before the peer is
-    /// configured, so that a new peer starts held.
-    async fn set_bfd(&mut self, name: &str, want: Option<SessionConfig>) {
-        let old = self.bfd_sessions.get(name).copied();
-        if old == want {
-            return;
-        }
-        if let Some(config) = want {
-            if self.bfd.is_none() {
-                let (bfd, events) = BfdSpeaker::spawn(self.opts.bfd);
-                self.bfd = Some(bfd);
-                self.bfd_events = Some(events);
-            }
-            if let Some(bfd) = &self.bfd {
-                match bfd.add_session(config).await {
-                    Ok(()) => {
-                        info!(peer = %name, address = %config.key.peer, multihop = config.key.multihop, "bfd session configured")
-                    }
-                    Err(e) => error!(peer = %name, error = %e, "cannot start bfd session"),
-                }
-            }
-            self.bfd_sessions.insert(name.to_owned(), config);
-            if !self.opts.bgp_without_bfd_up && !self.bfd_gate.is_up(config.key) {
-                self.bgp.hold_down(name, bfd_down());
-            }
-        } else {
-            self.bfd_sessions.remove(name);
-            self.bgp.release(name);
-        }
-        // A session no peer uses any more goes (AdminDown to the peer).
-        if let (Some(old), Some(bfd)) = (old, &self.bfd)
-            && Some(old.key) != want.map(|c| c.key)
-            && !self.bfd_sessions.values().any(|c| c.key == old.key)
-        {
-            let _ = bfd.remove_session(old.key).await;
-            self.bfd_gate.remove(old.key);
-        }
-    }
-
-    /// A BFD session changed state; the [`Gate`] decides what that means
-    /// to the BGP peers using it (RFC 5882 §3, RFC 9384): release them when
-    /// it is Up; tear them down at once (Cease / BFD Down) on a failure;
-    /// leave them alone when the peer signalled AdminDown (RFC 5882 §3.2),
-    /// and while a peer that replaced its session (FRR's bgpd does, right
-    /// after Established) brings the new one Up, for a bounded time.
-    fn bfd_event(&mut self, ev: &bfd::Event) {
-        match self.bfd_gate.handle_event(ev) {
-            Verdict::Up => {
-                for name in self.bfd_peers(ev.key) {
-                    self.bgp.release(&name);
-                }
-            }
-            Verdict::Down => self.bfd_tear_down(ev.key, &ev.diag),
-            Verdict::HoldOff { until } => {
-                let hold_off_ms = until.saturating_duration_since(ev.at).as_millis();
-                info!(address = %ev.key.peer, hold_off_ms, "bfd peer restarted its session: bgp kept up");
-            }
-            Verdict::Ignore => {}
-        }
-    }
-
-    /// A restart hold-off may have ended without the session back Up.
-    fn bfd_timeout(&mut self) {
-        let now = tokio::time::Instant::now().into_std();
-        for key in self.bfd_gate.handle_timeout(now) {
-            self.bfd_tear_down(key, &"restarted session not up in time");
-        }
-    }
-
-    /// Tears down the BGP sessions of the peers using a BFD session (Cease
-    /// / BFD Down) and holds them until it is Up again.
-    fn bfd_tear_down(&mut self, key: PeerKey, reason: &dyn std::fmt::Display) {
-        for name in self.bfd_peers(key) {
-            warn!(peer = %name, address = %key.peer, %reason, "bfd down: bgp session torn down");
-            self.bgp.hold_down(&name, bfd_down());
-            if self.opts.bgp_without_bfd_up {
-                self.bgp.release(&name);
-            }
-        }
-    }
-
-    /// The BGP peers that use a BFD session.
-    fn bfd_peers(&self, key: PeerKey) -> Vec<String> {
-        self.bfd_sessions
-            .iter()
-            .filter(|(_, c)| c.key == key)
-            .map(|(n, _)| n.clone())
-            .collect()
     }
 
     fn apply_l2(&mut self, plan: BTreeMap<IpAddr, Interfaces>) {
@@ -641,19 +512,16 @@ impl Reconciler {
         let peers: BTreeMap<String, PeerMetrics> = self
             .peers
             .iter()
-            .map(|(name, a)| {
+            .map(|(name, config)| {
                 let status = self.bgp.status(name).unwrap_or_default();
-                (a.config.address.to_string(), peer_metrics(&status))
+                (config.address.to_string(), peer_metrics(&status))
             })
             .collect();
         let l2 = match &self.l2 {
             Some(l2) => l2.stats().await,
             None => None,
         };
-        let bfd = match &self.bfd {
-            Some(bfd) => bfd.stats().await.ok(),
-            None => None,
-        };
+        let bfd = self.bfd.stats().await;
         let ml = match &self.ml {
             Some(ml) => ml.stats().await.ok().map(|s| MemberlistMetrics {
                 members: s.members_up as u64 + 1,
@@ -697,33 +565,6 @@ fn peer_metrics(status: &PeerStatus) -> PeerMetrics {
     }
 }
 
-/// The BFD session a peer's profile asks for, if any: to the peer's
-/// address, from its source address, single-hop unless `ebgpMultiHop`.
-fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
-    let (_, spec) = peer.bfd_profile.as_ref()?;
-    Some(SessionConfig {
-        key: PeerKey {
-            peer: peer.config.address.ip(),
-            multihop: peer.multihop,
-        },
-        local: peer.config.connect.bind,
-        profile: bfd_profile(spec),
-    })
-}
-
-/// A BFDProfile as the BFD core's profile (the model holds MetalLB's
-/// defaults for unset fields, and its bounds).
-fn bfd_profile(p: &BfdProfile) -> Profile {
-    Profile {
-        receive_interval: p.receive_interval,
-        transmit_interval: p.transmit_interval,
-        detect_multiplier: NonZeroU8::new(p.detect_multiplier)
-            .unwrap_or(Profile::default().detect_multiplier),
-        passive: p.passive,
-        minimum_ttl: p.minimum_ttl,
-    }
-}
-
 /// The BFD part of the metrics: per session by peer address, and the drop
 /// counters by reason (`metrics::BFD_DROP_REASONS`).
 fn bfd_metrics(
@@ -757,11 +598,6 @@ fn bfd_metrics(
         ("send_failed", stats.send_errors),
     ]);
     (per_peer, dropped)
-}
-
-/// Cease / BFD Down (RFC 9384 §4).
-fn bfd_down() -> Notification {
-    Notification::new(ErrorCode::Cease, cease_subcode::BFD_DOWN, Bytes::new())
 }
 
 /// Sleeps until a BFD restart hold-off ends; pending forever when none runs.

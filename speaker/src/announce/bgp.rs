@@ -2,7 +2,8 @@
 //! Pure: no I/O, no clock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +17,6 @@ use ipnetwork::IpNetwork;
 
 use super::view::{ClusterView, Exclusion, ObjectKey, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
-use crate::driver::bgp::PeerConfig;
-use crate::net::tcp::ConnectOptions;
 
 /// What this node does over BGP.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,11 +32,16 @@ pub struct BgpPlan {
     pub problems: Vec<Problem>,
 }
 
-/// One session of this node and the routes it should carry.
+/// One session of this node and the routes it should carry: plain data,
+/// which the driver layer turns into its peer and socket configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerPlan {
-    /// What [`crate::driver::bgp::BgpSpeaker::set_peer`] takes.
-    pub config: PeerConfig,
+    /// The session (AS numbers, timers, capabilities).
+    pub session: session::Config,
+    /// The peer's address and port.
+    pub address: SocketAddr,
+    /// The transport the session runs over.
+    pub transport: Transport,
     /// Whether the peer is internal (same AS): LOCAL_PREF goes only there.
     pub ibgp: bool,
     /// The BFD profile the session should use, by name, carried for the
@@ -48,6 +52,32 @@ pub struct PeerPlan {
     pub multihop: bool,
     /// What [`crate::driver::bgp::BgpSpeaker::set_routes`] takes.
     pub routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+}
+
+/// How a peer's TCP connections are made, as decided from its BGPPeer.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Transport {
+    /// Local address to bind (`sourceAddress`).
+    pub bind: Option<IpAddr>,
+    /// Interface (VRF) to bind to (`vrf`).
+    pub device: Option<String>,
+    /// IP TTL / hop limit of our packets; `None` leaves the system default.
+    pub ttl: Option<u32>,
+    /// TCP MD5 key shared with the peer (RFC 2385), resolved from the
+    /// password or its Secret.
+    pub md5_key: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for Transport {
+    /// The MD5 key is a secret: only whether there is one is shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("bind", &self.bind)
+            .field("device", &self.device)
+            .field("ttl", &self.ttl)
+            .field("md5_key", &self.md5_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Decides the BGP sessions of this node and their routes.
@@ -129,9 +159,7 @@ pub fn bgp_plan(view: &ClusterView) -> BgpPlan {
             for ad in &for_service {
                 let prefix = ip_prefix(ad.prefix(ip));
                 for (name, peer) in &plan.peers {
-                    if !ad.selects_peer(name)
-                        || !peer.config.session.families.contains(&prefix.family())
-                    {
+                    if !ad.selects_peer(name) || !peer.session.families.contains(&prefix.family()) {
                         continue;
                     }
                     let entry = pending
@@ -291,7 +319,7 @@ impl Pending {
     }
 }
 
-/// Builds one peer's session and socket configuration, or reports why not.
+/// Builds one peer's session and transport, or reports why not.
 ///
 /// The model has checked the peer; what is left are the limits of this
 /// speaker (no local AS, no unnumbered peering, a 4-octet BGP Identifier,
@@ -315,10 +343,8 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
     let address = match &peer.target {
         PeerTarget::Address(a) => Some(*a),
         PeerTarget::Interface { .. } => {
-            bad(
-                "spec.interface",
-                "unnumbered BGP peering is not supported yet".into(),
-            );
+            let why = "unnumbered BGP peering is not supported yet";
+            bad("spec.interface", why.into());
             None
         }
     };
@@ -341,49 +367,57 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
         let hold = peer.timers.map_or(Duration::ZERO, |t| t.hold);
         bad("spec.holdTime", format!("{hold:?} is not 0 or 3s..=65535s"));
     }
-    let md5_key = match peer.password.as_ref().map(|p| p.resolve(&view.secrets)) {
-        None => None,
-        Some(Ok(key)) => Some(key.to_vec()),
-        Some(Err(e @ PasswordError::Missing(_))) => {
-            bad("spec.passwordSecret", e.to_string());
-            None
-        }
-        Some(Err(e)) => {
-            bad("spec.password", e.to_string());
-            None
-        }
-    };
-    let bfd_profile = peer.bfd_profile.as_ref().and_then(|name| {
-        let profile = view.model.bfd_profiles.get(name);
-        if profile.is_none() {
-            bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile"));
-        }
-        profile.map(|p| (name.clone(), *p))
-    });
+    let md5_key = md5_key(view, peer, &mut bad);
+    let bfd_profile = bfd_profile(view, peer, &mut bad);
     if !found.is_empty() {
         problems.extend(found);
         return None;
     }
     let (address, hold_time) = (address?, hold_time?);
-    let connect = ConnectOptions {
-        bind: peer.source_address,
-        device: peer.vrf.clone(),
-        ttl: ttl(peer),
-        min_ttl: None,
-        md5_key,
-        timeout: None,
-    };
     Some(PeerPlan {
-        config: PeerConfig {
-            session: session_config(view, peer, router_id, hold_time, address.ip()),
-            address,
-            connect,
+        session: session_config(view, peer, router_id, hold_time, address.ip()),
+        address,
+        transport: Transport {
+            bind: peer.source_address,
+            device: peer.vrf.clone(),
+            ttl: ttl(peer),
+            md5_key,
         },
         ibgp: peer.is_ibgp(),
         bfd_profile,
         multihop: peer.ebgp_multi_hop,
         routes: BTreeMap::new(),
     })
+}
+
+/// The peer's TCP MD5 key, from its password or Secret; a missing Secret
+/// or a bad key is reported through `bad`.
+fn md5_key(view: &ClusterView, peer: &Peer, bad: &mut impl FnMut(&str, String)) -> Option<Vec<u8>> {
+    match peer.password.as_ref()?.resolve(&view.secrets) {
+        Ok(key) => Some(key.to_vec()),
+        Err(e @ PasswordError::Missing(_)) => {
+            bad("spec.passwordSecret", e.to_string());
+            None
+        }
+        Err(e) => {
+            bad("spec.password", e.to_string());
+            None
+        }
+    }
+}
+
+/// The peer's BFD profile by name; an unknown name is reported.
+fn bfd_profile(
+    view: &ClusterView,
+    peer: &Peer,
+    bad: &mut impl FnMut(&str, String),
+) -> Option<(String, BfdProfile)> {
+    let name = peer.bfd_profile.as_ref()?;
+    let profile = view.model.bfd_profiles.get(name);
+    if profile.is_none() {
+        bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile"));
+    }
+    profile.map(|p| (name.clone(), *p))
 }
 
 /// The session part of a peer's configuration.

@@ -16,6 +16,7 @@
 //! `speaker/layer2_controller.go`, `speaker/main.go`); each function says
 //! where it differs.
 
+pub mod bfd_gate;
 mod bgp;
 pub mod interfaces;
 pub mod k8s;
@@ -28,7 +29,7 @@ use std::net::IpAddr;
 use api::model::Pool;
 pub use api::validate::Problem;
 
-pub use self::bgp::{BgpPlan, PeerPlan, bgp_plan};
+pub use self::bgp::{BgpPlan, PeerPlan, Transport, bgp_plan};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{

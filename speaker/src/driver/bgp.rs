@@ -251,9 +251,13 @@ impl BgpSpeaker {
     }
 
     /// Sets the routes the peer should have; they are sent (as the minimal
-    /// UPDATEs) when the session is Established.
+    /// UPDATEs) when the session is Established. The driver is the one
+    /// holder of what was given: routes equal to the last given change
+    /// nothing, so callers keep no copy to compare.
     pub fn set_routes(&mut self, name: &str, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
-        if let Some(p) = self.peers.get_mut(name) {
+        if let Some(p) = self.peers.get_mut(name)
+            && p.routes != routes
+        {
             p.routes = routes.clone();
             let _ = p.commands.send(Command::SetRoutes(routes));
         }

@@ -5,3 +5,4 @@ pub mod bfd;
 pub mod bgp;
 pub mod l2;
 pub mod memberlist;
+pub mod peers;

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::{Rejected, Snapshot};
+use super::{Rejected, Reload, Snapshot};
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
 /// in force.
@@ -125,7 +125,7 @@ pub fn load(files: &Files) -> Result<Snapshot, Rejected> {
 /// Polls `dir` every `interval` and sends the result of [`load`] whenever
 /// the files change (the first time at once). Stops when the receiver is
 /// gone.
-pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Result<Snapshot, Rejected>>) {
+pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Reload>) {
     // Contents, not mtimes, are compared: an edit within the mtime's
     // granularity is still seen, and a touch without change is not a
     // reload. Configurations are small.

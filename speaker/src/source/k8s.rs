@@ -37,8 +37,7 @@ use shell::task::Spawner;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::{Rejected, Snapshot, file};
-use crate::run::Reload;
+use super::{Rejected, Reload, Snapshot, file};
 
 /// How long changes are gathered before a snapshot is built: short enough
 /// that a status update reaches the routers in a few milliseconds, long

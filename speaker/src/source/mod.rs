@@ -35,6 +35,9 @@ pub struct Snapshot {
     pub secrets: Vec<Arc<corev1::Secret>>,
 }
 
+/// A result of the configuration source: what it sends the reconcile loop.
+pub type Reload = Result<Snapshot, Rejected>;
+
 /// A configuration the source refused, with the cluster objects it read.
 #[derive(Debug)]
 pub struct Rejected {

@@ -106,7 +106,7 @@ fn peer_session_config() {
     spec.enable_graceful_restart = Some(true);
     spec.vrf = "red".into();
     let plan = bgp(&v);
-    let c = &plan.peers["ebgp"].config;
+    let c = &plan.peers["ebgp"];
     assert_eq!(c.address, "10.0.0.253:1179".parse().unwrap());
     assert_eq!(c.session.local_as, 64512);
     assert_eq!(c.session.peer_as, PeerAs::Exact(65000));
@@ -121,18 +121,24 @@ fn peer_session_config() {
     let gr = c.session.graceful_restart.unwrap();
     assert_eq!(gr.restart_time, Duration::from_secs(120));
     assert!(gr.restarting && gr.forwarding_preserved);
-    assert_eq!(c.connect.bind, Some("10.0.0.1".parse().unwrap()));
-    assert_eq!(c.connect.device.as_deref(), Some("red"));
-    assert_eq!(c.connect.md5_key.as_deref(), Some(&b"s3cret"[..]));
+    assert_eq!(c.transport.bind, Some("10.0.0.1".parse().unwrap()));
+    assert_eq!(c.transport.device.as_deref(), Some("red"));
+    assert_eq!(c.transport.md5_key.as_deref(), Some(&b"s3cret"[..]));
     assert!(!plan.peers["ebgp"].ibgp);
+    // The key never shows in logs.
+    let shown = format!("{c:?}");
+    assert!(
+        shown.contains("<redacted>") && !shown.contains("s3cret"),
+        "{shown}"
+    );
 
     // Defaults: port 179, RFC hold time, keepalive a third of it, no GR.
-    let c = &plan.peers["ibgp"].config;
+    let c = &plan.peers["ibgp"];
     assert_eq!(c.address.port(), 179);
     assert_eq!(c.session.hold_time, HoldTime::DEFAULT);
     assert_eq!(c.session.keepalive, None);
     assert_eq!(c.session.graceful_restart, None);
-    assert_eq!(c.connect.md5_key, None);
+    assert_eq!(c.transport.md5_key, None);
     assert!(plan.peers["ibgp"].ibgp);
 }
 
@@ -142,12 +148,12 @@ fn hold_time_alone_gives_a_third_as_keepalive() {
     v.config.peers[0].spec.hold_time = Some("9s".into());
     v.config.peers[1].spec.hold_time = Some("0s".into());
     let plan = bgp(&v);
-    let s = &plan.peers["ibgp"].config.session;
+    let s = &plan.peers["ibgp"].session;
     assert_eq!(
         (s.hold_time.secs(), s.keepalive),
         (9, Some(Duration::from_secs(3)))
     );
-    let s = &plan.peers["ebgp"].config.session;
+    let s = &plan.peers["ebgp"].session;
     assert_eq!((s.hold_time.secs(), s.keepalive), (0, Some(Duration::ZERO)));
 }
 
@@ -164,7 +170,7 @@ fn ttl_by_session_kind() {
         v.config.peers = vec![peer("p", 64512, asn, "10.0.0.254")];
         v.config.peers[0].spec.ebgp_multi_hop = multi_hop;
         let plan = bgp(&v);
-        assert_eq!(plan.peers["p"].config.connect.ttl, ttl, "{asn} {multi_hop}");
+        assert_eq!(plan.peers["p"].transport.ttl, ttl, "{asn} {multi_hop}");
     }
 }
 
@@ -179,9 +185,9 @@ fn dynamic_asn() {
         v.config.peers[0].spec.dynamic_asn = Some(mode);
         let plan = bgp(&v);
         let p = &plan.peers["ibgp"];
-        assert_eq!(p.config.session.peer_as, peer_as);
+        assert_eq!(p.session.peer_as, peer_as);
         assert_eq!(p.ibgp, ibgp);
-        assert_eq!(p.config.connect.ttl, ttl);
+        assert_eq!(p.transport.ttl, ttl);
     }
 }
 
@@ -193,12 +199,12 @@ fn router_id_defaults() {
     v.config.peers[0].spec.source_address = "10.0.0.9".into();
     let plan = bgp(&v);
     assert_eq!(
-        plan.peers["ibgp"].config.session.router_id,
+        plan.peers["ibgp"].session.router_id,
         Ipv4Addr::new(10, 0, 0, 9)
     );
     // Then the node's first IPv4 address, even behind an IPv6 one.
     assert_eq!(
-        plan.peers["ebgp"].config.session.router_id,
+        plan.peers["ebgp"].session.router_id,
         Ipv4Addr::new(10, 0, 0, 1)
     );
     // IPv6-only node: MetalLB's CRC-32 of the node name.
@@ -208,7 +214,7 @@ fn router_id_defaults() {
     v.nodes.get_mut("node-1").unwrap().addresses = vec![ip("fd00::1")];
     let plan = bgp(&v);
     assert_eq!(
-        plan.peers["ibgp"].config.session.router_id,
+        plan.peers["ibgp"].session.router_id,
         Ipv4Addr::new(95, 28, 242, 19)
     );
 }
@@ -233,7 +239,7 @@ fn password_secret() {
         .insert(ObjectKey::new(NS, "bgp-auth"), b"from-secret".to_vec());
     let plan = bgp(&v);
     assert_eq!(
-        plan.peers["ibgp"].config.connect.md5_key.as_deref(),
+        plan.peers["ibgp"].transport.md5_key.as_deref(),
         Some(&b"from-secret"[..])
     );
     assert!(!plan.peers.contains_key("ebgp"));
@@ -709,15 +715,12 @@ fn dual_stack() {
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(prefixes(&plan, "v6"), ["2001:db8::10/128"]);
-    assert_eq!(
-        plan.peers["v6"].config.session.families,
-        [Family::Ipv6Unicast]
-    );
+    assert_eq!(plan.peers["v6"].session.families, [Family::Ipv6Unicast]);
     assert_eq!(
         prefixes(&plan, "both"),
         ["192.0.2.10/32", "2001:db8::10/128"]
     );
-    assert!(plan.peers["mp-off"].config.session.disable_mp);
+    assert!(plan.peers["mp-off"].session.disable_mp);
     assert_eq!(prefixes(&plan, "mp-off"), ["192.0.2.10/32"]);
 }
 
