@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::community::Community as ApiCommunity;
-use api::model::{BfdProfile, BgpAdvertisement, PasswordError, Peer, PeerAsn, PeerTarget, Pool};
+use api::model::{
+    BfdProfile, BgpAdvertisement, Md5Key, PasswordError, Peer, PeerAsn, PeerTarget, Pool,
+};
 use api::validate::Problem;
 use bgp::session::{self, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs};
 use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
@@ -343,7 +345,7 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
     }
     let md5_key = match peer.password.as_ref().map(|p| p.resolve(&view.secrets)) {
         None => None,
-        Some(Ok(key)) => Some(key.to_vec()),
+        Some(Ok(key)) => Some(Md5Key::from(key)),
         Some(Err(e @ PasswordError::Missing(_))) => {
             bad("spec.passwordSecret", e.to_string());
             None

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow_lite::{Context, Result, bail};
+use api::model::Md5Key;
 use bgp::session::{
     Config, ConnectMode, DownReason, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs, StopMode,
 };
@@ -21,7 +22,7 @@ use bgp::wire::{Community, HoldTime, LargeCommunity, Origin};
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 use speaker::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
-use speaker::net::tcp::ConnectOptions;
+use speaker::net::tcp::{ConnectOptions, MAX_MD5_KEY};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -83,9 +84,22 @@ struct Args {
     /// GTSM (RFC 5082): accept only packets with TTL 255 from the peer.
     #[arg(long)]
     gtsm: bool,
-    /// TCP MD5 signature key (RFC 2385).
+    /// TCP MD5 signature key (RFC 2385). Given as a flag, the key is on
+    /// the command line, which every local user can read (`ps`,
+    /// /proc/PID/cmdline): prefer --md5-key-file or the environment
+    /// variable, which are not.
+    #[arg(
+        long,
+        env = "FERROLB_BGP_MD5_KEY",
+        hide_env_values = true,
+        value_parser = md5_key_arg,
+        conflicts_with = "md5_key_file"
+    )]
+    md5_key: Option<Md5Key>,
+    /// Read the TCP MD5 signature key from this file (its whole content,
+    /// less one trailing newline), e.g. a mounted Secret.
     #[arg(long)]
-    md5_key: Option<String>,
+    md5_key_file: Option<PathBuf>,
     /// Enable graceful restart with this restart time in seconds.
     #[arg(long)]
     graceful_restart: Option<u64>,
@@ -169,6 +183,35 @@ mod anyhow_lite {
     pub(crate) use bail;
 }
 
+/// Parses `--md5-key` (or its environment variable): 1 to 80 octets.
+fn md5_key_arg(s: &str) -> std::result::Result<Md5Key, String> {
+    if s.is_empty() || s.len() > MAX_MD5_KEY {
+        return Err(format!(
+            "a TCP MD5 key must be 1..={MAX_MD5_KEY} octets, not {}",
+            s.len()
+        ));
+    }
+    Ok(Md5Key::from(s.as_bytes()))
+}
+
+/// The key in a `--md5-key-file`: its content less one trailing newline
+/// (`\n` or `\r\n`, as editors and `echo` leave), 1 to 80 octets.
+fn md5_key_file(mut raw: Vec<u8>) -> std::result::Result<Md5Key, String> {
+    if raw.ends_with(b"\n") {
+        raw.pop();
+        if raw.ends_with(b"\r") {
+            raw.pop();
+        }
+    }
+    if raw.is_empty() || raw.len() > MAX_MD5_KEY {
+        return Err(format!(
+            "a TCP MD5 key must be 1..={MAX_MD5_KEY} octets, not {}",
+            raw.len()
+        ));
+    }
+    Ok(Md5Key::from(raw))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let log = args.log.clone();
@@ -209,11 +252,19 @@ async fn run(args: Args) -> Result<()> {
         restarting: args.restarting,
         forwarding_preserved: true,
     });
+    let md5_key = match (&args.md5_key, &args.md5_key_file) {
+        (Some(key), _) => Some(key.clone()),
+        (None, Some(path)) => {
+            let raw = std::fs::read(path).context(format!("--md5-key-file {}", path.display()))?;
+            Some(md5_key_file(raw).context(format!("--md5-key-file {}", path.display()))?)
+        }
+        (None, None) => None,
+    };
     let connect = ConnectOptions {
         bind: args.source,
         ttl: args.ttl,
         min_ttl: args.gtsm.then_some(255),
-        md5_key: args.md5_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        md5_key,
         timeout: Some(Duration::from_secs(10)),
         ..ConnectOptions::default()
     };
@@ -491,4 +542,61 @@ fn parse_large(v: &str) -> std::result::Result<LargeCommunity, String> {
         local_data1: n(b)?,
         local_data2: n(c)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_keys_come_from_a_file_and_never_show_in_debug() {
+        assert_eq!(
+            md5_key_file(b"s3cret-key\n".to_vec()).unwrap().expose(),
+            b"s3cret-key"
+        );
+        assert_eq!(
+            md5_key_file(b"s3cret-key\r\n".to_vec()).unwrap().expose(),
+            b"s3cret-key"
+        );
+        assert_eq!(
+            md5_key_file(b"a b\n\n".to_vec()).unwrap().expose(),
+            b"a b\n"
+        );
+        assert!(md5_key_file(b"\n".to_vec()).is_err());
+        assert!(md5_key_file(vec![b'k'; 81]).is_err());
+        assert!(md5_key_arg("").is_err());
+
+        let args = Args::try_parse_from([
+            "ferrolb-bgp",
+            "--local-as",
+            "64512",
+            "--router-id",
+            "10.0.0.2",
+            "--peer",
+            "10.0.0.1",
+            "--md5-key",
+            "s3cret-key",
+        ])
+        .unwrap();
+        assert_eq!(args.md5_key.as_deref(), Some(&b"s3cret-key"[..]));
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            Args::try_parse_from([
+                "ferrolb-bgp",
+                "--local-as",
+                "1",
+                "--router-id",
+                "10.0.0.2",
+                "--peer",
+                "10.0.0.1",
+                "--md5-key",
+                "a",
+                "--md5-key-file",
+                "/dev/null",
+            ])
+            .is_err(),
+            "one key source"
+        );
+    }
 }
