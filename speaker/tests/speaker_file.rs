@@ -671,3 +671,86 @@ fn memberlist_keys_rotate_without_restart() {
         panic!("{e}")
     });
 }
+
+/// Issue 14 finding 4: with a dual-stack listener (`--bgp-listen
+/// [::]:179`), an IPv4 peer with a password comes up. The router is
+/// reached on a port it does not listen on, so the session can only be
+/// the one FRR opens to our listener: its TCP MD5 key must be set for
+/// `::ffff:10.0.0.1` on the AF_INET6 socket (an AF_INET address there is
+/// EINVAL, and the peer used to be dropped).
+#[test]
+fn dual_stack_listener_takes_an_ipv4_peer_with_a_password() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-md5");
+    let dir = config_dir(&run, "bgp");
+    let metallb = std::fs::read_to_string(dir.join("metallb.yaml"))
+        .unwrap()
+        .replace(
+            "  connectTime: 1s\n",
+            "  connectTime: 1s\n  peerPort: 1179\n  passwordSecret: {name: bgp-auth}\n",
+        );
+    assert!(metallb.contains("passwordSecret"));
+    std::fs::write(
+        dir.join("metallb.yaml"),
+        format!(
+            "{metallb}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bgp-auth, namespace: metallb-system}}\ntype: kubernetes.io/basic-auth\nstringData: {{password: s3cret-key}}\n"
+        ),
+    )
+    .unwrap();
+    let bridge = Bridge::new("md5lan");
+    let router = Netns::new("md5rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(
+        &router,
+        "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.2 password s3cret-key
+ neighbor 10.0.0.2 timers connect 1
+",
+    );
+    let node = Node::start_with(
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &dir,
+        &run,
+        &["--bgp-listen", "[::]:179"],
+    );
+    let established = wait_until(
+        "FRR's session to the dual-stack listener",
+        T,
+        Duration::from_millis(200),
+        || (frr.bgp_state("10.0.0.2").as_deref() == Some("Established")).then_some(()),
+    );
+    if let Err(e) = established {
+        node.dump_log();
+        panic!("{e}");
+    }
+    // Our side of the session is the listener's port: FRR connected to us.
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["portForeign"], 179, "{n:#}");
+    let routes = wait_until(
+        "the service route at FRR",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = frr.vtysh_json("show bgp ipv4 unicast 198.51.100.10/32 json");
+            v["paths"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty())
+                .then_some(())
+        },
+    );
+    if let Err(e) = routes {
+        node.dump_log();
+        panic!("{e}");
+    }
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+    let log = std::fs::read_to_string(&node.log).unwrap();
+    assert!(!log.contains("s3cret-key"), "the key is in the log");
+}

@@ -155,28 +155,50 @@ impl BgpSpeaker {
     /// configuration is left alone; a changed one resets the session
     /// (Cease / Administrative Reset) and starts a new one, keeping its
     /// routes.
+    ///
+    /// # Errors
+    /// The listening sockets refused the peer's MD5 key. Nothing changed
+    /// then: a running session goes on with its old configuration, so the
+    /// caller may report the error and try again.
     pub async fn set_peer(&mut self, name: &str, config: PeerConfig) -> io::Result<()> {
         let mut routes = BTreeMap::new();
-        let mut had_key = false;
-        if let Some(old) = self.peers.get(name) {
-            if old.config == config {
-                return Ok(());
-            }
-            had_key = old.config.connect.md5_key.is_some();
+        let old = self.peers.get(name).map(|p| {
+            (
+                p.config.address.ip(),
+                p.config.connect.md5_key.clone(),
+                p.config == config,
+            )
+        });
+        if let Some((_, _, true)) = old {
+            return Ok(());
+        }
+        let (old_ip, old_key) = old.map_or((None, None), |(ip, key, _)| (Some(ip), key));
+        let ip = config.address.ip();
+        // The listeners' keys first: if they refuse, the old session is
+        // still running, untouched.
+        let had_key_here = old_ip == Some(ip) && old_key.is_some();
+        if let Err(e) = self.key_listeners(ip, config.connect.md5_key.as_deref(), had_key_here) {
+            // Put back what the listeners held (best effort: these
+            // calls succeeded before).
+            let restore = if had_key_here {
+                old_key.as_deref()
+            } else {
+                None
+            };
+            let _ = self.key_listeners(ip, restore, true);
+            return Err(e);
+        }
+        if let (Some(old_ip), Some(_)) = (old_ip, &old_key)
+            && old_ip != ip
+            && let Err(e) = self.key_listeners(old_ip, None, true)
+        {
+            warn!(peer = name, address = %old_ip, error = %e, "cannot clear the old address's MD5 key");
+        }
+        if old_ip.is_some() {
             routes = self
                 .stop_peer(name, StopMode::Reset("configuration changed".into()))
                 .await
                 .unwrap_or_default();
-        }
-        for (listener, _) in &self.listeners {
-            match &config.connect.md5_key {
-                Some(key) => tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), key)?,
-                // Removing a key that was set; the kernel has none otherwise.
-                None if had_key => {
-                    tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), &[])?
-                }
-                None => {}
-            }
         }
         let (commands, cmd_rx) = mpsc::unbounded_channel();
         let (incoming_tx, incoming_rx) = mpsc::channel(4);
@@ -210,6 +232,20 @@ impl BgpSpeaker {
                 task,
             },
         );
+        Ok(())
+    }
+
+    /// Sets (`key`) or clears the MD5 key of `peer` on every listener;
+    /// clearing only when one was set (`had_key`): the kernel has none
+    /// otherwise.
+    fn key_listeners(&self, peer: IpAddr, key: Option<&[u8]>, had_key: bool) -> io::Result<()> {
+        for (listener, _) in &self.listeners {
+            match key {
+                Some(key) => tcp::set_md5_key(listener.as_raw_fd(), peer, key)?,
+                None if had_key => tcp::set_md5_key(listener.as_raw_fd(), peer, &[])?,
+                None => {}
+            }
+        }
         Ok(())
     }
 
@@ -308,6 +344,10 @@ fn normalize(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     }
+}
+
+fn normalize_addr(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(normalize(addr.ip()), addr.port())
 }
 
 async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
@@ -473,6 +513,9 @@ impl PeerDriver {
         let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
             return;
         };
+        // On a dual-stack listener an IPv4 connection shows IPv4-mapped
+        // addresses; the session (next hops, families) sees it as IPv4.
+        let (local, remote) = (normalize_addr(local), normalize_addr(remote));
         self.learn_interface_v6(local);
         match self.session.handle_incoming(now(), local, remote) {
             Some(id) => self.spawn_io(id, stream),
@@ -827,5 +870,51 @@ impl Decoder for BgpFrames {
             }
             Err(e) => Err(FrameError::Header(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use bgp::session::{ConnectMode, PeerAs};
+
+    use super::*;
+
+    fn peer(key: &[u8]) -> PeerConfig {
+        let mut session = session::Config::new(64512, PeerAs::Exact(64500), Ipv4Addr::LOCALHOST);
+        session.mode = ConnectMode::Passive;
+        PeerConfig {
+            session,
+            address: "127.0.0.2:179".parse().unwrap(),
+            connect: ConnectOptions {
+                md5_key: Some(key.to_vec().into()),
+                ..ConnectOptions::default()
+            },
+        }
+    }
+
+    /// Issue 14 finding 4: a configuration the listeners refuse leaves the
+    /// running session alone instead of stopping it and dropping the peer.
+    #[tokio::test]
+    async fn a_refused_configuration_keeps_the_running_session() {
+        let (mut speaker, _events) = BgpSpeaker::new();
+        speaker.listen("[::]:0".parse().unwrap()).unwrap();
+        let good = peer(b"s3cret");
+        speaker.set_peer("p", good.clone()).await.unwrap();
+        let bad = peer(&[b'k'; 81]);
+        assert!(speaker.set_peer("p", bad).await.is_err());
+        assert_eq!(speaker.peers().collect::<Vec<_>>(), ["p"]);
+        let p = &speaker.peers["p"];
+        assert_eq!(p.config, good);
+        assert!(!p.task.is_finished());
+        assert!(!p.commands.is_closed());
+        // A good change afterwards applies as usual.
+        speaker.set_peer("p", peer(b"other")).await.unwrap();
+        assert_eq!(
+            speaker.peers["p"].config.connect.md5_key.as_deref(),
+            Some(&b"other"[..])
+        );
+        speaker.shutdown(StopMode::Shutdown(String::new())).await;
     }
 }
