@@ -21,7 +21,9 @@ use bgp::session::{
 use bgp::wire::{Community, HoldTime, LargeCommunity, Origin};
 use clap::{Parser, ValueEnum};
 use serde_json::json;
-use speaker::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
+use speaker::driver::bgp::{
+    BgpSpeaker, CLOSE_TIMEOUT, PeerClosed, PeerConfig, PeerEvent, PeerStatus,
+};
 use speaker::net::tcp::{ConnectOptions, MAX_MD5_KEY};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
@@ -348,11 +350,11 @@ async fn run(args: Args) -> Result<()> {
                             }
                         }
                     } else if line == "stop-preserve" {
-                        speaker.shutdown(StopMode::PreserveForwarding).await;
+                        emit_closed(speaker.shutdown(StopMode::PreserveForwarding).await);
                         return Ok(());
                     } else if line == "stop" || line.starts_with("stop ") {
                         let msg = line.strip_prefix("stop").unwrap_or_default().trim().to_owned();
-                        speaker.shutdown(StopMode::Shutdown(msg)).await;
+                        emit_closed(speaker.shutdown(StopMode::Shutdown(msg)).await);
                         drain_events(&mut events);
                         return Ok(());
                     } else if !line.is_empty() {
@@ -363,12 +365,12 @@ async fn run(args: Args) -> Result<()> {
                 Ok(None) | Err(_) => stdin_open = false,
             },
             _ = term.recv() => {
-                speaker.shutdown(exit_mode).await;
+                emit_closed(speaker.shutdown(exit_mode).await);
                 drain_events(&mut events);
                 return Ok(());
             }
             _ = int.recv() => {
-                speaker.shutdown(exit_mode).await;
+                emit_closed(speaker.shutdown(exit_mode).await);
                 drain_events(&mut events);
                 return Ok(());
             }
@@ -405,6 +407,19 @@ fn load_routes(
 fn drain_events(events: &mut tokio::sync::mpsc::UnboundedReceiver<PeerEvent>) {
     while let Ok(ev) = events.try_recv() {
         emit(&event_json(&ev));
+    }
+}
+
+/// One `closed` event per peer after a shutdown, with the per-peer flush
+/// bound the driver applied.
+fn emit_closed(closed: Vec<PeerClosed>) {
+    for c in closed {
+        emit(&json!({
+            "event": "closed",
+            "peer": c.name,
+            "flushed": c.flushed,
+            "close_timeout_ms": CLOSE_TIMEOUT.as_millis(),
+        }));
     }
 }
 

@@ -75,6 +75,27 @@ pub enum PeerEvent {
     },
 }
 
+/// How a peer's session ended at [`BgpSpeaker::shutdown`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerClosed {
+    /// Peer name.
+    pub name: String,
+    /// Whether what was queued for the peer (the NOTIFICATION) reached
+    /// the socket within [`CLOSE_TIMEOUT`]; `false` when the peer did not
+    /// read and the connection was dropped.
+    pub flushed: bool,
+}
+
+/// How long a stopping session may take to hand its last messages (the
+/// NOTIFICATION) to a peer that does not read before the connection is
+/// dropped. Sessions stop concurrently, so this also bounds the BGP part
+/// of the speaker's shutdown.
+pub const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Beyond [`CLOSE_TIMEOUT`], how long [`BgpSpeaker::shutdown`] waits for a
+/// peer task to report before it aborts it.
+const STOP_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A snapshot of a peer, refreshed after every input the driver handles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerStatus {
@@ -93,7 +114,9 @@ enum Command {
     SetRoutes(BTreeMap<IpPrefix, Arc<RouteAttrs>>),
     HoldDown(Notification),
     Release,
-    Stop(StopMode, oneshot::Sender<()>),
+    /// Stop; the answer says whether the last messages were flushed
+    /// within [`CLOSE_TIMEOUT`].
+    Stop(StopMode, oneshot::Sender<bool>),
 }
 
 struct PeerHandle {
@@ -305,15 +328,50 @@ impl BgpSpeaker {
         self.peers.keys().map(String::as_str)
     }
 
-    /// Ends every session as `mode` says and stops listening.
-    pub async fn shutdown(mut self, mode: StopMode) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
-        for name in names {
-            self.stop_peer(&name, mode.clone()).await;
-        }
+    /// Ends every session as `mode` says and stops listening. The
+    /// sessions stop concurrently, each flushing its last messages (the
+    /// NOTIFICATION) for at most [`CLOSE_TIMEOUT`]: however many peers
+    /// do not read, the whole shutdown takes about that long, well within
+    /// a Pod's `terminationGracePeriodSeconds` of 10 s. Returns, and logs,
+    /// how each peer's session closed.
+    pub async fn shutdown(mut self, mode: StopMode) -> Vec<PeerClosed> {
         for (_, task) in self.listeners.drain(..) {
             task.abort();
         }
+        self.dispatch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        info!(
+            peers = self.peers.len(),
+            close_timeout_ms = CLOSE_TIMEOUT.as_millis(),
+            "stopping bgp sessions"
+        );
+        let stops = self.peers.drain().map(|(name, p)| {
+            let mode = mode.clone();
+            async move {
+                let (done_tx, done) = oneshot::channel();
+                let mut flushed = false;
+                if p.commands.send(Command::Stop(mode, done_tx)).is_ok() {
+                    // The task bounds its flush by CLOSE_TIMEOUT; the
+                    // margin covers a task that is slow to get there.
+                    match tokio::time::timeout(CLOSE_TIMEOUT + STOP_MARGIN, done).await {
+                        Ok(Ok(f)) => flushed = f,
+                        Ok(Err(_)) => {}
+                        Err(_) => warn!(peer = name, "peer task did not stop in time"),
+                    }
+                }
+                p.task.abort();
+                if let Err(e) = p.task.await
+                    && !e.is_cancelled()
+                {
+                    warn!(error = %e, peer = name, "peer task failed");
+                }
+                info!(peer = name, flushed, "bgp session closed");
+                PeerClosed { name, flushed }
+            }
+        });
+        futures::future::join_all(stops).await
     }
 
     /// Stops a peer's task; returns the routes it had been given.
@@ -491,8 +549,8 @@ impl PeerDriver {
                     Some(Command::Stop(mode, done)) => {
                         self.session.stop(now(), mode);
                         self.drain();
-                        self.close_all().await;
-                        let _ = done.send(());
+                        let flushed = self.close_all().await;
+                        let _ = done.send(flushed);
                         return;
                     }
                     None => {
@@ -742,8 +800,9 @@ impl PeerDriver {
         });
     }
 
-    /// Lets queued writes (a final NOTIFICATION) reach the socket.
-    async fn close_all(&mut self) {
+    /// Lets queued writes (a final NOTIFICATION) reach the socket, for at
+    /// most [`CLOSE_TIMEOUT`]; returns whether they all did.
+    async fn close_all(&mut self) -> bool {
         for (_, task) in self.connecting.drain() {
             task.abort();
         }
@@ -754,8 +813,13 @@ impl PeerDriver {
         }
         // Each writer exits once its queue is written and the socket shut
         // down; a peer that does not read cannot hold us up for long.
+        let aborts: Vec<_> = writers.iter().map(JoinHandle::abort_handle).collect();
         let all = futures::future::join_all(writers);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), all).await;
+        let flushed = tokio::time::timeout(CLOSE_TIMEOUT, all).await.is_ok();
+        if !flushed {
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        flushed
     }
 }
 
