@@ -25,7 +25,6 @@ use speaker::driver::bgp::{
     BgpSpeaker, CLOSE_TIMEOUT, PeerClosed, PeerConfig, PeerEvent, PeerStatus,
 };
 use speaker::net::tcp::{ConnectOptions, MAX_MD5_KEY};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Announce routes to BGP peers with ferrolb's BGP speaker.
@@ -304,7 +303,18 @@ async fn run(args: Args) -> Result<()> {
         names.push(name);
     }
 
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    // Commands are read on a thread of their own: tokio's stdin reads on
+    // its blocking pool, and dropping the runtime waits for a read in
+    // progress, so an exit after SIGTERM would wait for the next line.
+    let (line_tx, mut stdin) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut stdin_open = true;
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
@@ -316,8 +326,8 @@ async fn run(args: Args) -> Result<()> {
     loop {
         tokio::select! {
             Some(ev) = events.recv() => emit(&event_json(&ev)),
-            line = stdin.next_line(), if stdin_open => match line {
-                Ok(Some(line)) => {
+            line = stdin.recv(), if stdin_open => match line {
+                Some(line) => {
                     let line = line.trim();
                     if let Some(spec) = line.strip_prefix("announce ") {
                         match parse_route(spec.trim()) {
@@ -362,7 +372,7 @@ async fn run(args: Args) -> Result<()> {
                     }
                 }
                 // End of input: keep running until a signal.
-                Ok(None) | Err(_) => stdin_open = false,
+                None => stdin_open = false,
             },
             _ = term.recv() => {
                 emit_closed(speaker.shutdown(exit_mode).await);
