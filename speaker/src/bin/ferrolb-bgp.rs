@@ -30,8 +30,10 @@ use tokio::signal::unix::{SignalKind, signal};
 /// Announce routes to BGP peers with ferrolb's BGP speaker.
 ///
 /// Prints one JSON object per session event on standard output
-/// ({"event":"state"|"established"|"down", ...}). Reads commands from
-/// standard input, one per line:
+/// ({"event":"state"|"established"|"down", ...}), and on exit one
+/// {"event":"closed","peer":...,"flushed":BOOL,"close_timeout_ms":N} per
+/// peer: the sessions close concurrently, each flushing its last message
+/// for at most N ms. Reads commands from standard input, one per line:
 ///   announce ROUTE     add or change a route (ROUTE syntax below)
 ///   withdraw PREFIX    remove a route
 ///   announce-file PATH add the routes of a file (one ROUTE per line)
