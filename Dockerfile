@@ -43,9 +43,9 @@ EXPOSE 7472
 ENTRYPOINT ["/controller"]
 CMD ["run"]
 
-# The speaker runs as root inside the container so that the three capabilities
-# the DaemonSet adds (NET_RAW, NET_ADMIN, NET_BIND_SERVICE) are effective; the
-# DaemonSet drops every other one.
+# The speaker runs as root inside the container so that the one capability the
+# DaemonSet adds (NET_RAW, for AF_PACKET) is effective; the DaemonSet drops
+# every other one.
 FROM gcr.io/distroless/static-debian12 AS speaker
 LABEL org.opencontainers.image.title="ferrolb speaker" \
       org.opencontainers.image.description="MetalLB-compatible BGP and layer 2 speaker" \

@@ -32,6 +32,9 @@ pub struct Snapshot {
     /// Configuration errors seen: rejected reloads' errors and new problems
     /// found while planning.
     pub config_errors: u64,
+    /// BGP peers the driver could not configure (their MD5 key refused
+    /// by the listening sockets), counted at every attempt.
+    pub peer_config_errors: u64,
     /// Whether the last reload was accepted.
     pub last_reload_success: bool,
     /// Whether a configuration has been applied (`/readyz`).
@@ -266,6 +269,12 @@ impl Snapshot {
                 "counter",
                 "Configuration errors found (rejected reloads and planning problems)",
                 self.config_errors,
+            ),
+            (
+                "ferrolb_bgp_peer_config_errors_total",
+                "counter",
+                "Attempts to configure a BGP peer that failed (retried every 5 s)",
+                self.peer_config_errors,
             ),
             (
                 "ferrolb_config_last_reload_success",

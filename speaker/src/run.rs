@@ -125,6 +125,7 @@ pub async fn run(
         excluded: None,
         metrics,
         report,
+        peer_retry: None,
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
@@ -168,6 +169,10 @@ pub async fn run(
                 if changed {
                     r.reconcile().await;
                 }
+            }
+            () = sleep_opt(r.peer_retry) => {
+                r.peer_retry = None;
+                r.reconcile().await;
             }
             () = sleep_opt(r.l2_hold) => {
                 r.l2_hold = None;
@@ -249,6 +254,8 @@ struct Reconciler {
     report: Option<watch::Sender<publish::Report>>,
     /// The BFD sessions of the BGP peers, and their gate.
     bfd: BfdPeers,
+    /// When to try again to configure peers the BGP driver refused.
+    peer_retry: Option<std::time::Instant>,
 }
 
 impl Reconciler {
@@ -460,8 +467,17 @@ impl Reconciler {
             let config = peer_config(&peer);
             if self.peers.get(&name) != Some(&config) {
                 if let Err(e) = self.bgp.set_peer(&name, config.clone()).await {
-                    error!(peer = %name, error = %e, "cannot configure peer");
+                    // The driver changed nothing (a running session goes on
+                    // as it was); forget what was applied so the next
+                    // reconcile, at the latest after PEER_RETRY, tries again.
+                    error!(peer = %name, error = %e, retry_in = ?PEER_RETRY, "cannot configure peer");
+                    self.metrics
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .peer_config_errors += 1;
                     self.peers.remove(&name);
+                    self.peer_retry
+                        .get_or_insert_with(|| std::time::Instant::now() + PEER_RETRY);
                     continue;
                 }
                 info!(peer = %name, address = %config.address, "peer configured");
@@ -628,6 +644,9 @@ async fn recv_opt<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
 const PEER_REMOVED: &str = "peer removed from ferrolb configuration";
 /// How long layer 2 waits at start for memberlist to find a first member;
 /// a node alone (or whose seeds are all down) then decides by itself.
+/// How soon a peer the BGP driver refused to configure is tried again.
+const PEER_RETRY: Duration = Duration::from_secs(5);
+
 const L2_HOLD_ALONE: Duration = Duration::from_secs(3);
 /// After the first member is up, how long the rest of the list has to
 /// arrive (a join's push-pull brings it at once).

@@ -310,6 +310,157 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
 /// ferrolb-bgp in one namespace with one route, actively connecting to a
 /// scripted peer listening on [`CALM_PEER`] in another (hold time 9 s);
 /// `extra` adds flags.
+/// Issue 14 finding 13: SIGTERM while 8 peers keep their sessions but do
+/// not read. Each peer is flooded with ROUTE-REFRESH until ferrolb reports
+/// octets it cannot hand to the socket (as the send hold test above: steered
+/// by what ferrolb reports, not by buffer sizes), so no peer can take its
+/// Cease. The sessions close concurrently: ferrolb reports every peer's
+/// close (not flushed) and exits within a small multiple of the per-peer
+/// close bound it reports, under the DaemonSet's 10 s grace period (one at
+/// a time, 8 peers took 8 x 2 s).
+#[test]
+fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
+    const PEERS: usize = 8;
+    const STEP_BYTES: usize = 128 << 10;
+    testnet::require_root();
+    let node = Netns::new("node");
+    let hostile = Netns::new("hostile");
+    veth_pair(&node, "eth0", &hostile, "eth0");
+    node.add_addr("eth0", "10.0.1.2/24");
+    let names: Vec<String> = (0..PEERS)
+        .map(|i| format!("10.0.1.{}:179", 11 + i))
+        .collect();
+    for n in &names {
+        hostile.add_addr("eth0", &format!("{}/24", n.split(':').next().unwrap()));
+    }
+    let listeners: Vec<TcpListener> = names
+        .iter()
+        .map(|a| hostile.run_in(|| TcpListener::bind(a.as_str()).unwrap()))
+        .collect();
+    let mut args = vec!["--local-as", "64512", "--router-id", "10.0.1.2"];
+    for n in &names {
+        args.extend(["--peer", n.as_str()]);
+    }
+    args.extend([
+        "--peer-as",
+        "64500",
+        "--hold-time",
+        "9",
+        "--connect-retry",
+        "1",
+        "--mode",
+        "active",
+        "--route",
+        ROUTE,
+    ]);
+    let mut ours = Ferrolb::start(&node, &args);
+    let pid = ferrolb_pid(ours.proc.pid());
+    let mut peers: Vec<Script> = listeners
+        .iter()
+        .zip(&names)
+        .map(|(l, n)| Script::establish(l, n, &open(peer_id(n))))
+        .collect();
+    let refresh = raw(ROUTE_REFRESH, &[0, 1, 0, 1]);
+    let answer = peers[0].refresh_answer_len(&refresh);
+    for p in &mut peers[1..] {
+        assert_eq!(p.refresh_answer_len(&refresh), answer);
+    }
+    let per_step = (STEP_BYTES / answer).max(1);
+    let step = refresh.repeat(per_step);
+    let mut sent: Vec<u64> = names
+        .iter()
+        .map(|n| {
+            peer_stats(&mut ours, n)["route_refreshes_received"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let flood = Instant::now();
+    loop {
+        let mut stuck = 0;
+        for (i, n) in names.iter().enumerate() {
+            let s = peer_stats(&mut ours, n);
+            assert_eq!(
+                s["state"], "Established",
+                "{n} went down while flooded: {s}"
+            );
+            let handled = s["route_refreshes_received"].as_u64().unwrap();
+            if s["unsent_bytes"].as_u64().unwrap() > 0 {
+                stuck += 1;
+            } else if handled >= sent[i] {
+                peers[i].stream.write_all(&step).unwrap();
+                sent[i] += per_step as u64;
+            }
+            let _ = peers[i].stream.write_all(&keepalive());
+        }
+        if stuck == PEERS {
+            break;
+        }
+        assert!(flood.elapsed() < 2 * T, "not every peer held octets back");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // A peer that does not read may still open its window a little (the
+    // kernel collapses its receive queue). Cut the link: from now on no
+    // ACK comes, so what ferrolb holds back stays held. Polled until two
+    // rounds agree; every peer must still hold octets.
+    hostile.run(["ip", "link", "set", "eth0", "down"]);
+    let unsent = |ours: &mut Ferrolb| -> Vec<u64> {
+        names
+            .iter()
+            .map(|n| peer_stats(ours, n)["unsent_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let mut last = unsent(&mut ours);
+    let held = eventually("the held octets to stop moving", T, || {
+        let now = unsent(&mut ours);
+        let same = now == last;
+        last = now;
+        same.then(|| last.clone())
+    });
+    assert!(
+        held.iter().all(|&h| h > 0),
+        "a peer's socket took everything: {held:?}"
+    );
+    let from = ours.seen.len();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let term = Instant::now();
+    let took = eventually("ferrolb-bgp to exit after SIGTERM", 2 * T, || {
+        (!ours.proc.is_running()).then(|| term.elapsed())
+    });
+    let closed: Vec<Value> = names
+        .iter()
+        .map(|n| {
+            ours.wait_event_from(&format!("{n} closed"), from, Duration::from_secs(5), |v| {
+                v["event"] == "closed" && v["peer"] == n.as_str()
+            })
+        })
+        .collect();
+    let bound = Duration::from_millis(closed[0]["close_timeout_ms"].as_u64().unwrap());
+    eprintln!(
+        "SIGTERM to exit with {PEERS} peers that do not read: {:.2} s (close bound {:.1} s)",
+        took.as_secs_f64(),
+        bound.as_secs_f64()
+    );
+    for c in &closed {
+        assert_eq!(
+            c["flushed"], false,
+            "a peer that does not read took the Cease: {c}"
+        );
+    }
+    // At least the close bound (every peer waited for its Cease to go out);
+    // far less than one bound per peer. The multiple only catches a failure.
+    assert!(took >= bound, "{took:?} < {bound:?}");
+    assert!(
+        took < 4 * bound,
+        "{PEERS} stuck peers took {took:?} to close (close bound {bound:?})"
+    );
+    drop(peers);
+}
+
 fn one_calm_peer(extra: &[&str]) -> (Netns, Netns, TcpListener, Ferrolb) {
     testnet::require_root();
     let node = Netns::new("node");

@@ -50,12 +50,43 @@ impl Node {
         logs: &RunDir,
         extra: &[&str],
     ) -> Self {
+        Self::start_caps(bridge, name, addr, dir, logs, extra, None)
+    }
+
+    /// As [`Node::start_with`]; with `caps`, the speaker runs as root with
+    /// only these capabilities (`setpriv` empties the bounding set but for
+    /// them, so they are all root gets at exec), as in the DaemonSet.
+    fn start_caps(
+        bridge: &Bridge,
+        name: &str,
+        addr: &str,
+        dir: &Path,
+        logs: &RunDir,
+        extra: &[&str],
+        caps: Option<&[&str]>,
+    ) -> Self {
         let ns = Netns::new(name);
         bridge.attach(&ns, "eth0");
         ns.add_addr("eth0", &format!("{addr}/24"));
         let log = logs.join(&format!("{name}.log"));
         let stderr = std::fs::File::create(&log).unwrap();
-        let mut cmd = ns.command(env!("CARGO_BIN_EXE_speaker"));
+        let mut cmd = match caps {
+            None => ns.command(env!("CARGO_BIN_EXE_speaker")),
+            Some(caps) => {
+                let set: String = std::iter::once("-all".to_owned())
+                    .chain(caps.iter().map(|c| format!("+{c}")))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let mut cmd = ns.command("setpriv");
+                cmd.args([
+                    format!("--bounding-set={set}"),
+                    "--inh-caps=-all".to_owned(),
+                    "--".to_owned(),
+                ])
+                .arg(env!("CARGO_BIN_EXE_speaker"));
+                cmd
+            }
+        };
         cmd.env("NODE_NAME", name)
             .args(["--config-dir".as_ref(), dir.as_os_str()])
             .args(["--metrics-addr", "127.0.0.1:7472", "--log-level", "debug"])
@@ -670,4 +701,306 @@ fn memberlist_keys_rotate_without_restart() {
         nodes.iter().for_each(Node::dump_log);
         panic!("{e}")
     });
+}
+
+/// Issue 14 finding 4: with a dual-stack listener (`--bgp-listen
+/// [::]:179`), an IPv4 peer with a password comes up. The router is
+/// reached on a port it does not listen on, so the session can only be
+/// the one FRR opens to our listener: its TCP MD5 key must be set for
+/// `::ffff:10.0.0.1` on the AF_INET6 socket (an AF_INET address there is
+/// EINVAL, and the peer used to be dropped).
+#[test]
+fn dual_stack_listener_takes_an_ipv4_peer_with_a_password() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-md5");
+    let dir = config_dir(&run, "bgp");
+    let metallb = std::fs::read_to_string(dir.join("metallb.yaml"))
+        .unwrap()
+        .replace(
+            "  connectTime: 1s\n",
+            "  connectTime: 1s\n  peerPort: 1179\n  passwordSecret: {name: bgp-auth}\n",
+        );
+    assert!(metallb.contains("passwordSecret"));
+    std::fs::write(
+        dir.join("metallb.yaml"),
+        format!(
+            "{metallb}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bgp-auth, namespace: metallb-system}}\ntype: kubernetes.io/basic-auth\nstringData: {{password: s3cret-key}}\n"
+        ),
+    )
+    .unwrap();
+    let bridge = Bridge::new("md5lan");
+    let router = Netns::new("md5rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(
+        &router,
+        "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.2 password s3cret-key
+ neighbor 10.0.0.2 timers connect 1
+",
+    );
+    let node = Node::start_with(
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &dir,
+        &run,
+        &["--bgp-listen", "[::]:179"],
+    );
+    let established = wait_until(
+        "FRR's session to the dual-stack listener",
+        T,
+        Duration::from_millis(200),
+        || (frr.bgp_state("10.0.0.2").as_deref() == Some("Established")).then_some(()),
+    );
+    if let Err(e) = established {
+        node.dump_log();
+        panic!("{e}");
+    }
+    // Our side of the session is the listener's port: FRR connected to us.
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["portForeign"], 179, "{n:#}");
+    let routes = wait_until(
+        "the service route at FRR",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = frr.vtysh_json("show bgp ipv4 unicast 198.51.100.10/32 json");
+            v["paths"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty())
+                .then_some(())
+        },
+    );
+    if let Err(e) = routes {
+        node.dump_log();
+        panic!("{e}");
+    }
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+    let log = std::fs::read_to_string(&node.log).unwrap();
+    assert!(!log.contains("s3cret-key"), "the key is in the log");
+}
+
+/// Issue 14 finding 12: what each capability of the DaemonSet is for,
+/// shown with the real speaker run as root with only some capabilities
+/// (`setpriv` empties the bounding set but for them).
+///
+/// - none at all: BGP with a TCP MD5 password (TCP_MD5SIG needs no
+///   capability), the netlink interface watch and the file source work;
+///   layer 2 cannot open its AF_PACKET sockets.
+/// - NET_RAW alone: everything the shipped DaemonSet runs, ARP answers
+///   included. NET_ADMIN is never needed.
+/// - `--bgp-listen` on port 179 (not in the shipped arguments) needs
+///   NET_BIND_SERVICE as well.
+#[test]
+fn capabilities_the_speaker_needs() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-caps");
+    let dir = config_dir(&run, "bgp");
+    let metallb = std::fs::read_to_string(dir.join("metallb.yaml"))
+        .unwrap()
+        .replace(
+            "  connectTime: 1s\n",
+            "  connectTime: 1s\n  passwordSecret: {name: bgp-auth}\n",
+        );
+    std::fs::write(
+        dir.join("metallb.yaml"),
+        format!(
+            "{metallb}---
+apiVersion: v1
+kind: Secret
+metadata: {{name: bgp-auth, namespace: metallb-system}}
+type: kubernetes.io/basic-auth
+stringData: {{password: s3cret-key}}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {{name: l2-pool, namespace: metallb-system}}
+spec: {{addresses: [10.0.0.100/32]}}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {{name: l2-adv, namespace: metallb-system}}
+spec: {{ipAddressPools: [l2-pool]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: l2web, namespace: demo}}
+spec: {{type: LoadBalancer}}
+status: {{loadBalancer: {{ingress: [{{ip: 10.0.0.100}}]}}}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: l2web-1
+  namespace: demo
+  labels: {{kubernetes.io/service-name: l2web}}
+addressType: IPv4
+endpoints:
+  - addresses: [10.244.1.9]
+    nodeName: node1
+    conditions: {{ready: true}}
+"
+        ),
+    )
+    .unwrap();
+    // One node: it wins every election.
+    std::fs::write(
+        dir.join("nodes.yaml"),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nstatus:\n  addresses: [{type: InternalIP, address: 10.0.0.2}]\n",
+    )
+    .unwrap();
+    let bridge = Bridge::new("caplan");
+    let router = Netns::new("caprtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(
+        &router,
+        "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.2 password s3cret-key
+ neighbor 10.0.0.2 timers connect 1
+",
+    );
+    let has_route = || {
+        let v = frr.vtysh_json("show bgp ipv4 unicast 198.51.100.10/32 json");
+        v["paths"].as_array().is_some_and(|p| !p.is_empty())
+    };
+    let arp_answered = || {
+        router
+            .exec(["arping", "-c", "1", "-w", "1", "-I", "eth0", "10.0.0.100"])
+            .status
+            .success()
+    };
+    let log_of = |n: &Node| std::fs::read_to_string(&n.log).unwrap_or_default();
+    let fail = |n: &Node, e: String| -> ! {
+        n.dump_log();
+        panic!("{e}")
+    };
+
+    // Only NET_RAW: BGP with its password, and ARP.
+    let mut node = Node::start_caps(
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &dir,
+        &run,
+        &[],
+        Some(&["net_raw"]),
+    );
+    if let Err(e) = wait_until(
+        "BGP and its route with NET_RAW only",
+        T,
+        Duration::from_millis(200),
+        || has_route().then_some(()),
+    ) {
+        fail(&node, e.to_string());
+    }
+    if let Err(e) = wait_until(
+        "an ARP answer with NET_RAW only",
+        T,
+        Duration::from_millis(100),
+        || arp_answered().then_some(()),
+    ) {
+        fail(&node, e.to_string());
+    }
+    node.proc.stop();
+    let log = log_of(&node);
+    assert!(!log.contains("Operation not permitted"), "{log}");
+    drop(node);
+    wait_until(
+        "FRR to drop the route",
+        T,
+        Duration::from_millis(100),
+        || (!has_route()).then_some(()),
+    )
+    .unwrap();
+
+    // No capability at all: BGP with MD5 still comes up; layer 2 reports
+    // that it may not open its packet sockets.
+    let mut node = Node::start_caps(&bridge, "node1", "10.0.0.2", &dir, &run, &[], Some(&[]));
+    if let Err(e) = wait_until(
+        "BGP and its route without capabilities",
+        T,
+        Duration::from_millis(200),
+        || has_route().then_some(()),
+    ) {
+        fail(&node, e.to_string());
+    }
+    if let Err(e) = wait_until(
+        "layer 2 to report EPERM",
+        T,
+        Duration::from_millis(100),
+        || {
+            let log = log_of(&node);
+            log.lines()
+                .any(|l| l.contains("layer 2") && l.contains("Operation not permitted"))
+                .then_some(())
+        },
+    ) {
+        fail(&node, e.to_string());
+    }
+    assert!(!arp_answered(), "ARP answered without NET_RAW");
+    node.proc.stop();
+    drop(node);
+    wait_until(
+        "FRR to drop the route",
+        T,
+        Duration::from_millis(100),
+        || (!has_route()).then_some(()),
+    )
+    .unwrap();
+
+    // --bgp-listen on 179 needs NET_BIND_SERVICE.
+    let mut node = Node::start_caps(
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &dir,
+        &run,
+        &["--bgp-listen", "0.0.0.0:179"],
+        Some(&["net_raw"]),
+    );
+    let status = wait_until(
+        "the speaker to refuse to start",
+        T,
+        Duration::from_millis(100),
+        || node.proc.try_status(),
+    );
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => fail(&node, e.to_string()),
+    };
+    assert!(!status.success());
+    let log = log_of(&node);
+    assert!(log.contains("--bgp-listen: Permission denied"), "{log}");
+    drop(node);
+    let mut node = Node::start_caps(
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &dir,
+        &run,
+        &["--bgp-listen", "0.0.0.0:179"],
+        Some(&["net_raw", "net_bind_service"]),
+    );
+    if let Err(e) = wait_until(
+        "BGP with --bgp-listen and NET_BIND_SERVICE",
+        T,
+        Duration::from_millis(200),
+        || has_route().then_some(()),
+    ) {
+        fail(&node, e.to_string());
+    }
+    assert!(log_of(&node).contains("bgp listening"));
+    node.proc.stop();
 }

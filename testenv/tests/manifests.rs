@@ -187,7 +187,7 @@ async fn workloads_run_locked_down() {
     assert_eq!(env_field(c, "METALLB_NAMESPACE"), "metadata.namespace");
     assert_eq!(env_field(c, "POD_NAME"), "metadata.name");
     assert_eq!(env_field(c, "POD_UID"), "metadata.uid");
-    assert_locked_down(c, &["NET_ADMIN", "NET_BIND_SERVICE", "NET_RAW"]);
+    assert_locked_down(c, &["NET_RAW"]);
     assert_probes(c);
     // The memberlist key comes from the Secret the README says to create.
     let volume = pod

@@ -25,8 +25,8 @@ use std::net::IpAddr;
 
 pub use self::advert::{BgpAdvertisement, L2Advertisement, Scope};
 pub use self::peer::{
-    BfdProfile, MAX_PASSWORD, PasswordError, PasswordSource, Peer, PeerAsn, PeerTarget, Secrets,
-    Timers,
+    BfdProfile, MAX_PASSWORD, Md5Key, PASSWORD_SECRET_KEY, PasswordError, PasswordSource, Peer,
+    PeerAsn, PeerTarget, Secrets, Timers,
 };
 pub use self::pool::{Pool, ServiceAllocation, pool_for};
 pub use self::selector::{Operator, Requirement, Selector, Selectors, UnknownOperator};

@@ -97,8 +97,52 @@ pub enum PasswordSource {
     Secret(ObjectKey),
 }
 
+/// The data key of a `passwordSecret` that holds the password (MetalLB's
+/// `kubernetes.io/basic-auth` layout); the only key the speaker reads.
+pub const PASSWORD_SECRET_KEY: &str = "password";
+
 /// The `password` values of the Secrets that peers may name, by Secret.
-pub type Secrets = BTreeMap<ObjectKey, Vec<u8>>;
+pub type Secrets = BTreeMap<ObjectKey, Md5Key>;
+
+/// Key material (a BGP password, the TCP MD5 key of RFC 2385): compared,
+/// cloned and read like bytes, but its `Debug` never shows them, so a
+/// configuration or a Secret that reaches a log does not leak it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Md5Key(Vec<u8>);
+
+impl Md5Key {
+    /// The key's octets, for the one place that hands them to the kernel.
+    #[must_use]
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for Md5Key {
+    fn from(key: Vec<u8>) -> Self {
+        Self(key)
+    }
+}
+
+impl From<&[u8]> for Md5Key {
+    fn from(key: &[u8]) -> Self {
+        Self(key.to_vec())
+    }
+}
+
+impl std::ops::Deref for Md5Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Md5Key {
+    /// `<redacted>` and the length, never the octets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<redacted {} octets>", self.0.len())
+    }
+}
 
 /// Why a peer's password cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -151,6 +195,7 @@ impl PasswordSource {
             Self::Inline(key) => key.as_slice(),
             Self::Secret(secret) => secrets
                 .get(secret)
+                .map(Md5Key::expose)
                 .ok_or_else(|| PasswordError::Missing(secret.clone()))?,
         };
         if key.is_empty() || key.len() > MAX_PASSWORD {
@@ -195,7 +240,7 @@ mod tests {
     #[test]
     fn passwords_resolve_inline_or_from_secrets() {
         let key = ObjectKey::new("metallb-system", "auth");
-        let secrets = Secrets::from([(key.clone(), b"s3cret".to_vec())]);
+        let secrets = Secrets::from([(key.clone(), Md5Key::from(b"s3cret".to_vec()))]);
         assert_eq!(
             PasswordSource::Inline(b"x".to_vec()).resolve(&secrets),
             Ok(&b"x"[..])
@@ -220,6 +265,10 @@ mod tests {
         assert_eq!(
             format!("{:?}", PasswordSource::Inline(b"s3cret".to_vec())),
             "Inline(..)"
+        );
+        assert_eq!(
+            format!("{:?}", secrets),
+            format!("{{{key:?}: <redacted 6 octets>}}")
         );
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::community::Community as ApiCommunity;
-use api::model::{BfdProfile, BgpAdvertisement, PasswordError, Peer, PeerAsn, PeerTarget, Pool};
+use api::model::{
+    BfdProfile, BgpAdvertisement, Md5Key, PasswordError, Peer, PeerAsn, PeerTarget, Pool,
+};
 use api::validate::Problem;
 use bgp::session::{self, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs};
 use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
@@ -65,7 +67,7 @@ pub struct Transport {
     pub ttl: Option<u32>,
     /// TCP MD5 key shared with the peer (RFC 2385), resolved from the
     /// password or its Secret.
-    pub md5_key: Option<Vec<u8>>,
+    pub md5_key: Option<Md5Key>,
 }
 
 impl fmt::Debug for Transport {
@@ -392,9 +394,9 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
 
 /// The peer's TCP MD5 key, from its password or Secret; a missing Secret
 /// or a bad key is reported through `bad`.
-fn md5_key(view: &ClusterView, peer: &Peer, bad: &mut impl FnMut(&str, String)) -> Option<Vec<u8>> {
+fn md5_key(view: &ClusterView, peer: &Peer, bad: &mut impl FnMut(&str, String)) -> Option<Md5Key> {
     match peer.password.as_ref()?.resolve(&view.secrets) {
-        Ok(key) => Some(key.to_vec()),
+        Ok(key) => Some(Md5Key::from(key)),
         Err(e @ PasswordError::Missing(_)) => {
             bad("spec.passwordSecret", e.to_string());
             None

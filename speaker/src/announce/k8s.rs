@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use api::model::Model;
+use api::model::{Md5Key, Model};
 use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
@@ -204,7 +204,7 @@ pub fn endpoint(e: &discoveryv1::Endpoint) -> Endpoint {
 
 /// The `password` of a Secret (as a BGPPeer `passwordSecret` names it),
 /// from `data` or, for objects not yet through the apiserver, `stringData`.
-pub fn secret_password(s: &corev1::Secret) -> Option<(ObjectKey, Vec<u8>)> {
+pub fn secret_password(s: &corev1::Secret) -> Option<(ObjectKey, Md5Key)> {
     let key = ObjectKey::new(
         s.metadata.namespace.clone().unwrap_or_default(),
         s.metadata.name.clone()?,
@@ -220,7 +220,7 @@ pub fn secret_password(s: &corev1::Secret) -> Option<(ObjectKey, Vec<u8>)> {
                 .and_then(|d| d.get(PASSWORD_KEY))
                 .map(|t| t.as_bytes().to_vec())
         })?;
-    Some((key, value))
+    Some((key, Md5Key::from(value)))
 }
 
 /// The names of the nodes in a memberlist member list, for
@@ -239,7 +239,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-const PASSWORD_KEY: &str = "password";
+const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 
 #[cfg(test)]
 mod tests {
@@ -473,10 +473,10 @@ mod tests {
             secret_password(&secret),
             Some((
                 ObjectKey::new("metallb-system", "bgp-auth"),
-                b"s3cret".to_vec()
+                b"s3cret".to_vec().into()
             ))
         );
-        assert_eq!(secret_password(&from_string).unwrap().1, b"plain");
+        assert_eq!(secret_password(&from_string).unwrap().1.expose(), b"plain");
         assert_eq!(secret_password(&no_password), None);
 
         let n = corev1::Node {

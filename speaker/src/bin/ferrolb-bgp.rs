@@ -14,22 +14,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow_lite::{Context, Result, bail};
+use api::model::Md5Key;
 use bgp::session::{
     Config, ConnectMode, DownReason, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs, StopMode,
 };
 use bgp::wire::{Community, HoldTime, LargeCommunity, Origin};
 use clap::{Parser, ValueEnum};
 use serde_json::json;
-use speaker::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
-use speaker::net::tcp::ConnectOptions;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use speaker::driver::bgp::{
+    BgpSpeaker, CLOSE_TIMEOUT, PeerClosed, PeerConfig, PeerEvent, PeerStatus,
+};
+use speaker::net::tcp::{ConnectOptions, MAX_MD5_KEY};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Announce routes to BGP peers with ferrolb's BGP speaker.
 ///
 /// Prints one JSON object per session event on standard output
-/// ({"event":"state"|"established"|"down", ...}). Reads commands from
-/// standard input, one per line:
+/// ({"event":"state"|"established"|"down", ...}), and on exit one
+/// {"event":"closed","peer":...,"flushed":BOOL,"close_timeout_ms":N} per
+/// peer: the sessions close concurrently, each flushing its last message
+/// for at most N ms. Reads commands from standard input, one per line:
 ///   announce ROUTE     add or change a route (ROUTE syntax below)
 ///   withdraw PREFIX    remove a route
 ///   announce-file PATH add the routes of a file (one ROUTE per line)
@@ -83,9 +87,22 @@ struct Args {
     /// GTSM (RFC 5082): accept only packets with TTL 255 from the peer.
     #[arg(long)]
     gtsm: bool,
-    /// TCP MD5 signature key (RFC 2385).
+    /// TCP MD5 signature key (RFC 2385). Given as a flag, the key is on
+    /// the command line, which every local user can read (`ps`,
+    /// /proc/PID/cmdline): prefer --md5-key-file or the environment
+    /// variable, which are not.
+    #[arg(
+        long,
+        env = "FERROLB_BGP_MD5_KEY",
+        hide_env_values = true,
+        value_parser = md5_key_arg,
+        conflicts_with = "md5_key_file"
+    )]
+    md5_key: Option<Md5Key>,
+    /// Read the TCP MD5 signature key from this file (its whole content,
+    /// less one trailing newline), e.g. a mounted Secret.
     #[arg(long)]
-    md5_key: Option<String>,
+    md5_key_file: Option<PathBuf>,
     /// Enable graceful restart with this restart time in seconds.
     #[arg(long)]
     graceful_restart: Option<u64>,
@@ -169,6 +186,35 @@ mod anyhow_lite {
     pub(crate) use bail;
 }
 
+/// Parses `--md5-key` (or its environment variable): 1 to 80 octets.
+fn md5_key_arg(s: &str) -> std::result::Result<Md5Key, String> {
+    if s.is_empty() || s.len() > MAX_MD5_KEY {
+        return Err(format!(
+            "a TCP MD5 key must be 1..={MAX_MD5_KEY} octets, not {}",
+            s.len()
+        ));
+    }
+    Ok(Md5Key::from(s.as_bytes()))
+}
+
+/// The key in a `--md5-key-file`: its content less one trailing newline
+/// (`\n` or `\r\n`, as editors and `echo` leave), 1 to 80 octets.
+fn md5_key_file(mut raw: Vec<u8>) -> std::result::Result<Md5Key, String> {
+    if raw.ends_with(b"\n") {
+        raw.pop();
+        if raw.ends_with(b"\r") {
+            raw.pop();
+        }
+    }
+    if raw.is_empty() || raw.len() > MAX_MD5_KEY {
+        return Err(format!(
+            "a TCP MD5 key must be 1..={MAX_MD5_KEY} octets, not {}",
+            raw.len()
+        ));
+    }
+    Ok(Md5Key::from(raw))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let log = args.log.clone();
@@ -209,11 +255,19 @@ async fn run(args: Args) -> Result<()> {
         restarting: args.restarting,
         forwarding_preserved: true,
     });
+    let md5_key = match (&args.md5_key, &args.md5_key_file) {
+        (Some(key), _) => Some(key.clone()),
+        (None, Some(path)) => {
+            let raw = std::fs::read(path).context(format!("--md5-key-file {}", path.display()))?;
+            Some(md5_key_file(raw).context(format!("--md5-key-file {}", path.display()))?)
+        }
+        (None, None) => None,
+    };
     let connect = ConnectOptions {
         bind: args.source,
         ttl: args.ttl,
         min_ttl: args.gtsm.then_some(255),
-        md5_key: args.md5_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        md5_key,
         timeout: Some(Duration::from_secs(10)),
         ..ConnectOptions::default()
     };
@@ -251,7 +305,18 @@ async fn run(args: Args) -> Result<()> {
         names.push(name);
     }
 
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    // Commands are read on a thread of their own: tokio's stdin reads on
+    // its blocking pool, and dropping the runtime waits for a read in
+    // progress, so an exit after SIGTERM would wait for the next line.
+    let (line_tx, mut stdin) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut stdin_open = true;
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
@@ -263,8 +328,8 @@ async fn run(args: Args) -> Result<()> {
     loop {
         tokio::select! {
             Some(ev) = events.recv() => emit(&event_json(&ev)),
-            line = stdin.next_line(), if stdin_open => match line {
-                Ok(Some(line)) => {
+            line = stdin.recv(), if stdin_open => match line {
+                Some(line) => {
                     let line = line.trim();
                     if let Some(spec) = line.strip_prefix("announce ") {
                         match parse_route(spec.trim()) {
@@ -297,11 +362,11 @@ async fn run(args: Args) -> Result<()> {
                             }
                         }
                     } else if line == "stop-preserve" {
-                        speaker.shutdown(StopMode::PreserveForwarding).await;
+                        emit_closed(speaker.shutdown(StopMode::PreserveForwarding).await);
                         return Ok(());
                     } else if line == "stop" || line.starts_with("stop ") {
                         let msg = line.strip_prefix("stop").unwrap_or_default().trim().to_owned();
-                        speaker.shutdown(StopMode::Shutdown(msg)).await;
+                        emit_closed(speaker.shutdown(StopMode::Shutdown(msg)).await);
                         drain_events(&mut events);
                         return Ok(());
                     } else if !line.is_empty() {
@@ -309,15 +374,15 @@ async fn run(args: Args) -> Result<()> {
                     }
                 }
                 // End of input: keep running until a signal.
-                Ok(None) | Err(_) => stdin_open = false,
+                None => stdin_open = false,
             },
             _ = term.recv() => {
-                speaker.shutdown(exit_mode).await;
+                emit_closed(speaker.shutdown(exit_mode).await);
                 drain_events(&mut events);
                 return Ok(());
             }
             _ = int.recv() => {
-                speaker.shutdown(exit_mode).await;
+                emit_closed(speaker.shutdown(exit_mode).await);
                 drain_events(&mut events);
                 return Ok(());
             }
@@ -354,6 +419,19 @@ fn load_routes(
 fn drain_events(events: &mut tokio::sync::mpsc::UnboundedReceiver<PeerEvent>) {
     while let Ok(ev) = events.try_recv() {
         emit(&event_json(&ev));
+    }
+}
+
+/// One `closed` event per peer after a shutdown, with the per-peer flush
+/// bound the driver applied.
+fn emit_closed(closed: Vec<PeerClosed>) {
+    for c in closed {
+        emit(&json!({
+            "event": "closed",
+            "peer": c.name,
+            "flushed": c.flushed,
+            "close_timeout_ms": CLOSE_TIMEOUT.as_millis(),
+        }));
     }
 }
 
@@ -491,4 +569,61 @@ fn parse_large(v: &str) -> std::result::Result<LargeCommunity, String> {
         local_data1: n(b)?,
         local_data2: n(c)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_keys_come_from_a_file_and_never_show_in_debug() {
+        assert_eq!(
+            md5_key_file(b"s3cret-key\n".to_vec()).unwrap().expose(),
+            b"s3cret-key"
+        );
+        assert_eq!(
+            md5_key_file(b"s3cret-key\r\n".to_vec()).unwrap().expose(),
+            b"s3cret-key"
+        );
+        assert_eq!(
+            md5_key_file(b"a b\n\n".to_vec()).unwrap().expose(),
+            b"a b\n"
+        );
+        assert!(md5_key_file(b"\n".to_vec()).is_err());
+        assert!(md5_key_file(vec![b'k'; 81]).is_err());
+        assert!(md5_key_arg("").is_err());
+
+        let args = Args::try_parse_from([
+            "ferrolb-bgp",
+            "--local-as",
+            "64512",
+            "--router-id",
+            "10.0.0.2",
+            "--peer",
+            "10.0.0.1",
+            "--md5-key",
+            "s3cret-key",
+        ])
+        .unwrap();
+        assert_eq!(args.md5_key.as_deref(), Some(&b"s3cret-key"[..]));
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            Args::try_parse_from([
+                "ferrolb-bgp",
+                "--local-as",
+                "1",
+                "--router-id",
+                "10.0.0.2",
+                "--peer",
+                "10.0.0.1",
+                "--md5-key",
+                "a",
+                "--md5-key-file",
+                "/dev/null",
+            ])
+            .is_err(),
+            "one key source"
+        );
+    }
 }

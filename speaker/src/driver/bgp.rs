@@ -75,6 +75,27 @@ pub enum PeerEvent {
     },
 }
 
+/// How a peer's session ended at [`BgpSpeaker::shutdown`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerClosed {
+    /// Peer name.
+    pub name: String,
+    /// Whether what was queued for the peer (the NOTIFICATION) reached
+    /// the socket within [`CLOSE_TIMEOUT`]; `false` when the peer did not
+    /// read and the connection was dropped.
+    pub flushed: bool,
+}
+
+/// How long a stopping session may take to hand its last messages (the
+/// NOTIFICATION) to a peer that does not read before the connection is
+/// dropped. Sessions stop concurrently, so this also bounds the BGP part
+/// of the speaker's shutdown.
+pub const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Beyond [`CLOSE_TIMEOUT`], how long [`BgpSpeaker::shutdown`] waits for a
+/// peer task to report before it aborts it.
+const STOP_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A snapshot of a peer, refreshed after every input the driver handles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerStatus {
@@ -93,7 +114,9 @@ enum Command {
     SetRoutes(BTreeMap<IpPrefix, Arc<RouteAttrs>>),
     HoldDown(Notification),
     Release,
-    Stop(StopMode, oneshot::Sender<()>),
+    /// Stop; the answer says whether the last messages were flushed
+    /// within [`CLOSE_TIMEOUT`].
+    Stop(StopMode, oneshot::Sender<bool>),
 }
 
 struct PeerHandle {
@@ -155,28 +178,50 @@ impl BgpSpeaker {
     /// configuration is left alone; a changed one resets the session
     /// (Cease / Administrative Reset) and starts a new one, keeping its
     /// routes.
+    ///
+    /// # Errors
+    /// The listening sockets refused the peer's MD5 key. Nothing changed
+    /// then: a running session goes on with its old configuration, so the
+    /// caller may report the error and try again.
     pub async fn set_peer(&mut self, name: &str, config: PeerConfig) -> io::Result<()> {
         let mut routes = BTreeMap::new();
-        let mut had_key = false;
-        if let Some(old) = self.peers.get(name) {
-            if old.config == config {
-                return Ok(());
-            }
-            had_key = old.config.connect.md5_key.is_some();
+        let old = self.peers.get(name).map(|p| {
+            (
+                p.config.address.ip(),
+                p.config.connect.md5_key.clone(),
+                p.config == config,
+            )
+        });
+        if let Some((_, _, true)) = old {
+            return Ok(());
+        }
+        let (old_ip, old_key) = old.map_or((None, None), |(ip, key, _)| (Some(ip), key));
+        let ip = config.address.ip();
+        // The listeners' keys first: if they refuse, the old session is
+        // still running, untouched.
+        let had_key_here = old_ip == Some(ip) && old_key.is_some();
+        if let Err(e) = self.key_listeners(ip, config.connect.md5_key.as_deref(), had_key_here) {
+            // Put back what the listeners held (best effort: these
+            // calls succeeded before).
+            let restore = if had_key_here {
+                old_key.as_deref()
+            } else {
+                None
+            };
+            let _ = self.key_listeners(ip, restore, true);
+            return Err(e);
+        }
+        if let (Some(old_ip), Some(_)) = (old_ip, &old_key)
+            && old_ip != ip
+            && let Err(e) = self.key_listeners(old_ip, None, true)
+        {
+            warn!(peer = name, address = %old_ip, error = %e, "cannot clear the old address's MD5 key");
+        }
+        if old_ip.is_some() {
             routes = self
                 .stop_peer(name, StopMode::Reset("configuration changed".into()))
                 .await
                 .unwrap_or_default();
-        }
-        for (listener, _) in &self.listeners {
-            match &config.connect.md5_key {
-                Some(key) => tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), key)?,
-                // Removing a key that was set; the kernel has none otherwise.
-                None if had_key => {
-                    tcp::set_md5_key(listener.as_raw_fd(), config.address.ip(), &[])?
-                }
-                None => {}
-            }
         }
         let (commands, cmd_rx) = mpsc::unbounded_channel();
         let (incoming_tx, incoming_rx) = mpsc::channel(4);
@@ -210,6 +255,20 @@ impl BgpSpeaker {
                 task,
             },
         );
+        Ok(())
+    }
+
+    /// Sets (`key`) or clears the MD5 key of `peer` on every listener;
+    /// clearing only when one was set (`had_key`): the kernel has none
+    /// otherwise.
+    fn key_listeners(&self, peer: IpAddr, key: Option<&[u8]>, had_key: bool) -> io::Result<()> {
+        for (listener, _) in &self.listeners {
+            match key {
+                Some(key) => tcp::set_md5_key(listener.as_raw_fd(), peer, key)?,
+                None if had_key => tcp::set_md5_key(listener.as_raw_fd(), peer, &[])?,
+                None => {}
+            }
+        }
         Ok(())
     }
 
@@ -273,15 +332,50 @@ impl BgpSpeaker {
         self.peers.keys().map(String::as_str)
     }
 
-    /// Ends every session as `mode` says and stops listening.
-    pub async fn shutdown(mut self, mode: StopMode) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
-        for name in names {
-            self.stop_peer(&name, mode.clone()).await;
-        }
+    /// Ends every session as `mode` says and stops listening. The
+    /// sessions stop concurrently, each flushing its last messages (the
+    /// NOTIFICATION) for at most [`CLOSE_TIMEOUT`]: however many peers
+    /// do not read, the whole shutdown takes about that long, well within
+    /// a Pod's `terminationGracePeriodSeconds` of 10 s. Returns, and logs,
+    /// how each peer's session closed.
+    pub async fn shutdown(mut self, mode: StopMode) -> Vec<PeerClosed> {
         for (_, task) in self.listeners.drain(..) {
             task.abort();
         }
+        self.dispatch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        info!(
+            peers = self.peers.len(),
+            close_timeout_ms = CLOSE_TIMEOUT.as_millis(),
+            "stopping bgp sessions"
+        );
+        let stops = self.peers.drain().map(|(name, p)| {
+            let mode = mode.clone();
+            async move {
+                let (done_tx, done) = oneshot::channel();
+                let mut flushed = false;
+                if p.commands.send(Command::Stop(mode, done_tx)).is_ok() {
+                    // The task bounds its flush by CLOSE_TIMEOUT; the
+                    // margin covers a task that is slow to get there.
+                    match tokio::time::timeout(CLOSE_TIMEOUT + STOP_MARGIN, done).await {
+                        Ok(Ok(f)) => flushed = f,
+                        Ok(Err(_)) => {}
+                        Err(_) => warn!(peer = name, "peer task did not stop in time"),
+                    }
+                }
+                p.task.abort();
+                if let Err(e) = p.task.await
+                    && !e.is_cancelled()
+                {
+                    warn!(error = %e, peer = name, "peer task failed");
+                }
+                info!(peer = name, flushed, "bgp session closed");
+                PeerClosed { name, flushed }
+            }
+        });
+        futures::future::join_all(stops).await
     }
 
     /// Stops a peer's task; returns the routes it had been given.
@@ -312,6 +406,10 @@ fn normalize(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     }
+}
+
+fn normalize_addr(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(normalize(addr.ip()), addr.port())
 }
 
 async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
@@ -455,8 +553,8 @@ impl PeerDriver {
                     Some(Command::Stop(mode, done)) => {
                         self.session.stop(now(), mode);
                         self.drain();
-                        self.close_all().await;
-                        let _ = done.send(());
+                        let flushed = self.close_all().await;
+                        let _ = done.send(flushed);
                         return;
                     }
                     None => {
@@ -477,6 +575,9 @@ impl PeerDriver {
         let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
             return;
         };
+        // On a dual-stack listener an IPv4 connection shows IPv4-mapped
+        // addresses; the session (next hops, families) sees it as IPv4.
+        let (local, remote) = (normalize_addr(local), normalize_addr(remote));
         self.learn_interface_v6(local);
         match self.session.handle_incoming(now(), local, remote) {
             Some(id) => self.spawn_io(id, stream),
@@ -703,8 +804,9 @@ impl PeerDriver {
         });
     }
 
-    /// Lets queued writes (a final NOTIFICATION) reach the socket.
-    async fn close_all(&mut self) {
+    /// Lets queued writes (a final NOTIFICATION) reach the socket, for at
+    /// most [`CLOSE_TIMEOUT`]; returns whether they all did.
+    async fn close_all(&mut self) -> bool {
         for (_, task) in self.connecting.drain() {
             task.abort();
         }
@@ -715,8 +817,13 @@ impl PeerDriver {
         }
         // Each writer exits once its queue is written and the socket shut
         // down; a peer that does not read cannot hold us up for long.
+        let aborts: Vec<_> = writers.iter().map(JoinHandle::abort_handle).collect();
         let all = futures::future::join_all(writers);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), all).await;
+        let flushed = tokio::time::timeout(CLOSE_TIMEOUT, all).await.is_ok();
+        if !flushed {
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        flushed
     }
 }
 
@@ -831,5 +938,51 @@ impl Decoder for BgpFrames {
             }
             Err(e) => Err(FrameError::Header(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use bgp::session::{ConnectMode, PeerAs};
+
+    use super::*;
+
+    fn peer(key: &[u8]) -> PeerConfig {
+        let mut session = session::Config::new(64512, PeerAs::Exact(64500), Ipv4Addr::LOCALHOST);
+        session.mode = ConnectMode::Passive;
+        PeerConfig {
+            session,
+            address: "127.0.0.2:179".parse().unwrap(),
+            connect: ConnectOptions {
+                md5_key: Some(key.to_vec().into()),
+                ..ConnectOptions::default()
+            },
+        }
+    }
+
+    /// Issue 14 finding 4: a configuration the listeners refuse leaves the
+    /// running session alone instead of stopping it and dropping the peer.
+    #[tokio::test]
+    async fn a_refused_configuration_keeps_the_running_session() {
+        let (mut speaker, _events) = BgpSpeaker::new();
+        speaker.listen("[::]:0".parse().unwrap()).unwrap();
+        let good = peer(b"s3cret");
+        speaker.set_peer("p", good.clone()).await.unwrap();
+        let bad = peer(&[b'k'; 81]);
+        assert!(speaker.set_peer("p", bad).await.is_err());
+        assert_eq!(speaker.peers().collect::<Vec<_>>(), ["p"]);
+        let p = &speaker.peers["p"];
+        assert_eq!(p.config, good);
+        assert!(!p.task.is_finished());
+        assert!(!p.commands.is_closed());
+        // A good change afterwards applies as usual.
+        speaker.set_peer("p", peer(b"other")).await.unwrap();
+        assert_eq!(
+            speaker.peers["p"].config.connect.md5_key.as_deref(),
+            Some(&b"other"[..])
+        );
+        speaker.shutdown(StopMode::Shutdown(String::new())).await;
     }
 }

@@ -185,7 +185,7 @@ mod tests {
                 bind: Some("10.0.0.1".parse().unwrap()),
                 device: Some("red".into()),
                 ttl: Some(1),
-                md5_key: Some(b"key".to_vec()),
+                md5_key: Some(b"key".to_vec().into()),
             },
             ibgp: false,
             bfd_profile: None,
@@ -202,7 +202,7 @@ mod tests {
                 device: Some("red".into()),
                 ttl: Some(1),
                 min_ttl: None,
-                md5_key: Some(b"key".to_vec()),
+                md5_key: Some(b"key".to_vec().into()),
                 timeout: None,
             }
         );

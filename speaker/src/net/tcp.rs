@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use api::model::Md5Key;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -27,7 +28,7 @@ pub struct ConnectOptions {
     /// GTSM (RFC 5082): drop packets from the peer whose TTL is below this.
     pub min_ttl: Option<u8>,
     /// TCP MD5 key shared with the peer (RFC 2385).
-    pub md5_key: Option<Vec<u8>>,
+    pub md5_key: Option<Md5Key>,
     /// Give up connecting after this long.
     pub timeout: Option<Duration>,
 }
@@ -88,6 +89,11 @@ pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
 
 /// Sets (non-empty `key`) or clears (empty `key`) the MD5 key for `peer`
 /// on a socket: a listening socket keeps one key per peer address.
+///
+/// The address is given in the socket's own family, as Linux wants it: an
+/// IPv4 peer on an IPv6 socket (a dual-stack listener, `[::]:179`) is keyed
+/// by its IPv4-mapped address `::ffff:a.b.c.d`, the form its connections
+/// arrive in; an AF_INET address there is refused with EINVAL.
 pub fn set_md5_key(fd: RawFd, peer: IpAddr, key: &[u8]) -> io::Result<()> {
     if key.len() > MAX_MD5_KEY {
         return Err(io::Error::new(
@@ -95,6 +101,7 @@ pub fn set_md5_key(fd: RawFd, peer: IpAddr, key: &[u8]) -> io::Result<()> {
             "TCP MD5 key longer than 80 octets",
         ));
     }
+    let peer = in_family(socket_family(fd)?, peer)?;
     let addr = SockAddr::from(SocketAddr::new(peer, 0));
     let mut sig = TcpMd5Sig {
         // SAFETY: sockaddr_storage is plain old data; all zeros is valid.
@@ -118,6 +125,43 @@ pub fn set_md5_key(fd: RawFd, peer: IpAddr, key: &[u8]) -> io::Result<()> {
         );
     }
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_MD5SIG, &sig)
+}
+
+/// The address family of a socket (`SO_DOMAIN`).
+fn socket_family(fd: RawFd) -> io::Result<libc::c_int> {
+    let mut family: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `family` and `len` are valid for writes of the sizes given;
+    // the kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&raw mut family).cast::<libc::c_void>(),
+            &raw mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(family)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `peer` as a socket of `family` sees it: IPv4 on an IPv6 socket is
+/// IPv4-mapped; an IPv4-mapped address on an IPv4 socket is plain IPv4.
+fn in_family(family: libc::c_int, peer: IpAddr) -> io::Result<IpAddr> {
+    match (family, peer) {
+        (libc::AF_INET6, IpAddr::V4(v4)) => Ok(IpAddr::V6(v4.to_ipv6_mapped())),
+        (libc::AF_INET, IpAddr::V6(v6)) => v6.to_ipv4_mapped().map(IpAddr::V4).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("IPv6 peer {v6} on an IPv4 socket"),
+            )
+        }),
+        _ => Ok(peer),
+    }
 }
 
 fn set_ttl(socket: &Socket, peer: IpAddr, ttl: u32) -> io::Result<()> {
@@ -169,6 +213,7 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn md5_struct_matches_the_kernel_layout() {
@@ -230,7 +275,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         set_md5_key(listener.as_raw_fd(), "127.0.0.1".parse().unwrap(), b"right").unwrap();
         let wrong = ConnectOptions {
-            md5_key: Some(b"wrong".to_vec()),
+            md5_key: Some(b"wrong".to_vec().into()),
             timeout: Some(Duration::from_millis(500)),
             ..ConnectOptions::default()
         };
@@ -239,12 +284,64 @@ mod tests {
         assert!(c.is_err(), "wrong key must not connect");
         assert!(a.is_err(), "nothing accepted");
         let right = ConnectOptions {
-            md5_key: Some(b"right".to_vec()),
+            md5_key: Some(b"right".to_vec().into()),
             timeout: Some(Duration::from_secs(10)),
             ..wrong
         };
         let (c, a) = tokio::join!(connect(addr, &right), listener.accept());
         assert!(c.is_ok() && a.is_ok());
         assert!(set_md5_key(0, "127.0.0.1".parse().unwrap(), &[0; 81]).is_err());
+    }
+
+    #[tokio::test]
+    async fn md5_on_a_dual_stack_listener_keys_ipv4_peers_mapped() {
+        // Issue 14 finding 4: an AF_INET address on an AF_INET6 socket is
+        // EINVAL; the key must be set for ::ffff:127.0.0.1.
+        let listener = listen("[::]:0".parse().unwrap()).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        set_md5_key(listener.as_raw_fd(), v4, b"right").unwrap();
+        let addr = SocketAddr::new(v4, port);
+        let wrong = ConnectOptions {
+            md5_key: Some(b"wrong".to_vec().into()),
+            timeout: Some(Duration::from_millis(500)),
+            ..ConnectOptions::default()
+        };
+        let accept = tokio::time::timeout(Duration::from_millis(700), listener.accept());
+        let (c, a) = tokio::join!(connect(addr, &wrong), accept);
+        assert!(c.is_err() && a.is_err(), "wrong key must not connect");
+        let right = ConnectOptions {
+            md5_key: Some(b"right".to_vec().into()),
+            timeout: Some(Duration::from_secs(10)),
+            ..wrong
+        };
+        let (c, a) = tokio::join!(connect(addr, &right), listener.accept());
+        assert!(c.is_ok(), "{c:?}");
+        let (_, from) = a.unwrap();
+        assert_eq!(from.ip(), IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()));
+        // Clearing works the same way; an IPv6 peer on an IPv4 socket is
+        // refused with a reason, not EINVAL.
+        set_md5_key(listener.as_raw_fd(), v4, &[]).unwrap();
+        let v4_listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mapped = IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped());
+        set_md5_key(v4_listener.as_raw_fd(), mapped, b"k").unwrap();
+        let err = set_md5_key(
+            v4_listener.as_raw_fd(),
+            "2001:db8::1".parse().unwrap(),
+            b"k",
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn md5_keys_do_not_show_in_debug() {
+        let opts = ConnectOptions {
+            md5_key: Some(b"s3cret-key".to_vec().into()),
+            ..ConnectOptions::default()
+        };
+        let shown = format!("{opts:?} {opts:#?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("redacted"), "{shown}");
     }
 }

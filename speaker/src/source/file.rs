@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::{Rejected, Reload, Snapshot};
+use super::{Rejected, Reload, Snapshot, trim_secret};
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
 /// in force.
@@ -190,9 +190,11 @@ fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Re
             ("v1", "Service") => snap
                 .services
                 .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
-            ("v1", "Secret") => snap
-                .secrets
-                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
+            ("v1", "Secret") => {
+                let mut secret = serde_json::from_value(doc).map_err(bad)?;
+                trim_secret(&mut secret);
+                snap.secrets.push(Arc::new(secret));
+            }
             ("discovery.k8s.io/v1", "EndpointSlice") => {
                 snap.slices
                     .push(Arc::new(serde_json::from_value(doc).map_err(bad)?));

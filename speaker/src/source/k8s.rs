@@ -37,7 +37,7 @@ use shell::task::Spawner;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::{Rejected, Reload, Snapshot, file};
+use super::{Rejected, Reload, Snapshot, file, trim_secret};
 
 /// How long changes are gathered before a snapshot is built: short enough
 /// that a status update reaches the routers in a few milliseconds, long
@@ -82,7 +82,12 @@ pub fn start(
     let nodes = reflect::<Node>(tasks, Api::all(all(client)), &changed_tx, trim_node);
     let services = reflect::<Service>(tasks, Api::all(all(client)), &changed_tx, trim_service);
     let slices = reflect::<EndpointSlice>(tasks, Api::all(all(client)), &changed_tx, trim_slice);
-    let secrets = reflect::<Secret>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let secrets = reflect::<Secret>(
+        tasks,
+        Api::namespaced(all(client), ns),
+        &changed_tx,
+        trim_secret,
+    );
     let pools =
         reflect::<IPAddressPool>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
     let peers = reflect::<BGPPeer>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});

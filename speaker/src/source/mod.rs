@@ -12,16 +12,19 @@ pub mod file;
 pub mod k8s;
 pub mod keyring;
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
-use api::model::Model;
+use api::model::{Model, PASSWORD_SECRET_KEY};
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
 /// Every object the speaker reads, as one consistent set. The Kubernetes
 /// objects are shared (`Arc`) with the source's caches, so a snapshot of a
-/// large cluster costs pointers, not copies.
-#[derive(Clone, Debug, Default)]
+/// large cluster costs pointers, not copies. Its `Debug` names the
+/// Secrets and never shows their data.
+#[derive(Clone, Default)]
 pub struct Snapshot {
     /// The metallb.io objects, parsed and valid.
     pub model: Arc<Model>,
@@ -31,12 +34,55 @@ pub struct Snapshot {
     pub services: Vec<Arc<corev1::Service>>,
     /// EndpointSlices.
     pub slices: Vec<Arc<discoveryv1::EndpointSlice>>,
-    /// Secrets (BGP passwords).
+    /// Secrets (BGP passwords), trimmed by [`trim_secret`].
     pub secrets: Vec<Arc<corev1::Secret>>,
 }
 
 /// A result of the configuration source: what it sends the reconcile loop.
 pub type Reload = Result<Snapshot, Rejected>;
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secrets: Vec<(Option<&str>, Option<&str>)> = self
+            .secrets
+            .iter()
+            .map(|s| (s.metadata.namespace.as_deref(), s.metadata.name.as_deref()))
+            .collect();
+        f.debug_struct("Snapshot")
+            .field("model", &self.model)
+            .field("nodes", &self.nodes)
+            .field("services", &self.services)
+            .field("slices", &self.slices)
+            .field("secrets", &secrets)
+            .finish()
+    }
+}
+
+/// Keeps of a Secret only what a BGPPeer's `passwordSecret` can use: its
+/// name, namespace and the `password` key (of `data`, or of `stringData`
+/// in file mode). Every other key, label and annotation is dropped as the
+/// Secret arrives, so the speaker does not hold the other credentials of
+/// its namespace (service account tokens, Helm releases, the memberlist
+/// key) in memory.
+pub fn trim_secret(s: &mut corev1::Secret) {
+    let key = PASSWORD_SECRET_KEY;
+    s.data = s
+        .data
+        .take()
+        .and_then(|mut d| d.remove_entry(key))
+        .map(|kv| BTreeMap::from([kv]));
+    s.string_data = s
+        .string_data
+        .take()
+        .and_then(|mut d| d.remove_entry(key))
+        .map(|kv| BTreeMap::from([kv]));
+    let meta = &mut s.metadata;
+    meta.annotations = None;
+    meta.labels = None;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+}
 
 /// A configuration the source refused, with the cluster objects it read.
 #[derive(Debug)]
@@ -61,5 +107,69 @@ impl Snapshot {
             model: Arc::clone(&self.model),
             ..cluster
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    #[test]
+    fn secrets_keep_only_the_password_and_never_show_it() {
+        let mut secret = corev1::Secret {
+            metadata: ObjectMeta {
+                name: Some("bgp-auth".into()),
+                namespace: Some("metallb-system".into()),
+                annotations: Some(BTreeMap::from([(
+                    "note".into(),
+                    "{\"stringData\":{\"token\":\"other-credential\"}}".into(),
+                )])),
+                labels: Some(BTreeMap::from([("app".into(), "x".into())])),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([
+                ("password".into(), ByteString(b"s3cret-key".to_vec())),
+                ("token".into(), ByteString(b"other-credential".to_vec())),
+            ])),
+            string_data: Some(BTreeMap::from([(
+                "ca.crt".into(),
+                "other-credential".into(),
+            )])),
+            type_: Some("kubernetes.io/basic-auth".into()),
+            ..corev1::Secret::default()
+        };
+        trim_secret(&mut secret);
+        assert_eq!(
+            secret.data,
+            Some(BTreeMap::from([(
+                "password".into(),
+                ByteString(b"s3cret-key".to_vec())
+            )]))
+        );
+        assert_eq!(secret.string_data, None);
+        assert!(!format!("{secret:?}").contains("other-credential"));
+        assert_eq!(secret.metadata.name.as_deref(), Some("bgp-auth"));
+        // A Secret no peer could use is kept as an empty shell.
+        let mut other = corev1::Secret {
+            metadata: secret.metadata.clone(),
+            data: Some(BTreeMap::from([(
+                "token".into(),
+                ByteString(b"other-credential".to_vec()),
+            )])),
+            ..corev1::Secret::default()
+        };
+        trim_secret(&mut other);
+        assert_eq!(other.data, None);
+
+        let snap = Snapshot {
+            secrets: vec![Arc::new(secret)],
+            ..Snapshot::default()
+        };
+        let shown = format!("{snap:?} {snap:#?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("bgp-auth"), "{shown}");
     }
 }

@@ -235,13 +235,21 @@ fn password_secret() {
         name: Some("missing".into()),
         namespace: Some("elsewhere".into()),
     });
-    v.secrets
-        .insert(ObjectKey::new(NS, "bgp-auth"), b"from-secret".to_vec());
+    v.secrets.insert(
+        ObjectKey::new(NS, "bgp-auth"),
+        b"from-secret".to_vec().into(),
+    );
     let plan = bgp(&v);
     assert_eq!(
         plan.peers["ibgp"].transport.md5_key.as_deref(),
         Some(&b"from-secret"[..])
     );
+    // Issue 14 finding 10: the key is in the view and the peer's
+    // configuration, and in neither's Debug output.
+    let shown = format!("{:?} {:#?} {:?}", v.view, plan.peers, plan);
+    assert!(!shown.contains("from-secret"), "{shown}");
+    assert!(!shown.contains(&format!("{:?}", b"from-secret")), "{shown}");
+    assert!(shown.contains("<redacted"), "{shown}");
     assert!(!plan.peers.contains_key("ebgp"));
     assert_eq!(fields(&plan), [("BGPPeer", "ebgp", "spec.passwordSecret")]);
 }
