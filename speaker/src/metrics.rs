@@ -65,13 +65,17 @@ pub struct BfdSessionMetrics {
 /// The `reason` labels of `metallb_bfd_control_packet_dropped`: received
 /// packets that failed the RFC 5880 §6.8.6 checks, carried authentication
 /// (not implemented), had a wrong TTL (GTSM, RFC 5881 §5 / RFC 5883 §2) or
-/// matched no session; and packets to send that the socket refused.
-pub const BFD_DROP_REASONS: [&str; 5] = [
+/// matched no session; packets to send that the socket refused; and
+/// datagrams the kernel dropped before we saw them (`kernel`: not from a
+/// configured peer, TTL below the minimum, or a full receive queue; as
+/// last reported by the kernel, so it lags a flood).
+pub const BFD_DROP_REASONS: [&str; 6] = [
     "malformed",
     "authenticated",
     "bad_ttl",
     "unknown_session",
     "send_failed",
+    "kernel",
 ];
 
 /// memberlist's values.

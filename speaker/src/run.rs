@@ -612,6 +612,7 @@ fn bfd_metrics(
         ("bad_ttl", c.bad_ttl),
         ("unknown_session", c.unknown_session),
         ("send_failed", stats.send_errors),
+        ("kernel", stats.kernel_drops),
     ]);
     (per_peer, dropped)
 }

@@ -210,6 +210,7 @@ async fn command(
                 "bad_ttl": c.bad_ttl,
                 "unknown_session": c.unknown_session,
                 "send_errors": stats.send_errors,
+                "kernel_drops": stats.kernel_drops,
                 "sessions": sessions,
             }));
         }

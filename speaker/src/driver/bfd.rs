@@ -5,6 +5,12 @@
 //! sending socket per session (its own source port, TTL 255). No protocol
 //! decisions are made here.
 //!
+//! Each receiver's kernel filter follows the sessions: it takes datagrams
+//! only from the peers of its family's sessions, with TTL 255 (single-hop)
+//! or at least the lowest `minimum_ttl` of the multihop sessions
+//! (`crate::net::udp_bfd`), so that a flood from anyone else never fills
+//! the queue the peers' packets wait in. The core checks the TTL again.
+//!
 //! [`BfdSpeaker`] is the API: add, change and remove sessions, hold them
 //! administratively down, read counters, and receive a stream of the
 //! core's [`Event`]s. The speaker's reconcile loop (`crate::run`) passes
@@ -15,6 +21,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::pin;
+use std::sync::Arc;
 
 use bfd::{Bfd, Event, Output, PeerKey, SessionConfig, SessionInfo, Stats};
 use rand::SeedableRng;
@@ -63,6 +70,10 @@ pub struct DriverStats {
     /// Packets the core produced that the socket did not take (full send
     /// buffer, no route).
     pub send_errors: u64,
+    /// Datagrams the kernel dropped at the receiving sockets: not from a
+    /// peer, TTL below the minimum, or a full queue. Reported with the
+    /// next datagram that gets through, so it lags a flood.
+    pub kernel_drops: u64,
 }
 
 enum Command {
@@ -94,6 +105,7 @@ impl BfdSpeaker {
             options,
             senders: HashMap::new(),
             receivers: HashMap::new(),
+            accepted: HashMap::new(),
             datagram_tx,
             datagram_rx,
             events,
@@ -152,11 +164,26 @@ fn gone() -> io::Error {
 /// `(is IPv6, multihop)`: one receiving socket each.
 type Family = (bool, bool);
 
+fn family(key: PeerKey) -> Family {
+    (key.peer.is_ipv6(), key.multihop)
+}
+
+/// A receiving socket and the task that reads it.
+struct Receiver {
+    socket: Arc<UdpSocket>,
+    task: JoinHandle<()>,
+    /// The kernel's drop count for the socket, as last reported.
+    kernel_drops: u32,
+}
+
 struct Driver {
     core: Bfd<SmallRng>,
     options: Options,
     senders: HashMap<PeerKey, UdpSocket>,
-    receivers: HashMap<Family, JoinHandle<()>>,
+    receivers: HashMap<Family, Receiver>,
+    /// What the receivers let in: each session's peer and the lowest TTL
+    /// accepted from it (255 single-hop, the profile's minimum multihop).
+    accepted: HashMap<PeerKey, u8>,
     datagram_tx: mpsc::Sender<(bool, Datagram)>,
     datagram_rx: mpsc::Receiver<(bool, Datagram)>,
     events: mpsc::UnboundedSender<Event>,
@@ -183,6 +210,12 @@ impl Driver {
                     self.command(cmd);
                 }
                 Some((multihop, d)) = self.datagram_rx.recv() => {
+                    if let (Some(n), Some(r)) = (
+                        d.kernel_drops,
+                        self.receivers.get_mut(&(d.from.is_ipv6(), multihop)),
+                    ) {
+                        r.kernel_drops = n;
+                    }
                     let now = Instant::now().into_std();
                     self.core.handle_packet(now, d.data(), d.from.ip(), d.ttl, multihop);
                 }
@@ -193,7 +226,7 @@ impl Driver {
             }
         }
         for (_, r) in self.receivers.drain() {
-            r.abort();
+            r.task.abort();
         }
     }
 
@@ -212,6 +245,11 @@ impl Driver {
                 // Send the farewell AdminDown before closing the socket.
                 self.drain();
                 self.senders.remove(&key);
+                if self.accepted.remove(&key).is_some()
+                    && let Err(e) = self.receive(family(key))
+                {
+                    warn!(peer = %key.peer, error = %e, "bfd receive filter not updated");
+                }
                 let _ = reply.send(existed);
             }
             Command::AdminDown(key, down, reply) => {
@@ -219,48 +257,107 @@ impl Driver {
             }
             Command::Stats(reply) => {
                 self.stats.core = self.core.stats();
+                self.stats.kernel_drops = self
+                    .receivers
+                    .values()
+                    .map(|r| u64::from(r.kernel_drops))
+                    .sum();
                 let _ = reply.send((self.stats, self.core.sessions().collect()));
             }
         }
     }
 
-    /// Opens the session's sender and, if new, the receiver of its family.
+    /// Lets the session's peer in at the receiver of its family (opened if
+    /// new) and opens the session's sender. On failure nothing changes.
     fn open(&mut self, config: &SessionConfig) -> io::Result<()> {
         let key = config.key;
-        let family = (key.peer.is_ipv6(), key.multihop);
-        if !self.receivers.contains_key(&family) {
-            let port = if key.multihop {
-                self.options.multihop_port
-            } else {
-                self.options.single_hop_port
+        let min_ttl = if key.multihop {
+            config.profile.minimum_ttl
+        } else {
+            255
+        };
+        let previous = self.accepted.insert(key, min_ttl);
+        let opened = self
+            .receive(family(key))
+            .and_then(|()| self.open_sender(config));
+        if opened.is_err() {
+            match previous {
+                Some(p) => self.accepted.insert(key, p),
+                None => self.accepted.remove(&key),
             };
-            let ip = if family.0 {
-                IpAddr::V6(self.options.listen_v6)
-            } else {
-                IpAddr::V4(self.options.listen_v4)
-            };
-            let socket = udp_bfd::listen(SocketAddr::new(ip, port))?;
-            debug!(addr = %SocketAddr::new(ip, port), "bfd listening");
-            let tx = self.datagram_tx.clone();
-            let multihop = key.multihop;
-            let task = shell::task::spawn(
-                format!("bfd receiver {}", SocketAddr::new(ip, port)),
-                async move {
-                    loop {
-                        match udp_bfd::recv(&socket).await {
-                            Ok(d) => {
-                                if tx.send((multihop, d)).await.is_err() {
-                                    break;
-                                }
+            if let Err(e) = self.receive(family(key)) {
+                warn!(peer = %key.peer, error = %e, "bfd receive filter not restored");
+            }
+        }
+        opened
+    }
+
+    /// Makes the receiver of `family` take exactly what `accepted` says
+    /// (the peers, the lowest minimum TTL); opens it if there is none yet
+    /// and some session needs it.
+    fn receive(&mut self, family: Family) -> io::Result<()> {
+        let peers: Vec<udp_bfd::Peer> = self
+            .accepted
+            .iter()
+            .filter(|(k, _)| self::family(**k) == family)
+            .map(|(k, t)| udp_bfd::Peer {
+                addr: k.peer,
+                min_ttl: *t,
+            })
+            .collect();
+        if let Some(r) = self.receivers.get(&family) {
+            return udp_bfd::set_peers(&r.socket, &peers);
+        }
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let (v6, multihop) = family;
+        let port = if multihop {
+            self.options.multihop_port
+        } else {
+            self.options.single_hop_port
+        };
+        let ip = if v6 {
+            IpAddr::V6(self.options.listen_v6)
+        } else {
+            IpAddr::V4(self.options.listen_v4)
+        };
+        let addr = SocketAddr::new(ip, port);
+        let socket = Arc::new(udp_bfd::listen(addr, &peers)?);
+        debug!(%addr, "bfd listening");
+        let tx = self.datagram_tx.clone();
+        let reader = Arc::clone(&socket);
+        let task = shell::task::spawn(
+            format!("bfd receiver {addr}"),
+            async move {
+                loop {
+                    match udp_bfd::recv(&reader).await {
+                        Ok(d) => {
+                            if tx.send((multihop, d)).await.is_err() {
+                                break;
                             }
-                            Err(e) => debug!(error = %e, "bfd recv"),
                         }
+                        Err(e) => debug!(error = %e, "bfd recv"),
                     }
                 }
-                .in_current_span(),
-            );
-            self.receivers.insert(family, task);
-        }
+            }
+            .in_current_span(),
+        );
+        self.receivers.insert(
+            family,
+            Receiver {
+                socket,
+                task,
+                kernel_drops: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Opens the session's sender unless it has one from the same address.
+    fn open_sender(&mut self, config: &SessionConfig) -> io::Result<()> {
+        let key = config.key;
+        let family = family(key);
         let known_local = self
             .core
             .session(key)

@@ -271,7 +271,12 @@ fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Recv> {
     })
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` points to a live `T` and the length is its size.
     let rc =
         unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), socklen::<T>()) };
