@@ -174,7 +174,9 @@ pub async fn spawn(
         }
     });
     let routes = Routes::new(health, move || {
-        render(&source.pool_counts(), source.is_leader(), source.config())
+        let mut text = render(&source.pool_counts(), source.is_leader(), source.config());
+        text.push_str(&shell::procfs::render());
+        text
     });
     let handle = Server::bind(addr, Config::default())
         .await?
