@@ -49,9 +49,11 @@ pub struct ConfigGauges {
     pub update_errors: u64,
 }
 
-/// The per-pool gauges, as MetalLB's allocator exports them: name, help,
-/// and the value of one pool.
-const POOL_GAUGES: [(&str, &str, fn(&PoolCounts) -> u128); 7] = [
+/// A per-pool gauge: name, help, and the value of one pool.
+type PoolGauge = (&'static str, &'static str, fn(&PoolCounts) -> u128);
+
+/// The per-pool gauges, as MetalLB's allocator exports them.
+const POOL_GAUGES: [PoolGauge; 7] = [
     (
         "metallb_allocator_addresses_in_use_total",
         "Number of IP addresses in use, per pool",
