@@ -92,7 +92,7 @@ const POOL_GAUGES: [PoolGauge; 7] = [
 ];
 
 /// The exposition text: MetalLB's allocator gauges per `pool`
-/// ([`POOL_GAUGES`]: addresses usable and in use, in all and per family,
+/// (`POOL_GAUGES`: addresses usable and in use, in all and per family,
 /// and services allocated), and `ferrolb_controller_leader`; MetalLB's
 /// `metallb_k8s_client_config_loaded_bool`,
 /// `metallb_k8s_client_config_stale_bool`,
