@@ -275,6 +275,13 @@ async fn lead(
         );
         update
     };
+    // The replay processed the pools and every Service.
+    shared
+        .updates
+        .fetch_add(1 + services.items.len() as u64, Ordering::Relaxed);
+    if !update.refused.is_empty() {
+        shared.update_errors.fetch_add(1, Ordering::Relaxed);
+    }
     shared
         .stale
         .store(!update.refused.is_empty(), Ordering::Relaxed);
