@@ -27,7 +27,8 @@ pub trait Source: Send + Sync + 'static {
     fn config(&self) -> ConfigGauges;
 }
 
-/// The configuration's state and the writes refused, for [`render`].
+/// The configuration's state, the updates processed and the writes
+/// refused, for [`render`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConfigGauges {
     /// This replica leads and has loaded the pools
@@ -40,18 +41,68 @@ pub struct ConfigGauges {
     pub conflicts: u64,
     /// Writes not sent, or cut short, because leadership may be lost.
     pub fenced: u64,
+    /// Object updates processed: Service reconciles and pool changes
+    /// (`metallb_k8s_client_updates_total`).
+    pub updates: u64,
+    /// Updates that failed: reconciles retried with backoff, pool changes
+    /// refused (`metallb_k8s_client_update_errors_total`).
+    pub update_errors: u64,
 }
 
-/// The exposition text: MetalLB's `metallb_allocator_addresses_in_use_total`
-/// and `metallb_allocator_addresses_total` per `pool`, and
-/// `ferrolb_controller_leader`; MetalLB's
-/// `metallb_k8s_client_config_loaded_bool` and
-/// `metallb_k8s_client_config_stale_bool`; and
+/// A per-pool gauge: name, help, and the value of one pool.
+type PoolGauge = (&'static str, &'static str, fn(&PoolCounts) -> u128);
+
+/// The per-pool gauges, as MetalLB's allocator exports them.
+const POOL_GAUGES: [PoolGauge; 7] = [
+    (
+        "metallb_allocator_addresses_in_use_total",
+        "Number of IP addresses in use, per pool",
+        PoolCounts::in_use,
+    ),
+    (
+        "metallb_allocator_addresses_total",
+        "Number of usable IP addresses, per pool",
+        PoolCounts::total,
+    ),
+    (
+        "metallb_allocator_ipv4_addresses_in_use_total",
+        "Number of IPV4 addresses in use, per pool",
+        |p| p.assigned.v4,
+    ),
+    (
+        "metallb_allocator_ipv4_addresses_total",
+        "Number of usable IPV4 addresses, per pool",
+        |p| p.capacity.v4,
+    ),
+    (
+        "metallb_allocator_ipv6_addresses_in_use_total",
+        "Number of IPV6 addresses in use, per pool",
+        |p| p.assigned.v6,
+    ),
+    (
+        "metallb_allocator_ipv6_addresses_total",
+        "Number of usable IPV6 addresses, per pool",
+        |p| p.capacity.v6,
+    ),
+    (
+        "metallb_allocator_services_allocated_total",
+        "Number of services allocated, per pool",
+        |p| u128::from(p.services),
+    ),
+];
+
+/// The exposition text: MetalLB's allocator gauges per `pool`
+/// (`POOL_GAUGES`: addresses usable and in use, in all and per family,
+/// and services allocated), and `ferrolb_controller_leader`; MetalLB's
+/// `metallb_k8s_client_config_loaded_bool`,
+/// `metallb_k8s_client_config_stale_bool`,
+/// `metallb_k8s_client_updates_total` and
+/// `metallb_k8s_client_update_errors_total`; and
 /// `ferrolb_controller_writes_refused_total` by `reason` (`conflict`: the
 /// object changed since it was read; `fenced`: leadership may be lost).
 pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> String {
     let mut out = String::new();
-    let gauge = |out: &mut String, name: &str, help: &str, f: &dyn Fn(&PoolCounts) -> u128| {
+    for (name, help, value) in POOL_GAUGES {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} gauge");
         for p in pools {
@@ -60,22 +111,10 @@ pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> Strin
                 out,
                 "{name}{{pool=\"{}\"}} {}",
                 escape(&p.name),
-                f(p) as f64
+                value(p) as f64
             );
         }
-    };
-    gauge(
-        &mut out,
-        "metallb_allocator_addresses_in_use_total",
-        "Number of IP addresses in use, per pool",
-        &PoolCounts::in_use,
-    );
-    gauge(
-        &mut out,
-        "metallb_allocator_addresses_total",
-        "Number of usable IP addresses, per pool",
-        &PoolCounts::total,
-    );
+    }
     let _ = writeln!(
         out,
         "# HELP ferrolb_controller_leader 1 if this replica holds the lease\n\
@@ -89,9 +128,17 @@ pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> Strin
          metallb_k8s_client_config_loaded_bool {}\n\
          # HELP metallb_k8s_client_config_stale_bool 1 if running on a stale configuration: some pool object was refused and its last good version (or none) is in force\n\
          # TYPE metallb_k8s_client_config_stale_bool gauge\n\
-         metallb_k8s_client_config_stale_bool {}",
+         metallb_k8s_client_config_stale_bool {}\n\
+         # HELP metallb_k8s_client_updates_total Number of k8s object updates that have been processed.\n\
+         # TYPE metallb_k8s_client_updates_total counter\n\
+         metallb_k8s_client_updates_total {}\n\
+         # HELP metallb_k8s_client_update_errors_total Number of k8s object updates that failed for some reason.\n\
+         # TYPE metallb_k8s_client_update_errors_total counter\n\
+         metallb_k8s_client_update_errors_total {}",
         u8::from(config.loaded),
-        u8::from(config.stale)
+        u8::from(config.stale),
+        config.updates,
+        config.update_errors
     );
     let _ = writeln!(
         out,
@@ -129,7 +176,9 @@ pub async fn spawn(
         }
     });
     let routes = Routes::new(health, move || {
-        render(&source.pool_counts(), source.is_leader(), source.config())
+        let mut text = render(&source.pool_counts(), source.is_leader(), source.config());
+        text.push_str(&shell::procfs::render());
+        text
     });
     let handle = Server::bind(addr, Config::default())
         .await?
@@ -160,6 +209,7 @@ mod tests {
             name: "v6".into(),
             capacity: Capacity { v4: 4, v6: 1 << 64 },
             assigned: Capacity { v4: 1, v6: 2 },
+            services: 2,
         }];
         let text = render(
             &pools,
@@ -169,8 +219,37 @@ mod tests {
                 stale: true,
                 conflicts: 2,
                 fenced: 0,
+                updates: 9,
+                update_errors: 1,
             },
         );
+        for line in [
+            "metallb_allocator_ipv4_addresses_total{pool=\"v6\"} 4\n",
+            "metallb_allocator_ipv4_addresses_in_use_total{pool=\"v6\"} 1\n",
+            "metallb_allocator_ipv6_addresses_total{pool=\"v6\"} 18446744073709552000\n",
+            "metallb_allocator_ipv6_addresses_in_use_total{pool=\"v6\"} 2\n",
+            "metallb_allocator_services_allocated_total{pool=\"v6\"} 2\n",
+            "# TYPE metallb_k8s_client_updates_total counter\n",
+            "metallb_k8s_client_updates_total 9\n",
+            "# TYPE metallb_k8s_client_update_errors_total counter\n",
+            "metallb_k8s_client_update_errors_total 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        // Every family has HELP and TYPE once, before its samples.
+        for name in text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(['{', ' ']).next().unwrap())
+        {
+            let at = text.find(&format!("\n{name}")).unwrap();
+            assert!(text[..at].contains(&format!("# TYPE {name} ")), "{name}");
+            assert_eq!(
+                text.matches(&format!("# TYPE {name} ")).count(),
+                1,
+                "{name}"
+            );
+        }
         assert!(
             text.contains("metallb_allocator_addresses_in_use_total{pool=\"v6\"} 3\n"),
             "{text}"

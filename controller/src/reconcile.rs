@@ -112,6 +112,13 @@ pub struct Shared {
     conflicts: AtomicU64,
     /// Writes not sent or cut short because leadership may be lost.
     fenced: AtomicU64,
+    /// Object updates processed: Service reconciles and pool changes
+    /// (`metallb_k8s_client_updates_total`).
+    updates: AtomicU64,
+    /// Of those, the ones that failed: a reconcile that is retried with
+    /// backoff, or a pool change refused
+    /// (`metallb_k8s_client_update_errors_total`).
+    update_errors: AtomicU64,
 }
 
 impl Shared {
@@ -147,6 +154,8 @@ impl metrics::Source for Shared {
             stale: loaded && self.stale.load(Ordering::Relaxed),
             conflicts: self.conflicts.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
+            updates: self.updates.load(Ordering::Relaxed),
+            update_errors: self.update_errors.load(Ordering::Relaxed),
         }
     }
 }
@@ -165,6 +174,8 @@ pub async fn run(
         stale: AtomicBool::new(false),
         conflicts: AtomicU64::new(0),
         fenced: AtomicU64::new(0),
+        updates: AtomicU64::new(0),
+        update_errors: AtomicU64::new(0),
     });
     if let Some(addr) = opts.metrics_addr {
         metrics::spawn(addr, shared.clone(), &opts.metallb).await?;
@@ -264,6 +275,13 @@ async fn lead(
         );
         update
     };
+    // The replay processed the pools and every Service.
+    shared
+        .updates
+        .fetch_add(1 + services.items.len() as u64, Ordering::Relaxed);
+    if !update.refused.is_empty() {
+        shared.update_errors.fetch_add(1, Ordering::Relaxed);
+    }
     shared
         .stale
         .store(!update.refused.is_empty(), Ordering::Relaxed);
@@ -353,6 +371,10 @@ async fn lead(
                 let pools: Vec<IPAddressPool> =
                     pool_reader.state().iter().map(|p| (**p).clone()).collect();
                 let (changed, lost, update) = shared.state().set_pool_objects(&pools);
+                shared.updates.fetch_add(1, Ordering::Relaxed);
+                if !update.refused.is_empty() {
+                    shared.update_errors.fetch_add(1, Ordering::Relaxed);
+                }
                 shared
                     .stale
                     .store(!update.refused.is_empty(), Ordering::Relaxed);
@@ -426,6 +448,7 @@ fn retry_pending(ctx: &Ctx) {
 
 async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let key = convert::key(&svc);
+    ctx.shared.updates.fetch_add(1, Ordering::Relaxed);
     let (outcome, held_before) = {
         let mut st = ctx.shared.state();
         let held = st.assignment(&key).is_some();
@@ -549,6 +572,7 @@ fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Ac
         debug!(service = %key, "conflict, deciding again");
         return Action::requeue(CONFLICT_RETRY);
     }
+    ctx.shared.update_errors.fetch_add(1, Ordering::Relaxed);
     let mut failures = lock(&ctx.failures);
     let n = failures.entry(key.clone()).or_insert(0);
     let delay = Duration::from_secs(1u64 << (*n).min(20)).min(ctx.max_backoff);

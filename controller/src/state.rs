@@ -214,7 +214,9 @@ impl State {
     /// Address counts of every pool, by name.
     pub fn pool_counts(&self) -> Vec<PoolCounts> {
         let mut used: HashMap<&str, [BTreeSet<IpAddr>; 2]> = HashMap::new();
+        let mut services: HashMap<&str, u64> = HashMap::new();
         for a in self.held.values() {
+            *services.entry(a.pool.as_str()).or_default() += 1;
             let sets = used.entry(a.pool.as_str()).or_default();
             for ip in &a.ips {
                 sets[usize::from(Family::of(*ip) == Family::V6)].insert(*ip);
@@ -230,6 +232,7 @@ impl State {
                     name: p.name.clone(),
                     capacity: convert::capacity(p),
                     assigned: Capacity { v4, v6 },
+                    services: services.get(p.name.as_str()).copied().unwrap_or(0),
                 }
             })
             .collect()
@@ -245,6 +248,9 @@ pub struct PoolCounts {
     pub capacity: Capacity,
     /// Addresses held per family (a shared address counts once).
     pub assigned: Capacity,
+    /// Services holding addresses of the pool (services sharing an
+    /// address count each), MetalLB's `metallb_allocator_services_allocated_total`.
+    pub services: u64,
 }
 
 impl PoolCounts {

@@ -15,6 +15,7 @@
 //!   programs, and the health-probe listener its pod specs probe.
 //! - [`http`]: the metrics/health HTTP server (hyper), with timeouts,
 //!   connection caps and accept backoff, safe to expose on a host port.
+//! - [`procfs`]: the `process_*` metrics every Prometheus client exports.
 //!
 //! This is glue, not a sans-IO core: it owns sockets, clocks and tasks.
 
@@ -23,6 +24,7 @@ pub mod health;
 pub mod http;
 mod log;
 mod process;
+pub mod procfs;
 pub mod signal;
 pub mod task;
 

@@ -39,6 +39,17 @@ pub struct Snapshot {
     pub last_reload_success: bool,
     /// Whether a configuration has been applied (`/readyz`).
     pub ready: bool,
+    /// A configuration was accepted at least once
+    /// (`metallb_k8s_client_config_loaded_bool`).
+    pub config_loaded: bool,
+    /// The last configuration was refused and the last good one (or none)
+    /// is in force (`metallb_k8s_client_config_stale_bool`).
+    pub config_stale: bool,
+    /// Configuration updates processed: each reload, accepted or not
+    /// (`metallb_k8s_client_updates_total`).
+    pub updates: u64,
+    /// Configuration updates refused (`metallb_k8s_client_update_errors_total`).
+    pub update_errors: u64,
     /// memberlist, when it runs.
     pub memberlist: Option<MemberlistMetrics>,
     /// Per BFD peer address: MetalLB's FRR-mode `metallb_bfd_*`.
@@ -103,6 +114,9 @@ pub struct PeerMetrics {
     pub updates: u64,
     /// Prefixes the peer has from us.
     pub announced_prefixes: u64,
+    /// Prefixes the peer should have from us: what the plan gives it,
+    /// sent or not yet.
+    pub pending_prefixes: u64,
     /// UPDATE messages received.
     pub updates_received: u64,
     /// OPEN messages sent.
@@ -154,7 +168,7 @@ impl Snapshot {
         };
         // The first three as MetalLB's native mode; the rest as its FRR mode
         // (the same names, the same meaning).
-        let per_peer: [Family<PeerMetrics>; 12] = [
+        let per_peer: [Family<PeerMetrics>; 13] = [
             (
                 "metallb_bgp_session_up",
                 "gauge",
@@ -172,6 +186,12 @@ impl Snapshot {
                 "gauge",
                 "Number of prefixes currently being advertised on the BGP session",
                 |p| p.announced_prefixes,
+            ),
+            (
+                "metallb_bgp_pending_prefixes_total",
+                "gauge",
+                "Number of prefixes that should be advertised on the BGP session",
+                |p| p.pending_prefixes,
             ),
             (
                 "metallb_bgp_updates_total_received",
@@ -269,6 +289,30 @@ impl Snapshot {
                 self.l2_gratuitous_sent,
             ),
             (
+                "metallb_k8s_client_config_loaded_bool",
+                "gauge",
+                "1 if the configuration was successfully loaded at least once",
+                u64::from(self.config_loaded),
+            ),
+            (
+                "metallb_k8s_client_config_stale_bool",
+                "gauge",
+                "1 if running on a stale configuration, because the latest config failed to load",
+                u64::from(self.config_stale),
+            ),
+            (
+                "metallb_k8s_client_updates_total",
+                "counter",
+                "Number of configuration updates that have been processed",
+                self.updates,
+            ),
+            (
+                "metallb_k8s_client_update_errors_total",
+                "counter",
+                "Number of configuration updates that failed to load",
+                self.update_errors,
+            ),
+            (
                 "ferrolb_config_errors_total",
                 "counter",
                 "Configuration errors found (rejected reloads and planning problems)",
@@ -334,7 +378,7 @@ impl Snapshot {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        let per_peer: [Family<BfdSessionMetrics>; 5] = [
+        let per_peer: [Family<BfdSessionMetrics>; 7] = [
             (
                 "metallb_bfd_session_up",
                 "gauge",
@@ -352,6 +396,21 @@ impl Snapshot {
                 "counter",
                 "Number of sent BFD control packets",
                 |s| s.control_packet_output,
+            ),
+            // The BFD core has no echo function (it asks for none:
+            // Required Min Echo RX Interval 0), so no echo packet is ever
+            // sent or looped back: 0, as FRR reports without echo-mode.
+            (
+                "metallb_bfd_echo_packet_input",
+                "counter",
+                "Number of received BFD echo packets",
+                |_| 0,
+            ),
+            (
+                "metallb_bfd_echo_packet_output",
+                "counter",
+                "Number of sent BFD echo packets",
+                |_| 0,
             ),
             (
                 "metallb_bfd_session_down_events",
@@ -408,7 +467,11 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
             State::Starting("no configuration applied yet".into())
         }
     });
-    Routes::new(health, move || lock(&shared).render())
+    Routes::new(health, move || {
+        let mut text = lock(&shared).render();
+        text.push_str(&shell::procfs::render());
+        text
+    })
 }
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
@@ -441,6 +504,7 @@ mod tests {
                     up: true,
                     updates: 3,
                     announced_prefixes: 2,
+                    pending_prefixes: 3,
                     keepalives_received: 5,
                     total_sent: 9,
                     ..PeerMetrics::default()
@@ -453,6 +517,10 @@ mod tests {
             )]),
             config_errors: 4,
             last_reload_success: true,
+            config_loaded: true,
+            config_stale: true,
+            updates: 6,
+            update_errors: 2,
             memberlist: Some(MemberlistMetrics {
                 members: 3,
                 auth_failures: 7,
@@ -467,6 +535,13 @@ mod tests {
             "metallb_bgp_session_up{peer=\"10.0.0.1:179\"} 1\n",
             "metallb_bgp_updates_total{peer=\"10.0.0.1:179\"} 3\n",
             "metallb_bgp_announced_prefixes_total{peer=\"10.0.0.1:179\"} 2\n",
+            "# TYPE metallb_bgp_pending_prefixes_total gauge\n",
+            "metallb_bgp_pending_prefixes_total{peer=\"10.0.0.1:179\"} 3\n",
+            "metallb_k8s_client_config_loaded_bool 1\n",
+            "metallb_k8s_client_config_stale_bool 1\n",
+            "# TYPE metallb_k8s_client_updates_total counter\n",
+            "metallb_k8s_client_updates_total 6\n",
+            "metallb_k8s_client_update_errors_total 2\n",
             "metallb_bgp_keepalives_received{peer=\"10.0.0.1:179\"} 5\n",
             "metallb_bgp_total_sent{peer=\"10.0.0.1:179\"} 9\n",
             "metallb_bgp_route_refresh_sent{peer=\"10.0.0.1:179\"} 0\n",
@@ -514,6 +589,9 @@ mod tests {
             "# TYPE metallb_bfd_control_packet_input counter\n",
             "metallb_bfd_control_packet_input{peer=\"10.0.0.1\"} 120\n",
             "metallb_bfd_control_packet_output{peer=\"10.0.0.1\"} 64\n",
+            "# TYPE metallb_bfd_echo_packet_input counter\n",
+            "metallb_bfd_echo_packet_input{peer=\"10.0.0.1\"} 0\n",
+            "metallb_bfd_echo_packet_output{peer=\"fd00::1\"} 0\n",
             "metallb_bfd_session_up_events{peer=\"10.0.0.1\"} 2\n",
             "metallb_bfd_session_down_events{peer=\"10.0.0.1\"} 1\n",
             "metallb_bfd_session_down_events{peer=\"fd00::1\"} 0\n",
@@ -568,7 +646,10 @@ mod tests {
         assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
         let metrics = get("/metrics").await;
         assert!(
-            metrics.ends_with(&format!("\r\n\r\n{}", Snapshot::default().render())),
+            metrics.contains(&format!(
+                "\r\n\r\n{}# HELP process_cpu_seconds_total ",
+                Snapshot::default().render()
+            )),
             "{metrics}"
         );
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));

@@ -270,6 +270,9 @@ impl Reconciler {
                     "configuration loaded"
                 );
                 m.last_reload_success = true;
+                m.updates += 1;
+                m.config_loaded = true;
+                m.config_stale = false;
                 self.snapshot = Some(snapshot);
                 self.publish_config(ConfigResult::Valid);
             }
@@ -288,6 +291,9 @@ impl Reconciler {
                 }
                 m.config_errors += errors.len() as u64;
                 m.last_reload_success = false;
+                m.updates += 1;
+                m.update_errors += 1;
+                m.config_stale = true;
                 let summary: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 self.publish_config(ConfigResult::Invalid(summary.join("; ")));
                 match (&mut self.snapshot, cluster) {
@@ -530,7 +536,10 @@ impl Reconciler {
             .iter()
             .map(|(name, config)| {
                 let status = self.bgp.status(name).unwrap_or_default();
-                (config.address.to_string(), peer_metrics(&status))
+                (
+                    config.address.to_string(),
+                    peer_metrics(&status, self.bgp.desired_routes(name)),
+                )
             })
             .collect();
         let l2 = match &self.l2 {
@@ -562,13 +571,15 @@ impl Reconciler {
     }
 }
 
-/// A session's counters under MetalLB's metric names.
-fn peer_metrics(status: &PeerStatus) -> PeerMetrics {
+/// A session's counters under MetalLB's metric names; `pending` is how
+/// many prefixes the plan gives the peer.
+fn peer_metrics(status: &PeerStatus, pending: usize) -> PeerMetrics {
     let s = &status.stats;
     PeerMetrics {
         up: status.state == Some(State::Established),
         updates: s.updates_sent,
         announced_prefixes: status.advertised as u64,
+        pending_prefixes: pending as u64,
         updates_received: s.updates_received,
         opens_sent: s.opens_sent,
         opens_received: s.opens_received,

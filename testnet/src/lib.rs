@@ -175,6 +175,7 @@ fn package_of(binary: &str) -> Option<&'static str> {
         "ndisc6" | "rdisc6" => "ndisc6",
         "nft" => "nftables",
         "tcpdump" => "tcpdump",
+        "promtool" => "prometheus",
         "chown" | "sleep" => "coreutils",
         _ => return None,
     })

@@ -327,6 +327,12 @@ impl BgpSpeaker {
         self.peers.get(name).map(|p| p.status.borrow().clone())
     }
 
+    /// How many routes `name` is to advertise (the last set given); 0 for
+    /// an unknown peer.
+    pub fn desired_routes(&self, name: &str) -> usize {
+        self.peers.get(name).map_or(0, |p| p.routes.len())
+    }
+
     /// Names of the configured peers.
     pub fn peers(&self) -> impl Iterator<Item = &str> {
         self.peers.keys().map(String::as_str)

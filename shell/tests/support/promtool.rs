@@ -1,0 +1,138 @@
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+//! Evaluates `config/prometheus/alerts.yaml` with `promtool test rules`
+//! on scraped exposition text: each sample becomes an input series (the
+//! scraped value held for ten minutes, with the target's `job`, `pod` and
+//! `container` labels, as Prometheus stores a ServiceMonitor's scrape), and
+//! each case lists the alerts expected to fire at 3 minutes (every rule
+//! waits at most 1 minute).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The rules file ferrolb ships.
+pub const RULES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../config/prometheus/alerts.yaml"
+);
+
+/// Where a scrape came from: the labels Prometheus adds.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub job: &'static str,
+    pub pod: &'static str,
+    pub container: &'static str,
+}
+
+/// An alert expected to fire: every label (the series' and the rule's)
+/// and every annotation.
+#[derive(Debug, Clone)]
+pub struct Alert {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+}
+
+/// Scrapes, and for each alert name the alerts expected (none: it must
+/// not fire).
+pub struct Case {
+    pub scraped: Vec<(Target, String)>,
+    pub expect: Vec<(&'static str, Vec<Alert>)>,
+}
+
+/// `GET /metrics`: the body.
+pub fn scrape(addr: SocketAddr) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    assert!(s.starts_with("HTTP/1.1 200"), "{s}");
+    s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap()
+}
+
+/// The input series of one scrape: `name{labels,target labels}` with the
+/// value held.
+pub fn series(target: Target, text: &str) -> Vec<Value> {
+    let extra = format!(
+        "job=\"{}\",pod=\"{}\",container=\"{}\"",
+        target.job, target.pod, target.container
+    );
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (metric, value) = l.rsplit_once(' ').unwrap();
+            let metric = match metric.strip_suffix('}') {
+                Some(open) => format!("{open},{extra}}}"),
+                None => format!("{metric}{{{extra}}}"),
+            };
+            json!({ "series": metric, "values": format!("{value}+0x10") })
+        })
+        .collect()
+}
+
+/// Writes the test file under `dir` and runs promtool; the error is
+/// promtool's report.
+pub fn test_rules(promtool: &Path, dir: &Path, cases: &[Case]) -> Result<(), String> {
+    let tests: Vec<Value> = cases
+        .iter()
+        .map(|c| {
+            let input: Vec<Value> = c
+                .scraped
+                .iter()
+                .flat_map(|(t, text)| series(*t, text))
+                .collect();
+            let alerts: Vec<Value> = c
+                .expect
+                .iter()
+                .map(|(name, alerts)| {
+                    let exp: Vec<Value> = alerts
+                        .iter()
+                        .map(|a| {
+                            assert_eq!(a.name, *name);
+                            let map = |kv: &[(String, String)]| {
+                                kv.iter()
+                                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                                    .collect::<serde_json::Map<_, _>>()
+                            };
+                            json!({
+                                "exp_labels": map(&a.labels),
+                                "exp_annotations": map(&a.annotations),
+                            })
+                        })
+                        .collect();
+                    json!({ "eval_time": "3m", "alertname": name, "exp_alerts": exp })
+                })
+                .collect();
+            json!({ "interval": "1m", "input_series": input, "alert_rule_test": alerts })
+        })
+        .collect();
+    let file = json!({
+        "rule_files": [RULES],
+        "evaluation_interval": "1m",
+        "tests": tests,
+    });
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("test.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    let out = Command::new(promtool)
+        .args(["test", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "promtool test rules {} failed:\n{}{}",
+            path.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}

@@ -1,0 +1,180 @@
+//! MetalLB's alerts (`config/prometheus/alerts.yaml`) evaluated by
+//! Prometheus's own rule engine (`promtool test rules`, Debian package
+//! `prometheus`) on what the real speaker exports: its scraped samples
+//! become the test's input series, as a scrape by MetalLB's ServiceMonitor
+//! would store them (with `job`, `pod` and `container` labels).
+//!
+//! The speaker runs in file mode with an invalid configuration first
+//! (MetalLBConfigNotLoaded and MetalLBStaleConfig fire), then a good one
+//! (neither fires).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../shell/tests/support/hostile.rs"]
+mod hostile;
+
+#[path = "../../shell/tests/support/promtool.rs"]
+mod promtool;
+
+use std::time::{Duration, Instant};
+
+use hostile::{Process, TempDir};
+
+const T: Duration = Duration::from_secs(60);
+
+const NODE: &str = "
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status:
+  addresses: [{type: InternalIP, address: 192.0.2.1}]
+";
+
+/// A pool whose range is not an address range: refused.
+const BAD: &str = "
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.300-198.51.100.1]
+";
+
+const GOOD: &str = "
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.0/24]
+";
+
+/// The value of the unlabelled sample `name` in `text`.
+fn value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Scrapes until `done` holds for the exposition text, up to `T`.
+fn scrape_until(
+    p: &mut Process,
+    addr: std::net::SocketAddr,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let t0 = Instant::now();
+    loop {
+        let text = promtool::scrape(addr);
+        if done(&text) {
+            return text;
+        }
+        if !p.alive() || t0.elapsed() > T {
+            p.dump_log();
+            panic!("the metrics never showed what the test waits for:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn metallb_config_alerts_follow_the_speakers_configuration() {
+    let promtool_bin = testnet::require_binary("promtool");
+    let dir = TempDir::new("speaker-alerts");
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("node.yaml"), NODE).unwrap();
+    std::fs::write(config.join("pool.yaml"), BAD).unwrap();
+    let mut p = Process::start(
+        env!("CARGO_BIN_EXE_speaker"),
+        &[
+            "--node-name",
+            "n1",
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-probe-port",
+            "0",
+            "--log-format",
+            "json",
+            "--reload-interval-ms",
+            "100",
+        ],
+        dir.join("speaker.log"),
+    );
+    let addr = hostile::server(&mut p, T).addr;
+
+    let refused = scrape_until(&mut p, addr, |t| {
+        value(t, "metallb_k8s_client_update_errors_total").is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(
+        value(&refused, "metallb_k8s_client_config_loaded_bool"),
+        Some(0.0)
+    );
+    assert!(
+        refused.contains("\nprocess_cpu_seconds_total "),
+        "{refused}"
+    );
+
+    std::fs::write(config.join("pool.yaml"), GOOD).unwrap();
+    let loaded = scrape_until(&mut p, addr, |t| {
+        value(t, "metallb_k8s_client_config_loaded_bool") == Some(1.0)
+    });
+    assert_eq!(
+        value(&loaded, "metallb_k8s_client_config_stale_bool"),
+        Some(0.0)
+    );
+
+    let target = promtool::Target {
+        job: "ferrolb-speaker",
+        pod: "speaker-x7k2p",
+        container: "speaker",
+    };
+    let config_alert = |name: &str, what: &str| promtool::Alert {
+        name: name.to_owned(),
+        labels: vec![
+            ("severity".into(), "warning".into()),
+            ("job".into(), target.job.into()),
+            ("pod".into(), target.pod.into()),
+            ("container".into(), target.container.into()),
+        ],
+        annotations: vec![
+            (
+                "summary".into(),
+                match name {
+                    "MetalLBStaleConfig" => "Stale config on speaker-x7k2p".into(),
+                    _ => "Config on speaker-x7k2p has not been loaded".into(),
+                },
+            ),
+            (
+                "description".into(),
+                format!("ferrolb-speaker - MetalLB speaker on speaker-x7k2p {what} for > 1 minute"),
+            ),
+        ],
+    };
+    let cases = [
+        promtool::Case {
+            scraped: vec![(target, refused.clone())],
+            expect: vec![
+                (
+                    "MetalLBStaleConfig",
+                    vec![config_alert("MetalLBStaleConfig", "has a stale config")],
+                ),
+                (
+                    "MetalLBConfigNotLoaded",
+                    vec![config_alert("MetalLBConfigNotLoaded", "has not loaded")],
+                ),
+            ],
+        },
+        promtool::Case {
+            scraped: vec![(target, loaded.clone())],
+            expect: vec![
+                ("MetalLBStaleConfig", vec![]),
+                ("MetalLBConfigNotLoaded", vec![]),
+                ("MetalLBBGPSessionDown", vec![]),
+            ],
+        },
+    ];
+    let out = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &cases);
+    if let Err(e) = out {
+        p.dump_log();
+        panic!("{e}");
+    }
+}
