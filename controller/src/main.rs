@@ -130,14 +130,7 @@ struct RunArgs {
 impl RunArgs {
     /// --namespace, else the service account's, else metallb-system.
     fn namespace(&self) -> String {
-        match &self.namespace {
-            Some(ns) if !ns.is_empty() => ns.clone(),
-            _ => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .ok()
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "metallb-system".into()),
-        }
+        shell::compat::namespace(self.namespace.as_deref())
     }
 
     /// Logs, once each at info, the MetalLB flags that have no effect.
@@ -156,9 +149,6 @@ impl RunArgs {
         }
     }
 }
-
-/// Where a Pod's service account namespace is mounted.
-const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[derive(Debug, Args)]
 struct PlanArgs {

@@ -12,7 +12,6 @@ use std::net::{Ipv6Addr, SocketAddr};
 
 use tracing::{info, warn};
 
-use crate::health::Health;
 use crate::http::{Config, Handle, Routes, Server};
 
 /// The port MetalLB's programs answer `/healthz` and `/readyz` on when
@@ -137,13 +136,21 @@ impl MetallbArgs {
     }
 }
 
-/// `Routes` for the probe listener: the same answers as the metrics
-/// server.
-pub fn probe_routes(
-    health: Health,
-    metrics: impl Fn() -> String + Send + Sync + 'static,
-) -> Routes {
-    Routes::new(health, metrics)
+/// Where a Pod's service account namespace is mounted.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The namespace as MetalLB's programs find it: the flag (or
+/// METALLB_NAMESPACE) when given, else the service account's when running
+/// in a Pod, else `metallb-system`.
+pub fn namespace(flag: Option<&str>) -> String {
+    match flag {
+        Some(ns) if !ns.is_empty() => ns.to_owned(),
+        _ => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "metallb-system".into()),
+    }
 }
 
 /// MetalLB's `--log-level` names mapped to `tracing` filters: `all` is
@@ -162,6 +169,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::health::Health;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -210,7 +218,7 @@ mod tests {
             .or_else(|_| std::net::TcpListener::bind("0.0.0.0:0"))
             .unwrap();
         let port = taken.local_addr().unwrap().port();
-        let routes = || probe_routes(Health::new(), String::new);
+        let routes = || Routes::new(Health::new(), String::new);
         let explicit = MetallbArgs {
             health_probe_port: Some(port),
             ..MetallbArgs::default()

@@ -225,9 +225,6 @@ struct Args {
     ns: String,
 }
 
-/// Where a Pod's service account namespace is mounted.
-const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
 impl Args {
     /// Fills in what MetalLB's names and the environment give, and logs
     /// the MetalLB flags that have no effect here.
@@ -241,14 +238,7 @@ impl Args {
         if self.config_dir.is_none() && self.pod_name.is_none() {
             self.pod_name = env("POD_NAME");
         }
-        self.ns = match &self.namespace {
-            Some(ns) if !ns.is_empty() => ns.clone(),
-            _ => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .ok()
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "metallb-system".into()),
-        };
+        self.ns = shell::compat::namespace(self.namespace.as_deref());
         if let Some(ip) = self.ml_bindaddr {
             self.memberlist_bind = Some(SocketAddr::new(ip, self.ml_bindport));
             self.memberlist_advertise.get_or_insert(Advertise::Ip(ip));
