@@ -424,7 +424,7 @@ fn frr_graceful_restart_keeps_routes_across_a_speaker_kill() {
     // A poll that found the route fresh again after it was stale.
     let fresh_again = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
-        s.spawn(|| {
+        let poller = s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
                 match frr_path(&frr, "ipv4", "198.51.100.60/32") {
                     None => {
@@ -458,7 +458,10 @@ fn frr_graceful_restart_keeps_routes_across_a_speaker_kill() {
             T,
             || fresh_again.load(Ordering::Relaxed).then_some(()),
         );
+        // The poller ends before the restarted speaker does: its stop
+        // withdraws the route, which is not a loss during the restart.
         stop.store(true, Ordering::Relaxed);
+        poller.join().unwrap();
     });
     assert_eq!(
         missing.load(Ordering::Relaxed),
