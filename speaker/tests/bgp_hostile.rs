@@ -307,21 +307,22 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
     ours.wait_established(2, T);
 }
 
-/// ferrolb-bgp in one namespace with one route, actively connecting to a
-/// scripted peer listening on [`CALM_PEER`] in another (hold time 9 s);
-/// `extra` adds flags.
 /// Issue 14 finding 13: SIGTERM while 8 peers keep their sessions but do
-/// not read. Each peer is flooded with ROUTE-REFRESH until ferrolb reports
-/// octets it cannot hand to the socket (as the send hold test above: steered
-/// by what ferrolb reports, not by buffer sizes), so no peer can take its
-/// Cease. The sessions close concurrently: ferrolb reports every peer's
-/// close (not flushed) and exits within a small multiple of the per-peer
-/// close bound it reports, under the DaemonSet's 10 s grace period (one at
-/// a time, 8 peers took 8 x 2 s).
+/// not read. Once the sessions are up the link is cut (no ACK comes any
+/// more) and ferrolb is given more routes than a socket takes, until every
+/// peer's writer reports that its socket refuses octets with octets still
+/// queued (steered by what ferrolb reports, not by buffer sizes), so no
+/// peer can take its Cease. The sessions close concurrently: ferrolb
+/// reports every peer's close (not flushed) and exits within a small
+/// multiple of the per-peer close bound it reports, under the DaemonSet's
+/// 10 s grace period (one at a time, 8 peers took 8 x 2 s).
 #[test]
 fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     const PEERS: usize = 8;
-    const STEP_BYTES: usize = 128 << 10;
+    /// Routes with a community each (one UPDATE apiece, about 60 octets):
+    /// well past what a socket takes without ACKs, well under the 4 MiB
+    /// ferrolb queues before it gives a peer up.
+    const ROUTES: u32 = 20_000;
     testnet::require_root();
     let node = Netns::new("node");
     let hostile = Netns::new("hostile");
@@ -341,11 +342,13 @@ fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     for n in &names {
         args.extend(["--peer", n.as_str()]);
     }
+    // Hold time 90 s on both sides: with the link cut, no KEEPALIVE
+    // arrives, and the sessions must stay up until the SIGTERM.
     args.extend([
         "--peer-as",
         "64500",
         "--hold-time",
-        "9",
+        "90",
         "--connect-retry",
         "1",
         "--mode",
@@ -355,72 +358,46 @@ fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     ]);
     let mut ours = Ferrolb::start(&node, &args);
     let pid = ferrolb_pid(ours.proc.pid());
-    let mut peers: Vec<Script> = listeners
+    let peers: Vec<Script> = listeners
         .iter()
         .zip(&names)
-        .map(|(l, n)| Script::establish(l, n, &open(peer_id(n))))
-        .collect();
-    let refresh = raw(ROUTE_REFRESH, &[0, 1, 0, 1]);
-    let answer = peers[0].refresh_answer_len(&refresh);
-    for p in &mut peers[1..] {
-        assert_eq!(p.refresh_answer_len(&refresh), answer);
-    }
-    let per_step = (STEP_BYTES / answer).max(1);
-    let step = refresh.repeat(per_step);
-    let mut sent: Vec<u64> = names
-        .iter()
-        .map(|n| {
-            peer_stats(&mut ours, n)["route_refreshes_received"]
-                .as_u64()
-                .unwrap()
+        .map(|(l, n)| {
+            let open = raw(
+                OPEN,
+                &open_body(4, PEER_AS, 90, peer_id(n), &caps(PEER_AS.into())),
+            );
+            Script::establish(l, n, &open)
         })
         .collect();
-    let flood = Instant::now();
-    loop {
-        let mut stuck = 0;
-        for (i, n) in names.iter().enumerate() {
-            let s = peer_stats(&mut ours, n);
-            assert_eq!(
-                s["state"], "Established",
-                "{n} went down while flooded: {s}"
-            );
-            let handled = s["route_refreshes_received"].as_u64().unwrap();
-            if s["unsent_bytes"].as_u64().unwrap() > 0 {
-                stuck += 1;
-            } else if handled >= sent[i] {
-                peers[i].stream.write_all(&step).unwrap();
-                sent[i] += per_step as u64;
-            }
-            let _ = peers[i].stream.write_all(&keepalive());
-        }
-        if stuck == PEERS {
-            break;
-        }
-        assert!(flood.elapsed() < 2 * T, "not every peer held octets back");
-        thread::sleep(Duration::from_millis(20));
-    }
-    // A peer that does not read may still open its window a little (the
-    // kernel collapses its receive queue). Cut the link: from now on no
-    // ACK comes, so what ferrolb holds back stays held. Polled until two
-    // rounds agree; every peer must still hold octets.
     hostile.run(["ip", "link", "set", "eth0", "down"]);
-    let unsent = |ours: &mut Ferrolb| -> Vec<u64> {
+    let dir = testnet::RunDir::new("sigterm-routes");
+    let file = dir.join("routes");
+    let routes: String = (0..ROUTES)
+        .map(|i| format!("10.{}.{}.0/24,community=64512:{i}\n", 64 + i / 256, i % 256))
+        .collect();
+    std::fs::write(&file, routes).unwrap();
+    ours.send(&format!("announce-file {}", file.display()));
+    // Every writer must say, at two polls 100 ms apart, that its socket
+    // refuses octets with the same octets still queued: the final
+    // NOTIFICATION cannot go out.
+    let blocked = |ours: &mut Ferrolb| -> Option<Vec<u64>> {
         names
             .iter()
-            .map(|n| peer_stats(ours, n)["unsent_bytes"].as_u64().unwrap())
+            .map(|n| {
+                let s = peer_stats(ours, n);
+                assert_eq!(s["state"], "Established", "{n} went down: {s}");
+                let unsent = s["unsent_bytes"].as_u64().unwrap();
+                (s["send_blocked"] == true && unsent > 0).then_some(unsent)
+            })
             .collect()
     };
-    let mut last = unsent(&mut ours);
-    let held = eventually("the held octets to stop moving", T, || {
-        let now = unsent(&mut ours);
-        let same = now == last;
+    let mut last = None;
+    eventually("every writer to wait on a full socket", T, || {
+        let now = blocked(&mut ours);
+        let same = now.is_some() && now == last;
         last = now;
-        same.then(|| last.clone())
+        same.then_some(())
     });
-    assert!(
-        held.iter().all(|&h| h > 0),
-        "a peer's socket took everything: {held:?}"
-    );
     let from = ours.seen.len();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
@@ -461,6 +438,9 @@ fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     drop(peers);
 }
 
+/// ferrolb-bgp in one namespace with one route, actively connecting to a
+/// scripted peer listening on [`CALM_PEER`] in another (hold time 9 s);
+/// `extra` adds flags.
 fn one_calm_peer(extra: &[&str]) -> (Netns, Netns, TcpListener, Ferrolb) {
     testnet::require_root();
     let node = Netns::new("node");

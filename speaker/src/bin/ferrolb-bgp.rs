@@ -479,6 +479,7 @@ fn status_json(peer: &str, st: &PeerStatus) -> serde_json::Value {
         "state": st.state.map(|s| s.to_string()),
         "advertised": st.advertised,
         "unsent_bytes": st.unsent,
+        "send_blocked": st.send_blocked,
         "opens_sent": s.opens_sent,
         "keepalives_sent": s.keepalives_sent,
         "messages_received": s.messages_received,

@@ -108,6 +108,9 @@ pub struct PeerStatus {
     /// Octets queued for the peer that its socket has not taken yet (the
     /// peer is slow or does not read).
     pub unsent: usize,
+    /// The socket refused more octets and the writer waits for it to take
+    /// some (the peer's window is closed, or its ACKs do not arrive).
+    pub send_blocked: bool,
 }
 
 enum Command {
@@ -453,13 +456,19 @@ enum ConnEvent {
     Closed(ConnId),
     /// The writer wrote a chunk; `true` when nothing is left queued.
     Written(ConnId, bool),
+    /// The socket refused octets; the writer waits for it.
+    Blocked,
 }
 
 struct ConnIo {
     writer: mpsc::UnboundedSender<Bytes>,
     /// Octets queued for the writer and not yet written.
     unsent: Arc<AtomicUsize>,
-    write_task: JoinHandle<()>,
+    /// The writer waits for the socket to take more.
+    blocked: Arc<AtomicBool>,
+    /// Ends `true` once everything queued is written and the socket shut
+    /// down, `false` on a write error.
+    write_task: JoinHandle<bool>,
     reader: JoinHandle<()>,
     ctx: DecodeCtx,
     /// Shared with the reader's [`BgpFrames`].
@@ -475,7 +484,7 @@ struct PeerDriver {
     conns: HashMap<ConnId, ConnIo>,
     connecting: HashMap<ConnId, JoinHandle<()>>,
     /// Writers of closed connections, still flushing (a NOTIFICATION).
-    closing: Vec<JoinHandle<()>>,
+    closing: Vec<JoinHandle<bool>>,
     conn_tx: mpsc::Sender<ConnEvent>,
     conn_rx: mpsc::Receiver<ConnEvent>,
     /// Hold the session down before starting it.
@@ -643,6 +652,9 @@ impl PeerDriver {
                     self.session.handle_send_progress(now(), id, drained);
                 }
             }
+            // Nothing for the session (pending octets already run its
+            // SendHoldTimer); the status shows the socket is full.
+            ConnEvent::Blocked => {}
         }
     }
 
@@ -650,11 +662,15 @@ impl PeerDriver {
         let (read, write) = stream.into_split();
         let (writer, rx) = mpsc::unbounded_channel();
         let unsent = Arc::new(AtomicUsize::new(0));
+        let blocked = Arc::new(AtomicBool::new(false));
         let write_task = tokio::spawn(write_loop(
             id,
             write,
             rx,
-            Arc::clone(&unsent),
+            WriterState {
+                unsent: Arc::clone(&unsent),
+                blocked: Arc::clone(&blocked),
+            },
             self.conn_tx.clone(),
         ));
         let extended = Arc::new(AtomicBool::new(false));
@@ -667,6 +683,7 @@ impl PeerDriver {
             ConnIo {
                 writer,
                 unsent,
+                blocked,
                 write_task,
                 reader,
                 ctx: DecodeCtx::default(),
@@ -748,11 +765,12 @@ impl PeerDriver {
                         // and the socket, forever: bound it.
                         let mut task = io.write_task;
                         self.closing.push(tokio::spawn(async move {
-                            if tokio::time::timeout(FLUSH_ON_CLOSE, &mut task)
-                                .await
-                                .is_err()
-                            {
-                                task.abort();
+                            match tokio::time::timeout(FLUSH_ON_CLOSE, &mut task).await {
+                                Ok(done) => done.unwrap_or(false),
+                                Err(_) => {
+                                    task.abort();
+                                    false
+                                }
                             }
                         }));
                     }
@@ -802,6 +820,10 @@ impl PeerDriver {
                 .values()
                 .map(|io| io.unsent.load(Ordering::Relaxed))
                 .sum(),
+            send_blocked: self
+                .conns
+                .values()
+                .any(|io| io.blocked.load(Ordering::Relaxed)),
         };
         self.status.send_if_modified(|s| {
             let changed = *s != status;
@@ -811,7 +833,8 @@ impl PeerDriver {
     }
 
     /// Lets queued writes (a final NOTIFICATION) reach the socket, for at
-    /// most [`CLOSE_TIMEOUT`]; returns whether they all did.
+    /// most [`CLOSE_TIMEOUT`]; returns whether they all did (a writer that
+    /// failed did not).
     async fn close_all(&mut self) -> bool {
         for (_, task) in self.connecting.drain() {
             task.abort();
@@ -825,27 +848,53 @@ impl PeerDriver {
         // down; a peer that does not read cannot hold us up for long.
         let aborts: Vec<_> = writers.iter().map(JoinHandle::abort_handle).collect();
         let all = futures::future::join_all(writers);
-        let flushed = tokio::time::timeout(CLOSE_TIMEOUT, all).await.is_ok();
-        if !flushed {
-            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        tokio::pin!(all);
+        let deadline = tokio::time::sleep(CLOSE_TIMEOUT);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                done = &mut all => return done.into_iter().all(|d| d.unwrap_or(false)),
+                () = &mut deadline => {
+                    aborts.iter().for_each(tokio::task::AbortHandle::abort);
+                    return false;
+                }
+                // A writer's progress reports must not wait on a full
+                // channel that nobody reads any more.
+                Some(_) = self.conn_rx.recv() => {}
+            }
         }
-        flushed
     }
 }
 
+/// What a writer shares with its peer task.
+struct WriterState {
+    /// Octets queued and not yet written.
+    unsent: Arc<AtomicUsize>,
+    /// Waiting for the socket to take more.
+    blocked: Arc<AtomicBool>,
+}
+
+/// Writes what the peer task queues, in order. Returns `true` once the
+/// queue is closed and everything is written and the socket shut down;
+/// `false` on a write error, which the peer task is told of (as a closed
+/// connection: nothing more can reach the peer).
 async fn write_loop(
     id: ConnId,
-    mut write: OwnedWriteHalf,
+    write: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
-    unsent: Arc<AtomicUsize>,
+    state: WriterState,
     progress: mpsc::Sender<ConnEvent>,
-) {
+) -> bool {
+    let mut write = write;
     while let Some(bytes) = rx.recv().await {
-        if write.write_all(&bytes).await.is_err() {
-            return;
+        if let Err(e) = write_chunk(&write, &bytes, &state.blocked, &progress).await {
+            debug!(conn = %id, error = %e, "write failed");
+            let _ = progress.send(ConnEvent::Closed(id)).await;
+            return false;
         }
         let cost = queued_cost(&bytes);
-        let left = unsent
+        let left = state
+            .unsent
             .fetch_sub(cost, Ordering::Relaxed)
             .saturating_sub(cost);
         if progress
@@ -853,10 +902,38 @@ async fn write_loop(
             .await
             .is_err()
         {
-            return;
+            return false;
         }
     }
-    let _ = write.shutdown().await;
+    write.shutdown().await.is_ok()
+}
+
+/// Writes one chunk. Each time the socket refuses octets the writer says
+/// so (`blocked`, and a [`ConnEvent::Blocked`] so the status shows it)
+/// before it waits for the socket.
+async fn write_chunk(
+    write: &OwnedWriteHalf,
+    mut buf: &[u8],
+    blocked: &AtomicBool,
+    progress: &mpsc::Sender<ConnEvent>,
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        match write.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                blocked.store(true, Ordering::Relaxed);
+                // A full channel holds events whose handling publishes the
+                // status anyway.
+                let _ = progress.try_send(ConnEvent::Blocked);
+                let ready = write.writable().await;
+                blocked.store(false, Ordering::Relaxed);
+                ready?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 async fn read_loop(id: ConnId, read: OwnedReadHalf, codec: BgpFrames, tx: mpsc::Sender<ConnEvent>) {
