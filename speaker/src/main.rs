@@ -16,6 +16,7 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use shell::task::{Spawner, Supervisor};
+use speaker::announce::ApiSpeakers;
 use speaker::driver::l2::{Exclude, L2Config};
 use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
@@ -161,7 +162,10 @@ struct Args {
     /// the speaker Pods are joined as well). Seeds without a live member
     /// are joined again with backoff (0.5 s doubling to 10 s, jittered); a
     /// node with seeds but no live member reports itself isolated
-    /// (ferrolb_memberlist_isolated).
+    /// (ferrolb_memberlist_isolated). In Kubernetes mode an isolated node's
+    /// layer 2 elections count the speakers whose Pods are Ready, and it
+    /// leaves a service to a Ready speaker whose ServiceL2Status says it
+    /// answers for it; in file mode it elects among the members it reaches.
     #[arg(long = "memberlist-join", requires = "memberlist")]
     memberlist_join: Vec<SocketAddr>,
     /// Most memberlist members remembered; new names beyond it replace the
@@ -308,7 +312,7 @@ async fn start(mut args: Args) -> Result<(), String> {
         None => None,
     };
     let (tx, reloads) = mpsc::channel(1);
-    let report = match &args.config_dir {
+    let kube = match &args.config_dir {
         Some(dir) => {
             tasks.spawn(
                 "configuration source",
@@ -356,7 +360,7 @@ async fn start(mut args: Args) -> Result<(), String> {
         reloads,
         memberlist,
         shared,
-        report,
+        kube,
         shutdown,
         &mut supervisor,
     )
@@ -370,13 +374,14 @@ async fn start(mut args: Args) -> Result<(), String> {
 }
 
 /// Connects to the API, starts the watches (and the memberlist seed
-/// feed) and the status writer; returns where the loop reports to.
+/// feed, the Ready speakers and, while isolated, the ServiceL2Status
+/// reader) and the status writer; returns the loop's link to them.
 async fn start_kubernetes(
     args: &Args,
     memberlist: Option<Memberlist>,
     tx: mpsc::Sender<Reload>,
     tasks: &Spawner,
-) -> Result<watch::Sender<publish::Report>, String> {
+) -> Result<run::Kube, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -390,23 +395,47 @@ async fn start_kubernetes(
             .map_err(|e| format!("no Kubernetes API found (and no --config-dir): {e}"))?,
     };
     let client = kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))?;
+    let (speakers_tx, speakers) = watch::channel(Arc::new(ApiSpeakers::default()));
+    let speakers_tx = Arc::new(speakers_tx);
+    let (isolated, isolated_rx) = watch::channel(false);
     let seeds = match (&memberlist, args.memberlist_bind) {
         (Some(ml), Some(bind)) => {
-            let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel();
+            let (seeds_tx, mut seeds_rx) = mpsc::unbounded_channel::<k8s::SpeakerPods>();
             let ml = ml.clone();
             let own = advertise_addr(args.memberlist_advertise, bind);
             let fixed = args.memberlist_join.clone();
+            let ready_tx = Arc::clone(&speakers_tx);
             tasks.spawn("memberlist seeds", async move {
-                while let Some(ips) = seeds_rx.recv().await {
+                let mut joined = None;
+                while let Some(pods) = seeds_rx.recv().await {
+                    ready_tx.send_if_modified(|s| {
+                        let changed = s.ready != pods.ready;
+                        if changed {
+                            Arc::make_mut(s).ready.clone_from(&pods.ready);
+                        }
+                        changed
+                    });
+                    if joined.as_ref() == Some(&pods.ips) {
+                        continue;
+                    }
                     // The whole set each time: the seeds are where members
                     // are expected, and a Pod gone is no longer one.
-                    let mut addrs = k8s::seed_addrs(&ips, own.port(), own);
+                    let mut addrs = k8s::seed_addrs(&pods.ips, own.port(), own);
                     addrs.extend(fixed.iter().copied());
                     if ml.join(addrs).is_err() {
                         return;
                     }
+                    joined = Some(pods.ips);
                 }
             });
+            tasks.spawn(
+                "isolated: ServiceL2Status reader",
+                k8s::l2_claims(
+                    kube::Api::namespaced(client.clone(), &args.ns),
+                    isolated_rx,
+                    Arc::clone(&speakers_tx),
+                ),
+            );
             Some(seeds_tx)
         }
         _ => None,
@@ -432,7 +461,11 @@ async fn start_kubernetes(
         "status publisher",
         publish::run(client, opts, stores.services, reports),
     );
-    Ok(report_tx)
+    Ok(run::Kube {
+        report: report_tx,
+        speakers,
+        isolated,
+    })
 }
 
 fn start_memberlist(

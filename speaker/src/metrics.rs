@@ -52,6 +52,10 @@ pub struct Snapshot {
     pub update_errors: u64,
     /// memberlist, when it runs.
     pub memberlist: Option<MemberlistMetrics>,
+    /// See [`crate::announce::L2Plan::api_candidates`].
+    pub l2_api_candidates: u64,
+    /// See [`crate::announce::L2Plan::yielded`].
+    pub l2_yielded: u64,
     /// Per BFD peer address: MetalLB's FRR-mode `metallb_bfd_*`.
     pub bfd_sessions: BTreeMap<String, BfdSessionMetrics>,
     /// BFD Control packets dropped, by reason (see [`BFD_DROP_REASONS`]).
@@ -103,6 +107,8 @@ pub struct MemberlistMetrics {
     /// Datagrams received, whatever became of them (the rejected ones
     /// included).
     pub packets_received: u64,
+    /// Seeds but no live member (`ferrolb_memberlist_isolated`).
+    pub isolated: bool,
 }
 
 /// One BGP session's values.
@@ -344,6 +350,24 @@ impl Snapshot {
                 "memberlist datagrams received, rejected ones included",
                 m.packets_received,
             ));
+            scalars.push((
+                "ferrolb_memberlist_isolated",
+                "gauge",
+                "1 while memberlist has seeds but reaches no member (this node cannot tell the others dead from unheard)",
+                u64::from(m.isolated),
+            ));
+            scalars.push((
+                "ferrolb_l2_isolated_api_candidates",
+                "gauge",
+                "While isolated: speakers the Kubernetes API shows Ready that layer 2 elections count although memberlist cannot reach them",
+                self.l2_api_candidates,
+            ));
+            scalars.push((
+                "ferrolb_l2_isolated_yielded_services",
+                "gauge",
+                "While isolated: layer 2 services this node wins but leaves to the Ready speaker the API shows answering for them",
+                self.l2_yielded,
+            ));
         }
         for (name, kind, help, value) in scalars {
             head(&mut out, name, kind, help);
@@ -527,7 +551,10 @@ mod tests {
                 unknown_key: 1,
                 mode_mismatch: 0,
                 packets_received: 40,
+                isolated: true,
             }),
+            l2_api_candidates: 2,
+            l2_yielded: 1,
             ..Snapshot::default()
         };
         let text = snap.render();
@@ -551,6 +578,9 @@ mod tests {
             "ferrolb_config_last_reload_success 1\n",
             "ferrolb_memberlist_members 3\n",
             "ferrolb_memberlist_packets_received_total 40\n",
+            "ferrolb_memberlist_isolated 1\n",
+            "ferrolb_l2_isolated_api_candidates 2\n",
+            "ferrolb_l2_isolated_yielded_services 1\n",
             "ferrolb_memberlist_rejected_total{reason=\"authentication\"} 7\n",
             "ferrolb_memberlist_rejected_total{reason=\"unknown_key\"} 1\n",
         ] {

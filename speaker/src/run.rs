@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bgp::session::{State, StopMode};
@@ -23,8 +23,8 @@ use tracing::{error, info, warn};
 
 use crate::announce::bfd_gate::bfd_session;
 use crate::announce::{
-    ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements, bgp_plan,
-    l2_plan,
+    ApiSpeakers, ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements,
+    bgp_plan, l2_plan,
 };
 use crate::driver::bfd as bfd_driver;
 use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
@@ -59,6 +59,18 @@ pub struct Options {
     pub bgp_without_bfd_up: bool,
 }
 
+/// What the speaker exchanges with the Kubernetes API besides its
+/// configuration (Kubernetes mode).
+pub struct Kube {
+    /// Where status objects are published.
+    pub report: watch::Sender<publish::Report>,
+    /// The other speakers as the API shows them.
+    pub speakers: watch::Receiver<Arc<ApiSpeakers>>,
+    /// Whether memberlist is isolated: the ServiceL2Status objects are
+    /// read only then.
+    pub isolated: watch::Sender<bool>,
+}
+
 /// Why [`run`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -86,7 +98,7 @@ pub async fn run(
     mut reloads: mpsc::Receiver<Reload>,
     memberlist: Option<(Memberlist, Events)>,
     metrics: metrics::Shared,
-    report: Option<watch::Sender<publish::Report>>,
+    kube: Option<Kube>,
     shutdown: impl Future<Output = ()>,
     tasks: &mut Supervisor,
 ) -> Result<(), Error> {
@@ -124,7 +136,9 @@ pub async fn run(
         problems: BTreeSet::new(),
         excluded: None,
         metrics,
-        report,
+        kube,
+        isolated: false,
+        yielded: BTreeMap::new(),
         peer_retry: None,
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
@@ -170,6 +184,10 @@ pub async fn run(
                     r.reconcile().await;
                 }
             }
+            // Only an isolated node's decisions read the API's speakers.
+            () = api_changed(r.kube.as_mut()) => if r.isolated {
+                r.reconcile().await;
+            },
             () = sleep_opt(r.peer_retry) => {
                 r.peer_retry = None;
                 r.reconcile().await;
@@ -250,8 +268,13 @@ struct Reconciler {
     problems: BTreeSet<String>,
     excluded: Option<Exclusion>,
     metrics: metrics::Shared,
-    /// Where status objects are published (Kubernetes mode).
-    report: Option<watch::Sender<publish::Report>>,
+    /// The status objects and the other speakers (Kubernetes mode).
+    kube: Option<Kube>,
+    /// memberlist reaches no member.
+    isolated: bool,
+    /// Layer 2 services left, while isolated, to the node the API shows
+    /// answering for them.
+    yielded: BTreeMap<ObjectKey, String>,
     /// The BFD sessions of the BGP peers, and their gate.
     bfd: BfdPeers,
     /// When to try again to configure peers the BGP driver refused.
@@ -316,8 +339,13 @@ impl Reconciler {
         let Some(members) = &mut self.members else {
             return false;
         };
-        // `Isolated` / `Connected` (no member) are not used by the layer 2
-        // decisions yet.
+        if let Event::Isolated | Event::Connected = event {
+            let isolated = matches!(event, Event::Isolated);
+            if let Some(k) = &self.kube {
+                k.isolated.send_replace(isolated);
+            }
+            return std::mem::replace(&mut self.isolated, isolated) != isolated;
+        }
         let Some(member) = event.member() else {
             return false;
         };
@@ -347,6 +375,8 @@ impl Reconciler {
             &snap.secrets,
         );
         view.members.clone_from(&self.members);
+        view.isolated = self.isolated;
+        view.api_speakers = self.kube.as_ref().map(|k| k.speakers.borrow().clone());
         view.load_balancer_class
             .clone_from(&self.opts.load_balancer_class);
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
@@ -363,7 +393,18 @@ impl Reconciler {
             self.excluded = excluded;
         }
 
-        if let Some(tx) = &self.report {
+        let (api_candidates, yielded) = l2.as_ref().map_or((0, BTreeMap::new()), |p| {
+            (p.api_candidates, p.yielded.clone())
+        });
+        if yielded != self.yielded {
+            for (service, node) in &yielded {
+                if self.yielded.get(service) != Some(node) {
+                    warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
+                }
+            }
+            self.yielded = yielded;
+        }
+        if let Some(tx) = self.kube.as_ref().map(|k| &k.report) {
             let now = announcements(&bgp, l2.as_ref());
             tx.send_if_modified(|r| {
                 let changed = r.announcements.as_ref() != Some(&now);
@@ -412,6 +453,8 @@ impl Reconciler {
                 .iter()
                 .map(|(p, s, ip)| (*p, s.to_string(), *ip))
                 .collect();
+            m.l2_api_candidates = api_candidates as u64;
+            m.l2_yielded = self.yielded.len() as u64;
             m.ready = true;
         }
         self.refresh_metrics().await;
@@ -419,7 +462,7 @@ impl Reconciler {
 
     /// Reports the configuration result (Kubernetes mode).
     fn publish_config(&self, result: ConfigResult) {
-        if let Some(tx) = &self.report {
+        if let Some(tx) = self.kube.as_ref().map(|k| &k.report) {
             tx.send_if_modified(|r| {
                 let changed = r.config != result;
                 r.config = result;
@@ -554,6 +597,7 @@ impl Reconciler {
                 unknown_key: s.core.unknown_key,
                 mode_mismatch: s.core.mode_mismatch,
                 packets_received: s.core.packets_received,
+                isolated: s.isolated,
             }),
             None => None,
         };
@@ -634,6 +678,17 @@ async fn sleep_opt(at: Option<std::time::Instant>) {
         Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
         None => std::future::pending().await,
     }
+}
+
+/// Returns when the API's view of the speakers changed; pending forever
+/// without one (file mode, or its feed ended: the supervisor reports that).
+async fn api_changed(kube: Option<&mut Kube>) {
+    if let Some(k) = kube
+        && k.speakers.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// The next batch of memberlist events; pending forever without memberlist.

@@ -14,6 +14,7 @@
 
 mod k8s;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use api::v1beta1::{ServiceBGPStatus, ServiceL2Status};
@@ -671,4 +672,176 @@ fn bench_status_to_route_and_rss() {
     dump.stop();
     summary("status written -> first UPDATE at the router", lat);
     drop(birds);
+}
+
+/// Issue 14 finding 3: a node whose memberlist reaches nobody (blocked by
+/// nftables here; a wrong key or a firewall in production) cannot tell the
+/// others dead from unheard. It elects among the speakers the API shows
+/// Ready, so it takes over nothing they can serve, and it leaves what it
+/// wins to the Ready speaker whose ServiceL2Status says it answers. Before,
+/// after a few seconds alone it answered ARP for every service it was
+/// eligible for while the real winner kept answering too.
+#[test]
+fn layer2_isolated_node_takes_over_nothing_a_ready_speaker_serves() {
+    testnet::require_binary("nft");
+    testnet::require_binary("arping");
+    // A class of its own: the other layer 2 test's speakers, on the same
+    // apiserver, must not see this test's service (same fixture, same IP).
+    let cluster = Cluster::with_class("i");
+    cluster.apply_fixture("l2");
+    cluster.apply(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cluster.node("node3")},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
+    }));
+    let addrs = [
+        ("node1", "10.0.0.2"),
+        ("node2", "10.0.0.3"),
+        ("node3", "10.0.0.4"),
+    ];
+    for (name, ip) in addrs {
+        cluster.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
+                         "labels": {"app": "metallb", "component": "speaker"}},
+            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
+                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
+            "status": {"podIP": ip, "podIPs": [{"ip": ip}],
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+    }
+    let run = RunDir::new("speaker-k8s-isolated");
+    let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let nodes: Vec<Node> = addrs
+        .iter()
+        .map(|(name, ip)| {
+            let bind = format!("{ip}:7946");
+            Node::start(
+                &cluster,
+                &bridge,
+                name,
+                ip,
+                &["--memberlist-bind", &bind],
+                &run,
+            )
+        })
+        .collect();
+    let gauge = |n: &Node, name: &str| -> Option<u64> {
+        n.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    let announces = |n: &Node| n.metrics().contains("protocol=\"layer2\"");
+    let settled = |nodes: &[Node]| -> Option<usize> {
+        let all = nodes
+            .iter()
+            .all(|n| gauge(n, "ferrolb_memberlist_members") == Some(3));
+        let a: Vec<usize> = (0..nodes.len()).filter(|i| announces(&nodes[*i])).collect();
+        (all && a.len() == 1).then(|| a[0])
+    };
+    // Which MACs answer six ARP replies for the VIP.
+    let answering = || -> BTreeSet<String> {
+        let out = client.exec([
+            "arping",
+            "-C",
+            "6",
+            "-w",
+            "10",
+            "-W",
+            "0.2",
+            "-i",
+            "eth0",
+            "10.0.0.100",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("bytes from"))
+            .filter_map(|l| l.split_whitespace().nth(3).map(str::to_lowercase))
+            .collect()
+    };
+    let mac = |i: usize| nodes[i].mac().to_lowercase();
+    // Drops the memberlist traffic (and everything else IP) between node
+    // `i` and the other nodes; the API and the client stay reachable.
+    let cut = |i: usize| {
+        let others: Vec<&str> = (0..3).filter(|j| *j != i).map(|j| addrs[j].1).collect();
+        let set = others.join(", ");
+        nodes[i].ns.run([
+            "nft",
+            &format!(
+                "add table inet iso; add chain inet iso in {{ type filter hook input priority 0; }}; \
+                 add chain inet iso out {{ type filter hook output priority 0; }}; \
+                 add rule inet iso in ip saddr {{ {set} }} drop; \
+                 add rule inet iso out ip daddr {{ {set} }} drop"
+            ),
+        ]);
+    };
+    let heal = |i: usize| nodes[i].ns.run(["nft", "delete table inet iso"]);
+
+    let w = eventually("three members and one announcer", T, &nodes, || {
+        settled(&nodes)
+    });
+    assert_eq!(answering(), BTreeSet::from([mac(w)]));
+
+    // A node that does not answer is cut off: alone, it would win the
+    // election. It counts the two Ready speakers the API shows and leaves
+    // the service to the winner they elect (one scrape: the gauges and the
+    // announcements are written by the same reconcile).
+    let x = (w + 1) % 3;
+    cut(x);
+    let m = eventually(
+        "the cut-off node to elect among the Ready speakers",
+        T,
+        &nodes,
+        || {
+            let m = nodes[x].metrics();
+            let isolated = m.contains("\nferrolb_memberlist_isolated 1\n");
+            let counted = m.contains("\nferrolb_l2_isolated_api_candidates 2\n");
+            (isolated && counted).then_some(m)
+        },
+    );
+    assert!(
+        !m.contains("protocol=\"layer2\""),
+        "the isolated node announces:\n{m}"
+    );
+    assert_eq!(answering(), BTreeSet::from([mac(w)]));
+    heal(x);
+    let again = eventually("the cut-off node to rejoin", T, &nodes, || settled(&nodes));
+    assert_eq!(again, w);
+
+    // The answering node is cut off: the other two lose sight of it and
+    // elect one of them, which publishes its ServiceL2Status. The cut-off
+    // node reads it and leaves the service to it: one MAC answers.
+    cut(w);
+    let y = eventually("the others to elect a new winner", T, &nodes, || {
+        (0..3).find(|i| *i != w && announces(&nodes[*i]))
+    });
+    eventually(
+        "the cut-off node to leave the service to the new winner",
+        T,
+        &nodes,
+        || {
+            let m = nodes[w].metrics();
+            (m.contains("\nferrolb_memberlist_isolated 1\n")
+                && m.contains("\nferrolb_l2_isolated_yielded_services 1\n")
+                && !m.contains("protocol=\"layer2\""))
+            .then_some(())
+        },
+    );
+    let status_of = |i: usize| {
+        cluster
+            .statuses::<ServiceL2Status>()
+            .iter()
+            .any(|(n, _, _)| *n == nodes[i].node)
+    };
+    eventually("only the new winner's ServiceL2Status", T, &nodes, || {
+        (status_of(y) && !status_of(w)).then_some(())
+    });
+    assert_eq!(answering(), BTreeSet::from([mac(y)]));
+    heal(w);
+    eventually("one announcer after the heal", T, &nodes, || {
+        settled(&nodes)
+    });
 }

@@ -84,6 +84,8 @@ impl ClusterView {
                 })
                 .collect(),
             members: None,
+            isolated: false,
+            api_speakers: None,
             load_balancer_class: None,
             ignore_exclude_lb: false,
         };

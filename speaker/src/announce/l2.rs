@@ -22,6 +22,12 @@ pub struct L2Plan {
     pub elections: BTreeMap<ObjectKey, Election>,
     /// Set when this node announces nothing, whatever the elections say.
     pub excluded: Option<Exclusion>,
+    /// While isolated: how many speakers the API shows Ready that memberlist
+    /// cannot reach, counted as candidates anyway.
+    pub api_candidates: usize,
+    /// While isolated: services this node wins but leaves to the node the
+    /// API shows answering for them (a Ready speaker).
+    pub yielded: BTreeMap<ObjectKey, String>,
     /// What was inconsistent, and skipped.
     pub problems: Vec<Problem>,
 }
@@ -96,10 +102,23 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
         excluded: view.exclusion(&view.node),
         ..L2Plan::default()
     };
-    let speakers: BTreeSet<&str> = match &view.members {
+    let mut speakers: BTreeSet<&str> = match &view.members {
         Some(members) => members.iter().map(String::as_str).collect(),
         None => view.nodes.keys().map(String::as_str).collect(),
     };
+    // An isolated node cannot tell the others dead from unheard. It elects
+    // among the speakers the API shows Ready, so it takes over nothing they
+    // can serve, and it leaves what it wins to a Ready speaker the API
+    // shows answering for it (the others, who see it gone, took it over).
+    let api = view
+        .api_speakers
+        .as_deref()
+        .filter(|_| view.isolated && view.members.is_some());
+    if let Some(api) = api {
+        let before = speakers.len();
+        speakers.extend(api.ready.iter().map(String::as_str));
+        plan.api_candidates = speakers.len() - before;
+    }
     for Assigned { svc, pool } in assigned(view, &mut plan.problems) {
         let ads: Vec<&L2Advertisement> = view
             .model
@@ -152,6 +171,15 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
         let won = election.winner() == Some(view.node.as_str());
         plan.elections.insert(svc.key.clone(), election);
         if !won || plan.excluded.is_some() {
+            continue;
+        }
+        if let Some(other) = api.and_then(|api| {
+            api.l2_announcers
+                .get(&svc.key)?
+                .iter()
+                .find(|n| **n != view.node && api.ready.contains(*n))
+        }) {
+            plan.yielded.insert(svc.key.clone(), other.clone());
             continue;
         }
         let Some(me) = view.this_node() else {

@@ -33,8 +33,8 @@ pub use self::bgp::{BgpPlan, PeerPlan, Transport, bgp_plan};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
-    ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Node, ObjectKey, POOL_ANNOTATION, Service,
-    TrafficPolicy,
+    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Node, ObjectKey, POOL_ANNOTATION,
+    Service, TrafficPolicy,
 };
 
 /// A service this speaker is responsible for, with the pool its IPs are in.

@@ -28,6 +28,13 @@ pub struct ClusterView {
     /// disabled, in which case every node is assumed to run a speaker (as
     /// MetalLB does).
     pub members: Option<BTreeSet<String>>,
+    /// This node's memberlist has seeds but reaches no member: it cannot
+    /// tell a dead node from one it cannot hear.
+    pub isolated: bool,
+    /// What the Kubernetes API shows of the other speakers, which an
+    /// isolated node trusts over its own empty member list; `None` in file
+    /// mode.
+    pub api_speakers: Option<Arc<ApiSpeakers>>,
     /// The `loadBalancerClass` this speaker serves; `None` serves services
     /// that have no class (MetalLB's `--lb-class`).
     pub load_balancer_class: Option<String>,
@@ -56,6 +63,16 @@ impl ClusterView {
             None
         }
     }
+}
+
+/// The other speakers as the Kubernetes API shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiSpeakers {
+    /// Nodes whose speaker Pod is Ready and not being deleted.
+    pub ready: BTreeSet<String>,
+    /// By service, the nodes whose ServiceL2Status says they answer for
+    /// it. Read only while this node is isolated.
+    pub l2_announcers: BTreeMap<ObjectKey, BTreeSet<String>>,
 }
 
 /// Why a node announces nothing.

@@ -15,14 +15,17 @@
 //! together as the file source does: an inconsistent set is reported and
 //! the last good snapshot stays in force.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::v1beta1::{BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement};
+use api::model::ObjectKey;
+use api::v1beta1::{
+    BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceL2Status,
+};
 use api::v1beta2::BGPPeer;
 use api::validate::{self, Config};
 use futures::{StreamExt, TryStreamExt};
@@ -38,6 +41,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Snapshot, file, trim_secret};
+use crate::announce::ApiSpeakers;
 
 /// How long changes are gathered before a snapshot is built: short enough
 /// that a status update reaches the routers in a few milliseconds, long
@@ -64,8 +68,8 @@ pub struct Stores {
 
 /// Starts the watches. Snapshots (or the validation problems of the
 /// metallb.io objects) go to `tx` after the first complete list and after
-/// every change; the IPs of the speaker Pods go to `seeds` whenever the set
-/// changes. Watch errors are logged and retried with backoff; the tasks
+/// every change; the speaker Pods (their IPs and the nodes where they are
+/// Ready) go to `seeds` whenever they change. Watch errors are logged and retried with backoff; the tasks
 /// end when `tx` is closed. Every task is supervised by `tasks`: one that
 /// ends while the speaker runs (a reflector whose stream ended, the
 /// snapshot task) is a failure.
@@ -73,7 +77,7 @@ pub fn start(
     client: &Client,
     opts: &Options,
     tx: mpsc::Sender<Reload>,
-    seeds: Option<mpsc::UnboundedSender<BTreeSet<IpAddr>>>,
+    seeds: Option<mpsc::UnboundedSender<SpeakerPods>>,
     tasks: &Spawner,
 ) -> Stores {
     let (changed_tx, changed) = watch::channel(());
@@ -331,11 +335,12 @@ fn trim_slice(e: &mut EndpointSlice) {
     }
 }
 
-/// Sends the IPs of the running speaker Pods (with `hostNetwork`, the
-/// nodes' addresses) whenever the set changes. Watches them; where the
+/// Sends the running speaker Pods (their IPs, with `hostNetwork` the
+/// nodes' addresses, and the nodes where they are Ready) whenever they
+/// change. Watches them; where the
 /// role grants only `list` (MetalLB's does), lists them every
 /// [`POD_POLL`] instead.
-async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<BTreeSet<IpAddr>>) {
+async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<SpeakerPods>) {
     let (reader, writer) = reflector::store();
     let stream = watcher(api.clone(), watcher::Config::default().labels(&labels))
         .default_backoff()
@@ -360,7 +365,7 @@ async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<B
             }
             None => return,
         }
-        if !send_seeds(&seeds, &mut last, pod_ips(&reader.state())) {
+        if !send_seeds(&seeds, &mut last, speaker_pods(&reader.state())) {
             return;
         }
     }
@@ -369,7 +374,7 @@ async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<B
         match api.list(&params).await {
             Ok(list) => {
                 let pods: Vec<Arc<Pod>> = list.items.into_iter().map(Arc::new).collect();
-                if !send_seeds(&seeds, &mut last, pod_ips(&pods)) {
+                if !send_seeds(&seeds, &mut last, speaker_pods(&pods)) {
                     return;
                 }
             }
@@ -382,29 +387,116 @@ async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<B
 /// How often the speaker Pods are listed when they cannot be watched.
 const POD_POLL: Duration = Duration::from_secs(5);
 
-/// The IPs of the Pods not being deleted.
-fn pod_ips(pods: &[Arc<Pod>]) -> BTreeSet<IpAddr> {
-    pods.iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.status.as_ref())
-        .flat_map(|s| s.pod_ips.iter().flatten())
-        .filter_map(|ip| ip.ip.parse().ok())
-        .collect()
+/// What the speaker Pods tell: where memberlist members are expected, and
+/// which nodes have a speaker ready to serve.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpeakerPods {
+    /// The IPs of the Pods not being deleted (memberlist seeds).
+    pub ips: BTreeSet<IpAddr>,
+    /// The nodes of the Pods not being deleted whose `Ready` condition is
+    /// `True`.
+    pub ready: BTreeSet<String>,
+}
+
+fn speaker_pods(pods: &[Arc<Pod>]) -> SpeakerPods {
+    let live = || {
+        pods.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+    };
+    SpeakerPods {
+        ips: live()
+            .filter_map(|p| p.status.as_ref())
+            .flat_map(|s| s.pod_ips.iter().flatten())
+            .filter_map(|ip| ip.ip.parse().ok())
+            .collect(),
+        ready: live()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect(),
+    }
+}
+
+/// While this node's memberlist is isolated, lists the ServiceL2Status
+/// objects every [`CLAIMS_POLL`] and keeps `speakers.l2_announcers`
+/// current (empty otherwise): which node answers for which service, as
+/// the other speakers published it. Not a watch: every speaker would then
+/// receive every status change of the cluster for a case that is rare.
+pub async fn l2_claims(
+    api: Api<ServiceL2Status>,
+    mut isolated: watch::Receiver<bool>,
+    speakers: Arc<watch::Sender<Arc<ApiSpeakers>>>,
+) {
+    loop {
+        if isolated.wait_for(|i| *i).await.is_err() {
+            return;
+        }
+        info!(
+            "memberlist isolated: reading the ServiceL2Status objects, to leave alone what other Ready speakers answer for"
+        );
+        while *isolated.borrow_and_update() {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    let claims = l2_announcers(&list.items);
+                    speakers.send_if_modified(|s| {
+                        let changed = s.l2_announcers != claims;
+                        if changed {
+                            Arc::make_mut(s).l2_announcers = claims;
+                        }
+                        changed
+                    });
+                }
+                Err(e) => warn!(error = %e, "listing the ServiceL2Status objects failed, retrying"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(CLAIMS_POLL) => {}
+                r = isolated.changed() => if r.is_err() {
+                    return;
+                },
+            }
+        }
+        speakers.send_if_modified(|s| {
+            let changed = !s.l2_announcers.is_empty();
+            Arc::make_mut(s).l2_announcers.clear();
+            changed
+        });
+    }
+}
+
+/// How often an isolated speaker lists the ServiceL2Status objects.
+pub const CLAIMS_POLL: Duration = Duration::from_secs(2);
+
+/// By service, the nodes the statuses name.
+fn l2_announcers(statuses: &[ServiceL2Status]) -> BTreeMap<ObjectKey, BTreeSet<String>> {
+    let mut out: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
+    for s in statuses.iter().filter_map(|o| o.status.as_ref()) {
+        if s.node.is_empty() || s.service_name.is_empty() {
+            continue;
+        }
+        out.entry(ObjectKey::new(&s.service_namespace, &s.service_name))
+            .or_default()
+            .insert(s.node.clone());
+    }
+    out
 }
 
 /// Sends `ips` when they differ from the `last` sent; false when the
 /// receiver is gone.
 fn send_seeds(
-    seeds: &mpsc::UnboundedSender<BTreeSet<IpAddr>>,
-    last: &mut Option<BTreeSet<IpAddr>>,
-    ips: BTreeSet<IpAddr>,
+    seeds: &mpsc::UnboundedSender<SpeakerPods>,
+    last: &mut Option<SpeakerPods>,
+    pods: SpeakerPods,
 ) -> bool {
-    if last.as_ref() == Some(&ips) {
+    if last.as_ref() == Some(&pods) {
         return true;
     }
-    debug!(pods = ?ips, "speaker pods changed");
-    *last = Some(ips.clone());
-    seeds.send(ips).is_ok()
+    debug!(ips = ?pods.ips, ready = ?pods.ready, "speaker pods changed");
+    *last = Some(pods.clone());
+    seeds.send(pods).is_ok()
 }
 
 /// The seeds to join for a set of speaker Pod IPs: each on the memberlist

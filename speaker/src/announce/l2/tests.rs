@@ -1,11 +1,12 @@
 //! Decision tables for [`l2_plan`], after MetalLB's layer 2 e2e scenarios.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use api::v1beta1::{L2AdvertisementSpec, PreferredNodeSelector};
 
 use super::super::fixture::*;
-use super::super::view::{Exclusion, TrafficPolicy};
+use super::super::view::{ApiSpeakers, Exclusion, TrafficPolicy};
 use super::*;
 
 const NODES: [&str; 4] = ["n1", "n2", "n3", "n4"];
@@ -394,4 +395,89 @@ fn no_advertisement_no_election() {
     v.config.l2_advertisements.clear();
     let plan = l2(&v);
     assert!(plan.elections.is_empty() && plan.announce.is_empty());
+}
+
+/// `base` seen from `this`, isolated: memberlist reaches nobody, and the
+/// API shows every node's speaker Ready; `answering` are the nodes whose
+/// ServiceL2Status says they answer for `web`.
+fn isolated(this: &str, answering: &[&str]) -> Fixture {
+    let mut v = base(this);
+    v.members = Some(BTreeSet::from([this.to_owned()]));
+    v.isolated = true;
+    v.api_speakers = Some(Arc::new(ApiSpeakers {
+        ready: NODES.iter().map(|n| (*n).to_owned()).collect(),
+        l2_announcers: [(
+            key("web"),
+            answering.iter().map(|n| (*n).to_owned()).collect(),
+        )]
+        .into(),
+    }));
+    v
+}
+
+#[test]
+fn an_isolated_node_takes_over_nothing_a_ready_speaker_can_serve() {
+    // n3 alone in its member list: before, it won the election alone.
+    let mut alone = base("n3");
+    alone.members = Some(BTreeSet::from(["n3".to_owned()]));
+    assert!(l2(&alone).announce.contains_key(&ip("192.0.2.10")));
+    // Isolated, it elects among the speakers the API shows Ready: n2 wins,
+    // as everywhere else.
+    let plan = l2(&isolated("n3", &[]));
+    assert_eq!(plan.api_candidates, 3);
+    assert_eq!(candidates(&plan, "web"), ORDER_10);
+    assert!(plan.announce.is_empty(), "{:?}", plan.announce);
+    assert!(plan.yielded.is_empty());
+}
+
+#[test]
+fn an_isolated_winner_yields_to_the_ready_speaker_the_api_shows_answering() {
+    // n2 wins in the full order; the others, who lost sight of it, elected
+    // n3, whose ServiceL2Status is in the API.
+    let plan = l2(&isolated("n2", &["n3"]));
+    assert!(plan.announce.is_empty(), "{:?}", plan.announce);
+    assert_eq!(
+        plan.yielded.get(&key("web")).map(String::as_str),
+        Some("n3")
+    );
+    // Its own status, or one of a speaker that is not Ready (a dead node's
+    // Pod keeps its status until it goes), does not make it yield.
+    for answering in [&["n2"][..], &[]] {
+        let plan = l2(&isolated("n2", answering));
+        assert!(plan.yielded.is_empty());
+        assert!(plan.announce.contains_key(&ip("192.0.2.10")));
+    }
+    let mut v = isolated("n2", &["n3"]);
+    Arc::make_mut(v.api_speakers.as_mut().unwrap())
+        .ready
+        .remove("n3");
+    assert!(l2(&v).announce.contains_key(&ip("192.0.2.10")));
+}
+
+#[test]
+fn when_every_node_is_isolated_each_service_is_answered_once() {
+    // memberlist broken everywhere (a wrong key on every node, a firewall):
+    // each node elects among the Ready speakers, so exactly the winner
+    // answers, where before every node answered.
+    let answering: Vec<&str> = NODES
+        .iter()
+        .filter(|n| {
+            l2(&isolated(n, &[]))
+                .announce
+                .contains_key(&ip("192.0.2.10"))
+        })
+        .copied()
+        .collect();
+    assert_eq!(answering, [ORDER_10[0]]);
+}
+
+#[test]
+fn file_mode_isolation_keeps_the_member_list_election() {
+    // No API to ask: an isolated node takes what it wins among the members
+    // it reaches (availability first; documented in RELIABILITY.md).
+    let mut v = isolated("n3", &[]);
+    v.api_speakers = None;
+    let plan = l2(&v);
+    assert_eq!(plan.api_candidates, 0);
+    assert!(plan.announce.contains_key(&ip("192.0.2.10")));
 }
