@@ -6,7 +6,8 @@
 //!
 //! The speaker runs in file mode with an invalid configuration first
 //! (MetalLBConfigNotLoaded and MetalLBStaleConfig fire), then a good one
-//! (neither fires).
+//! (neither fires). A speaker whose memberlist seed never answers fires
+//! ferrolb's FerrolbSpeakerIsolated.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../shell/tests/support/hostile.rs"]
@@ -169,11 +170,95 @@ fn metallb_config_alerts_follow_the_speakers_configuration() {
                 ("MetalLBStaleConfig", vec![]),
                 ("MetalLBConfigNotLoaded", vec![]),
                 ("MetalLBBGPSessionDown", vec![]),
+                ("FerrolbSpeakerIsolated", vec![]),
             ],
         },
     ];
     let out = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &cases);
     if let Err(e) = out {
+        p.dump_log();
+        panic!("{e}");
+    }
+}
+
+/// A free port on 127.0.0.1 for both UDP and TCP (memberlist binds both).
+fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+#[test]
+fn ferrolb_isolated_alert_fires_for_a_speaker_whose_seed_never_answers() {
+    let promtool_bin = testnet::require_binary("promtool");
+    let dir = TempDir::new("speaker-alerts-isolated");
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("node.yaml"), NODE).unwrap();
+    std::fs::write(config.join("pool.yaml"), GOOD).unwrap();
+    let key = dir.join("memberlist.key");
+    std::fs::write(&key, format!("{}\n", "5".repeat(64))).unwrap();
+    let bind = format!("127.0.0.1:{}", free_port());
+    let mut p = Process::start(
+        env!("CARGO_BIN_EXE_speaker"),
+        &[
+            "--node-name",
+            "n1",
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-probe-port",
+            "0",
+            "--log-format",
+            "json",
+            "--memberlist-bind",
+            &bind,
+            "--memberlist-key-file",
+            key.to_str().unwrap(),
+            // The discard port: nothing answers there.
+            "--memberlist-join",
+            "127.0.0.1:9",
+        ],
+        dir.join("speaker.log"),
+    );
+    let addr = hostile::server(&mut p, T).addr;
+    let isolated = scrape_until(&mut p, addr, |t| {
+        value(t, "ferrolb_memberlist_isolated") == Some(1.0)
+    });
+    let target = promtool::Target {
+        job: "ferrolb-speaker",
+        pod: "speaker-q4m8z",
+        container: "speaker",
+    };
+    let alert = promtool::Alert {
+        name: "FerrolbSpeakerIsolated".into(),
+        labels: vec![
+            ("severity".into(), "warning".into()),
+            ("job".into(), target.job.into()),
+            ("pod".into(), target.pod.into()),
+            ("container".into(), target.container.into()),
+        ],
+        annotations: vec![
+            ("summary".into(), "memberlist isolated on speaker-q4m8z".into()),
+            (
+                "description".into(),
+                "ferrolb-speaker - ferrolb speaker on speaker-q4m8z has reached no memberlist member for > 1 minute (a wrong memberlist key, or port 7946 blocked): its layer 2 elections follow the speakers the API shows Ready".into(),
+            ),
+        ],
+    };
+    let cases = [promtool::Case {
+        scraped: vec![(target, isolated)],
+        expect: vec![
+            ("FerrolbSpeakerIsolated", vec![alert]),
+            ("MetalLBStaleConfig", vec![]),
+        ],
+    }];
+    if let Err(e) = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &cases) {
         p.dump_log();
         panic!("{e}");
     }
