@@ -3,50 +3,7 @@
 //! Every registry that can carry values we do not know gets an `Unknown(n)`
 //! variant so that parse followed by emit round-trips.
 
-/// Declares a `Copy` enum over an integer with an `Unknown` catch-all.
-macro_rules! enum_with_unknown {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident($ty:ty) {
-            $( $(#[$vmeta:meta])* $variant:ident = $value:expr ),+ $(,)?
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name {
-            $( $(#[$vmeta])* $variant, )+
-            /// A code point without a name here; kept so it round-trips.
-            Unknown($ty),
-        }
-
-        impl From<$ty> for $name {
-            fn from(value: $ty) -> Self {
-                match value {
-                    $( $value => Self::$variant, )+
-                    other => Self::Unknown(other),
-                }
-            }
-        }
-
-        impl From<$name> for $ty {
-            fn from(value: $name) -> Self {
-                match value {
-                    $( $name::$variant => $value, )+
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-
-        #[cfg(feature = "arbitrary")]
-        impl<'a> arbitrary::Arbitrary<'a> for $name {
-            // Built from the integer so that `Unknown(known value)` is never
-            // produced: it would not survive a round trip.
-            fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
-                Ok(Self::from(<$ty as arbitrary::Arbitrary<'a>>::arbitrary(u)?))
-            }
-        }
-    };
-}
+use codepoint::enum_with_unknown;
 
 enum_with_unknown! {
     /// BGP message types (RFC 4271 §4.1, RFC 2918).
