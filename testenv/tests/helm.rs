@@ -8,6 +8,7 @@
 //! - the default values render exactly `config/default` (every object but the
 //!   Namespace, which a Helm release does not own), CRDs included, and the
 //!   chart's `crds/` are the files of `config/crd`;
+//! - `helm package` keeps them: the packaged chart renders the same;
 //! - MetalLB values ferrolb cannot honour fail with the chart's message;
 //! - `helm install --server-side` of both values files into the real
 //!   apiserver creates every rendered object (field manager `helm`,
@@ -50,6 +51,32 @@ fn lint_passes_with_default_and_metallb_values() {
         out.contains("1 chart(s) linted, 0 chart(s) failed"),
         "{out}"
     );
+}
+
+#[test]
+fn packaged_chart_renders_the_same_with_its_crds() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("helm-package");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = helm(&["package", path(&chart()), "-d", path(&dir)]);
+    let tgz = dir.join("ferrolb-0.1.0.tgz");
+    assert!(tgz.is_file(), "{out}");
+    let render = |chart: &Path| {
+        helm(&[
+            "template",
+            RELEASE,
+            path(chart),
+            "--namespace",
+            "metallb-system",
+            "--include-crds",
+        ])
+    };
+    let packaged = render(&tgz);
+    assert_eq!(packaged, render(&chart()));
+    let crds = objects(&packaged)
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .count();
+    assert_eq!(crds, 9, "the package holds the nine metallb.io CRDs");
 }
 
 #[test]
