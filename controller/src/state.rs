@@ -26,6 +26,10 @@ pub enum Outcome {
         assignment: Assignment,
         /// Whether the status must change.
         changed: bool,
+        /// The pool rules its kept addresses break (a pool edit, or a
+        /// version of ferrolb that granted them, came after): they are
+        /// kept for stability, and this says so ([`Allocator::breaks`]).
+        breaks: Vec<String>,
     },
     /// No address could be given (MetalLB's `AllocationFailed`); any it
     /// held is released.
@@ -109,11 +113,34 @@ impl State {
         let (changed, lost) = self.set_pools(update.pools.clone());
         if changed || was != self.unresolved {
             let frozen: Vec<K8sService> = std::mem::take(&mut self.frozen).into_values().collect();
-            for svc in plan::replay_order(&frozen) {
-                self.sync(svc);
-            }
+            self.replay(&plan::replay_order(&frozen));
         }
         (changed || was != self.unresolved, lost, update)
+    }
+
+    /// Decides for `services` in [`plan::replay_order`], as a starting
+    /// controller does: those that hold addresses take them back first
+    /// (no `PreferDualStack` service gains a family until all are back),
+    /// then are decided again (now gaining), then the pending ones.
+    /// Returns each service's outcome, in that order.
+    pub fn replay<'a>(&mut self, services: &[&'a K8sService]) -> Vec<(&'a K8sService, Outcome)> {
+        let held = services
+            .iter()
+            .filter(|s| !convert::ingress_ips(s).is_empty());
+        self.alloc.hold_gains(true);
+        for svc in held.clone() {
+            self.sync(svc);
+        }
+        self.alloc.hold_gains(false);
+        let mut out = Vec::with_capacity(services.len());
+        for svc in held.chain(
+            services
+                .iter()
+                .filter(|s| convert::ingress_ips(s).is_empty()),
+        ) {
+            out.push((*svc, self.sync(svc)));
+        }
+        out
     }
 
     /// Sets the labels of a namespace (`None`: it is gone).
@@ -176,6 +203,7 @@ impl State {
                     Outcome::Assigned {
                         assignment: a,
                         changed,
+                        breaks: self.alloc.breaks(&s),
                     }
                 }
                 Err(e) => {
