@@ -408,4 +408,57 @@ mod tests {
         assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
         assert_eq!(ips(&st.sync(&s1)), ["10.0.0.0"]);
     }
+
+    fn dual_preferred(name: &str, ingress: &[&str]) -> K8sService {
+        let mut s = service(name, ingress);
+        let spec = s.spec.as_mut().unwrap();
+        spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+        spec.ip_family_policy = Some("PreferDualStack".into());
+        s
+    }
+
+    /// A held `.0` of a pool that now avoids it is kept after a restart,
+    /// unchanged, and the outcome says which rule it breaks.
+    #[test]
+    fn a_kept_address_says_what_it_breaks() {
+        let mut st = State::new(None);
+        let mut p = pool("p", &["10.0.0.0/30"]);
+        p.spec.avoid_buggy_ips = Some(true);
+        st.set_pool_objects(&[p]);
+        match st.sync(&service("s", &["10.0.0.0"])) {
+            Outcome::Assigned {
+                assignment,
+                changed,
+                breaks,
+            } => {
+                assert_eq!(assignment.ips, ["10.0.0.0".parse::<IpAddr>().unwrap()]);
+                assert!(!changed);
+                assert_eq!(
+                    breaks,
+                    ["10.0.0.0 ends in .0 or .255 and pool p has avoidBuggyIPs"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
+    }
+
+    /// A replay gives no family to a PreferDualStack service before every
+    /// held address is back: the only IPv6 address stays with its holder,
+    /// though the dual-stack service comes first.
+    #[test]
+    fn a_replay_gains_families_only_after_every_address_is_back() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("d", &["10.0.0.0/30", "fc00::/128"])]);
+        let dual = dual_preferred("a-dual", &["10.0.0.1"]);
+        let mut v6 = service("b-v6", &["fc00::"]);
+        v6.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".into()]);
+        let services = [dual, v6];
+        let out = st.replay(&services.iter().collect::<Vec<_>>());
+        let got: Vec<Vec<String>> = out.iter().map(|(_, o)| ips(o)).collect();
+        assert_eq!(got, [vec!["10.0.0.1"], vec!["fc00::"]]);
+        // Freed: the dual-stack service gains it.
+        st.forget(&convert::key(&services[1]));
+        assert_eq!(ips(&st.sync(&services[0])), ["10.0.0.1", "fc00::"]);
+    }
 }
