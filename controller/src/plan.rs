@@ -5,7 +5,7 @@
 //! the metallb.io objects with [`api::validate`], and runs a [`State`]
 //! over the Services the way the controller starts up (services that
 //! already have `status.loadBalancer.ingress` first, then the others, each
-//! group in namespace/name order).
+//! group in creation order: see [`replay_order`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -99,6 +99,10 @@ pub struct ServicePlan {
     /// Why it is pending or ignored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The pool rules its addresses break, kept because it already held
+    /// them (the controller logs them and records a Warning Event).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaks: Vec<String>,
 }
 
 /// One pool's counters after the plan.
@@ -212,9 +216,8 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
         state.set_namespace_labels(&n.name_any(), Some(n.labels().clone()));
     }
     let mut out = BTreeMap::new();
-    for svc in replay_order(&services) {
-        let key = convert::key(svc).to_string();
-        out.insert(key.clone(), (svc, state.sync(svc)));
+    for (svc, outcome) in state.replay(&replay_order(&services)) {
+        out.insert(convert::key(svc).to_string(), (svc, outcome));
     }
     let services = out
         .into_iter()
@@ -234,10 +237,21 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
 /// The order in which a starting controller offers services to the
 /// allocator: those with `status.loadBalancer.ingress` first, so they take
 /// their addresses back before any pending service can, then the others;
-/// each group by namespace/name.
+/// each group in creation order (`metadata.creationTimestamp`, those
+/// without one after those with one), and in input order where that does
+/// not decide: the first of a file of new Services gets the first free
+/// address, as it would have from a running controller.
 pub fn replay_order(services: &[K8sService]) -> Vec<&K8sService> {
     let mut v: Vec<&K8sService> = services.iter().collect();
-    v.sort_by_cached_key(|s| (convert::ingress_ips(s).is_empty(), convert::key(s)));
+    // Stable: input order breaks ties.
+    v.sort_by_cached_key(|s| {
+        let created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (
+            convert::ingress_ips(s).is_empty(),
+            created.is_none(),
+            created,
+        )
+    });
     v
 }
 
@@ -249,13 +263,17 @@ fn service_plan(service: String, outcome: Outcome) -> ServicePlan {
         ips: Vec::new(),
         reason: None,
         message: None,
+        breaks: Vec::new(),
     };
     match outcome {
-        Outcome::Assigned { assignment, .. } => ServicePlan {
+        Outcome::Assigned {
+            assignment, breaks, ..
+        } => ServicePlan {
             status: "assigned",
             pool: Some(assignment.pool),
             ips: assignment.ips.iter().map(ToString::to_string).collect(),
             reason: Some("IPAllocated"),
+            breaks,
             ..plan
         },
         Outcome::Failed(e) => ServicePlan {

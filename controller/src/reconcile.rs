@@ -261,12 +261,11 @@ async fn lead(
         for ns in &namespaces.items {
             st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
         }
-        let mut assigned = 0usize;
-        for svc in plan::replay_order(&services.items) {
-            if matches!(st.sync(svc), Outcome::Assigned { .. }) {
-                assigned += 1;
-            }
-        }
+        let assigned = st
+            .replay(&plan::replay_order(&services.items))
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Assigned { .. }))
+            .count();
         info!(
             pools = pools.items.len(),
             services = services.items.len(),
@@ -471,6 +470,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         Outcome::Assigned {
             assignment,
             changed,
+            breaks,
         } => {
             let annotated = pool_annotation.as_deref() == Some(assignment.pool.as_str())
                 && !deprecated_annotation;
@@ -496,6 +496,27 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
                     EventType::Normal,
                     "IPAllocated",
                     format!("Assigned IP [{}]", ips.join(" ")),
+                )
+                .await;
+            }
+            if !breaks.is_empty() {
+                // Kept for stability (see crate::alloc): said, not moved.
+                warn!(service = %key, ips = ?assignment.ips, breaks = ?breaks, "kept addresses that break pool rules");
+                publish(
+                    &ctx,
+                    &svc,
+                    EventType::Warning,
+                    REASON_ADDRESS_KEPT,
+                    format!(
+                        "kept {} because the service holds it, although {}",
+                        assignment
+                            .ips
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        breaks.join("; ")
+                    ),
                 )
                 .await;
             }
@@ -721,6 +742,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub const CONFIGURATION_STATE: &str = "controller";
 /// The label MetalLB puts on `ConfigurationState` objects.
 pub const LABEL_COMPONENT_TYPE: &str = "metallb.io/component-type";
+/// The reason of the Warning recorded on a Service whose held addresses
+/// break a pool rule made after they were given (kept, not moved).
+pub const REASON_ADDRESS_KEPT: &str = "AddressKept";
 /// The reason of the Warning recorded on a pool that is not in force as
 /// written.
 pub const REASON_INVALID_POOL: &str = "InvalidConfiguration";

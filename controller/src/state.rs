@@ -26,6 +26,10 @@ pub enum Outcome {
         assignment: Assignment,
         /// Whether the status must change.
         changed: bool,
+        /// The pool rules its kept addresses break (a pool edit, or a
+        /// version of ferrolb that granted them, came after): they are
+        /// kept for stability, and this says so ([`Allocator::breaks`]).
+        breaks: Vec<String>,
     },
     /// No address could be given (MetalLB's `AllocationFailed`); any it
     /// held is released.
@@ -109,11 +113,34 @@ impl State {
         let (changed, lost) = self.set_pools(update.pools.clone());
         if changed || was != self.unresolved {
             let frozen: Vec<K8sService> = std::mem::take(&mut self.frozen).into_values().collect();
-            for svc in plan::replay_order(&frozen) {
-                self.sync(svc);
-            }
+            self.replay(&plan::replay_order(&frozen));
         }
         (changed || was != self.unresolved, lost, update)
+    }
+
+    /// Decides for `services` in [`plan::replay_order`], as a starting
+    /// controller does: those that hold addresses take them back first
+    /// (no `PreferDualStack` service gains a family until all are back),
+    /// then are decided again (now gaining), then the pending ones.
+    /// Returns each service's outcome, in that order.
+    pub fn replay<'a>(&mut self, services: &[&'a K8sService]) -> Vec<(&'a K8sService, Outcome)> {
+        let held = services
+            .iter()
+            .filter(|s| !convert::ingress_ips(s).is_empty());
+        self.alloc.hold_gains(true);
+        for svc in held.clone() {
+            self.sync(svc);
+        }
+        self.alloc.hold_gains(false);
+        let mut out = Vec::with_capacity(services.len());
+        for svc in held.chain(
+            services
+                .iter()
+                .filter(|s| convert::ingress_ips(s).is_empty()),
+        ) {
+            out.push((*svc, self.sync(svc)));
+        }
+        out
     }
 
     /// Sets the labels of a namespace (`None`: it is gone).
@@ -176,6 +203,7 @@ impl State {
                     Outcome::Assigned {
                         assignment: a,
                         changed,
+                        breaks: self.alloc.breaks(&s),
                     }
                 }
                 Err(e) => {
@@ -379,5 +407,58 @@ mod tests {
         assert!(changed);
         assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
         assert_eq!(ips(&st.sync(&s1)), ["10.0.0.0"]);
+    }
+
+    fn dual_preferred(name: &str, ingress: &[&str]) -> K8sService {
+        let mut s = service(name, ingress);
+        let spec = s.spec.as_mut().unwrap();
+        spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+        spec.ip_family_policy = Some("PreferDualStack".into());
+        s
+    }
+
+    /// A held `.0` of a pool that now avoids it is kept after a restart,
+    /// unchanged, and the outcome says which rule it breaks.
+    #[test]
+    fn a_kept_address_says_what_it_breaks() {
+        let mut st = State::new(None);
+        let mut p = pool("p", &["10.0.0.0/30"]);
+        p.spec.avoid_buggy_ips = Some(true);
+        st.set_pool_objects(&[p]);
+        match st.sync(&service("s", &["10.0.0.0"])) {
+            Outcome::Assigned {
+                assignment,
+                changed,
+                breaks,
+            } => {
+                assert_eq!(assignment.ips, ["10.0.0.0".parse::<IpAddr>().unwrap()]);
+                assert!(!changed);
+                assert_eq!(
+                    breaks,
+                    ["10.0.0.0 ends in .0 or .255 and pool p has avoidBuggyIPs"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
+    }
+
+    /// A replay gives no family to a PreferDualStack service before every
+    /// held address is back: the only IPv6 address stays with its holder,
+    /// though the dual-stack service comes first.
+    #[test]
+    fn a_replay_gains_families_only_after_every_address_is_back() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("d", &["10.0.0.0/30", "fc00::/128"])]);
+        let dual = dual_preferred("a-dual", &["10.0.0.1"]);
+        let mut v6 = service("b-v6", &["fc00::"]);
+        v6.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".into()]);
+        let services = [dual, v6];
+        let out = st.replay(&services.iter().collect::<Vec<_>>());
+        let got: Vec<Vec<String>> = out.iter().map(|(_, o)| ips(o)).collect();
+        assert_eq!(got, [vec!["10.0.0.1"], vec!["fc00::"]]);
+        // Freed: the dual-stack service gains it.
+        st.forget(&convert::key(&services[1]));
+        assert_eq!(ips(&st.sync(&services[0])), ["10.0.0.1", "fc00::"]);
     }
 }

@@ -124,8 +124,9 @@ fn json_output_and_stdin() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Listed by name; addresses in file order (api is the third listed).
     assert_eq!(v["services"][0]["service"], "default/api");
-    assert_eq!(v["services"][0]["ips"][0], "192.168.1.240");
+    assert_eq!(v["services"][0]["ips"][0], "192.168.1.242");
     assert_eq!(v["pools"][0]["assignedIPv4"], 3);
 }
 
@@ -172,5 +173,59 @@ fn invalid_documents_fail_naming_document_and_field() {
         String::from_utf8_lossy(&out.stderr).contains("defined twice"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Pending Services get addresses in creation order, then in file order,
+/// never by name: the first of a file of new Services gets the first free
+/// address, as from a running controller.
+#[test]
+fn pending_services_in_creation_then_file_order() {
+    let pool = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec: {addresses: [10.0.0.0/29]}\n";
+    let service = |name: &str, created: Option<&str>| {
+        let ts = created
+            .map(|t| format!(", creationTimestamp: \"{t}\""))
+            .unwrap_or_default();
+        format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: ns{ts}}}\nspec: {{type: LoadBalancer, ports: [{{port: 80}}]}}\n"
+        )
+    };
+    let input = [
+        pool.to_owned(),
+        service("zeta", None),
+        service("alpha", None),
+        service("late", Some("2026-01-02T00:00:00Z")),
+        service("early", Some("2026-01-01T00:00:00Z")),
+        service("same-b", Some("2026-01-03T00:00:00Z")),
+        service("same-a", Some("2026-01-03T00:00:00Z")),
+    ]
+    .concat();
+    let out = plan(&["-f", "-", "-o", "json"], Some(&input));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ip_of = |name: &str| {
+        v["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["service"] == format!("ns/{name}"))
+            .map(|s| s["ips"][0].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    // Timestamped first, by time, then by file order for equal times;
+    // then those without, in file order.
+    let got: Vec<String> = ["early", "late", "same-b", "same-a", "zeta", "alpha"]
+        .iter()
+        .map(|n| ip_of(n))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "10.0.0.0", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"
+        ]
     );
 }

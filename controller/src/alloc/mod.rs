@@ -9,25 +9,42 @@
 //! speakers use too; which pools a service may take from is
 //! [`api::model::ServiceAllocation::selects`].
 //!
-//! Rules (MetalLB's, with its randomness removed):
+//! Rules for a new address (MetalLB's, with its randomness removed):
 //! - requested IPs (`metallb.io/loadBalancerIPs`, `spec.loadBalancerIP`)
-//!   must all lie in one pool, which must be the annotated pool if any;
+//!   must all lie in one pool (else "is not allowed in config"), not be a
+//!   `.0`/`.255` of a pool with `avoidBuggyIPs`, be in a pool whose
+//!   `serviceAllocation` (if any) selects the service, and be in the
+//!   annotated pool if there is one;
 //! - otherwise the `address-pool` annotation names the pool (even one with
-//!   `autoAssign: false`); otherwise the candidates are the auto-assign
-//!   pools whose `serviceAllocation` selects the service, by priority
-//!   (lower first), then the auto-assign pools without `serviceAllocation`,
-//!   by name;
-//! - the lowest free address of a pool is chosen (skipping `.0` and
-//!   `.255` with `avoidBuggyIPs`); a service with a sharing key first
-//!   reuses an address of its key it can share;
-//! - an address is shared only by services with the same sharing key, no
-//!   common port/protocol, and either both `externalTrafficPolicy:
-//!   Cluster` or identical pod selectors;
-//! - dual-stack takes one address per family from one pool;
-//! - a service keeps its addresses while they stay valid: re-assigning is
-//!   idempotent, and after a restart the addresses in the Service's status
-//!   are taken back first (replay services that have addresses before the
-//!   pending ones, and no pending service can take them).
+//!   `autoAssign: false`, but it must select the service); otherwise the
+//!   auto-assign pools whose `serviceAllocation` selects the service are
+//!   tried first, by priority (a priority of 0 or none last, then by
+//!   name), and only if none of them can serve it the auto-assign pools
+//!   without `serviceAllocation`, by name;
+//! - in a pool, the first address in the order `spec.addresses` lists
+//!   them (ascending inside one entry) that is free or that the service
+//!   may share, skipping `.0` and `.255` with `avoidBuggyIPs`;
+//! - an address is shared only by services with the same non-empty
+//!   sharing key, no common port/protocol, and the same backends
+//!   (MetalLB's backend key: both `externalTrafficPolicy: Cluster`, or
+//!   both `Local` with the same pod selector);
+//! - dual-stack takes one address per family from one pool, IPv4 first
+//!   in the result; `PreferDualStack` falls back to the service's first
+//!   family, then its second, and a service that got one family gains the
+//!   other from its pool as soon as the pool has one free.
+//!
+//! Rules for an address a service already holds (ferrolb's, for
+//! restart stability): it is kept while its pool (any pool, after a rename
+//! or a split) contains it, the request and pool annotation still name it,
+//! and the service's families allow it, even when a later pool edit makes
+//! it break `avoidBuggyIPs` or `serviceAllocation`; [`Allocator::breaks`]
+//! says what it breaks, for the reconciler to report. Sharing is judged by
+//! the rule above when the service's ports, key or backends change, and
+//! otherwise by the rule of earlier ferrolb versions (which let `Cluster`
+//! and `Local` services with one selector share), so that an upgrade moves
+//! nothing. After a restart the addresses in the Service's status are
+//! taken back by the same rules (replay services that have addresses
+//! before the pending ones, and no pending service can take them).
 //!
 //! Pools are sets of intervals: a /64 is never enumerated; allocation and
 //! release are O(log n) in the number of allocated intervals.
@@ -153,11 +170,12 @@ pub struct Assignment {
     pub ips: Vec<IpAddr>,
 }
 
-/// Why a service got no address; the message names the cause.
+/// Why a service got no address; the message names the cause (MetalLB's
+/// wording where it has one).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
     /// The annotated pool does not exist.
-    #[error("pool {0:?} does not exist")]
+    #[error("unknown pool {0:?}")]
     UnknownPool(String),
     /// No pool may serve the service.
     #[error("no available pool for this service (check autoAssign and serviceAllocation)")]
@@ -169,19 +187,26 @@ pub enum AllocError {
         pools: String,
     },
     /// More than one address per family, or more than two, requested.
-    #[error("invalid requested IPs {0:?}: at most one per address family")]
+    #[error("invalid requested IPs {}: at most one per address family", quoted(.0))]
     BadRequest(Vec<IpAddr>),
-    /// Requested addresses that no single pool holds.
-    #[error("requested IPs {0:?} are not all in one pool")]
-    NotInPool(Vec<IpAddr>),
-    /// A requested address in another pool than the annotated one.
-    #[error("requested IP {ip} is not in pool {pool:?}")]
+    /// Requested addresses that no single pool holds, or a `.0`/`.255` of
+    /// a pool with `avoidBuggyIPs` (MetalLB's message).
+    #[error("{} is not allowed in config", quoted(.0))]
+    NotAllowed(Vec<IpAddr>),
+    /// Requested addresses in another pool than the annotated one.
+    #[error(
+        "requested loadBalancer IP(s) {} is not compatible with requested address pool {pool}",
+        quoted(ips)
+    )]
     WrongPool {
-        /// The address.
-        ip: IpAddr,
+        /// The addresses.
+        ips: Vec<IpAddr>,
         /// The annotated pool.
         pool: String,
     },
+    /// The pool's `serviceAllocation` does not select the service.
+    #[error("pool {0} not compatible for ip assignment")]
+    NotCompatible(String),
     /// A requested address held by a service it cannot be shared with.
     #[error("requested IP {ip} is in use by {by} and cannot be shared")]
     InUse {
@@ -196,10 +221,17 @@ pub enum AllocError {
     Families(String),
 }
 
+/// Addresses as Go's `%q` prints a slice of them: `["10.0.0.1" "fc00::1"]`.
+fn quoted(ips: &[IpAddr]) -> String {
+    let v: Vec<String> = ips.iter().map(|ip| format!("\"{ip}\"")).collect();
+    format!("[{}]", v.join(" "))
+}
+
 /// How a service uses an address, for sharing decisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Use {
     key: ServiceKey,
+    /// The sharing key; an empty annotation is no key, as in MetalLB.
     sharing_key: Option<String>,
     ports: Vec<Port>,
     etp_local: bool,
@@ -210,20 +242,44 @@ impl Use {
     fn of(svc: &Service) -> Self {
         Self {
             key: svc.key.clone(),
-            sharing_key: svc.sharing_key.clone(),
+            sharing_key: svc.sharing_key.clone().filter(|k| !k.is_empty()),
             ports: svc.ports.clone(),
             etp_local: svc.etp_local,
             selector: svc.selector.clone(),
         }
     }
 
-    /// MetalLB's sharing rule.
-    fn compatible(&self, other: &Self) -> bool {
+    /// Same sharing parameters (everything but the key).
+    fn same_terms(&self, other: &Self) -> bool {
+        self.sharing_key == other.sharing_key
+            && self.ports == other.ports
+            && self.etp_local == other.etp_local
+            && self.selector == other.selector
+    }
+
+    /// MetalLB's backend key: the pod selector for `Local`, nothing for
+    /// `Cluster` (so a `Local` service without selector is `Cluster`'s).
+    fn backend(&self) -> Option<&BTreeMap<String, String>> {
+        (self.etp_local && !self.selector.is_empty()).then_some(&self.selector)
+    }
+
+    fn key_and_ports(&self, other: &Self) -> bool {
         let same_key =
             matches!((&self.sharing_key, &other.sharing_key), (Some(a), Some(b)) if a == b);
-        let disjoint_ports = self.ports.iter().all(|p| !other.ports.contains(p));
-        let same_pods = (!self.etp_local && !other.etp_local) || self.selector == other.selector;
-        same_key && disjoint_ports && same_pods
+        same_key && self.ports.iter().all(|p| !other.ports.contains(p))
+    }
+
+    /// MetalLB's sharing rule: same key, disjoint ports, same backend key.
+    fn compatible(&self, other: &Self) -> bool {
+        self.key_and_ports(other) && self.backend() == other.backend()
+    }
+
+    /// The rule of ferrolb before it matched MetalLB's backend key (both
+    /// `Cluster`, or identical selectors): addresses shared under it are
+    /// kept while neither sharer changes.
+    fn tolerated(&self, other: &Self) -> bool {
+        self.key_and_ports(other)
+            && ((!self.etp_local && !other.etp_local) || self.selector == other.selector)
     }
 }
 
@@ -267,30 +323,72 @@ impl PoolState {
     }
 
     fn buggy(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.pool.avoid_buggy_ips && matches!(a.octets()[3], 0 | 255),
-            IpAddr::V6(_) => false,
-        }
+        self.pool.avoid_buggy_ips && is_buggy(ip)
     }
 
-    /// The lowest free, usable address of `family`.
-    fn first_free(&self, family: Family) -> Option<IpAddr> {
+    /// Whether the pool's `serviceAllocation`, if any, selects `svc`.
+    fn selects(&self, svc: &Service) -> bool {
+        self.pool
+            .allocation
+            .as_ref()
+            .is_none_or(|a| a.selects(&svc.key.namespace, &svc.namespace_labels, &svc.labels))
+    }
+
+    /// The first usable address of `family` in `spec.addresses` order that
+    /// is free or in `shareable` (sorted).
+    fn first_usable(&self, family: Family, shareable: &[IpAddr]) -> Option<IpAddr> {
         let i = fam_index(family);
-        for (start, end) in self.space[i].iter() {
-            let mut c = start;
-            while c <= end {
-                let free = self.used[i].next_free(c)?;
-                if free > end {
-                    break;
-                }
-                let ip = family.addr(free);
-                if !self.buggy(ip) {
-                    return Some(ip);
-                }
-                c = free + 1;
+        for r in self
+            .pool
+            .ranges
+            .iter()
+            .filter(|r| Family::of(r.first()) == family)
+        {
+            let (start, end) = (to_u128(r.first()), to_u128(r.last()));
+            let free = self.first_free_in(i, family, start, end);
+            let shared = shareable
+                .iter()
+                .map(|ip| to_u128(*ip))
+                .find(|n| (start..=end).contains(n) && !self.buggy(family.addr(*n)));
+            let best = match (free, shared) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(n) = best {
+                return Some(family.addr(n));
             }
         }
         None
+    }
+
+    /// The lowest free, usable address in `[start, end]`.
+    fn first_free_in(&self, i: usize, family: Family, start: u128, end: u128) -> Option<u128> {
+        let mut c = start;
+        while c <= end {
+            let free = self.used[i].next_free(c)?;
+            if free > end {
+                return None;
+            }
+            if !self.buggy(family.addr(free)) {
+                return Some(free);
+            }
+            c = free.checked_add(1)?;
+        }
+        None
+    }
+}
+
+/// An IPv4 address ending in `.0` or `.255`.
+fn is_buggy(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V4(a) if matches!(a.octets()[3], 0 | 255))
+}
+
+/// MetalLB's pool order by `serviceAllocation.priority`: lower first, and
+/// 0 (MetalLB's "unset") or none last.
+fn priority_rank(p: &Pool) -> i64 {
+    match p.allocation.as_ref().map(|a| a.priority) {
+        Some(n) if n > 0 && n != i32::MAX => i64::from(n),
+        _ => i64::MAX,
     }
 }
 
@@ -300,6 +398,9 @@ pub struct Allocator {
     pools: BTreeMap<String, PoolState>,
     assignments: HashMap<ServiceKey, Assignment>,
     users: HashMap<IpAddr, Vec<Use>>,
+    /// No `PreferDualStack` service gains a family (see
+    /// [`Allocator::hold_gains`]).
+    no_gains: bool,
 }
 
 /// Per-pool counters (for `metallb_allocator_addresses_*`).
@@ -319,9 +420,10 @@ impl Allocator {
         a
     }
 
-    /// Replaces the pools. Services whose addresses are no longer in their
-    /// pool lose them and are returned, to be assigned again; the others
-    /// keep theirs.
+    /// Replaces the pools. A service keeps its addresses while one pool
+    /// holds them all (the pool it is recorded in follows a rename or a
+    /// split, as in MetalLB); the others lose them and are returned, to be
+    /// assigned again.
     pub fn set_pools(&mut self, pools: Vec<Pool>) -> Vec<ServiceKey> {
         self.pools = pools
             .into_iter()
@@ -330,24 +432,22 @@ impl Allocator {
         let mut lost = Vec::new();
         let assignments = std::mem::take(&mut self.assignments);
         let users = std::mem::take(&mut self.users);
-        for (key, asg) in assignments {
-            let still = self
-                .pools
-                .get(&asg.pool)
-                .is_some_and(|p| asg.ips.iter().all(|ip| p.contains(*ip)));
-            if still {
-                for ip in &asg.ips {
-                    if let Some(u) = users
-                        .get(ip)
-                        .and_then(|us| us.iter().find(|u| u.key == key))
-                    {
-                        self.hold(&asg.pool, *ip, u.clone());
-                    }
-                }
-                self.assignments.insert(key, asg);
-            } else {
+        for (key, mut asg) in assignments {
+            let home = self.pool_holding(&asg.ips);
+            let Some(home) = home else {
                 lost.push(key);
+                continue;
+            };
+            asg.pool = home;
+            for ip in &asg.ips {
+                if let Some(u) = users
+                    .get(ip)
+                    .and_then(|us| us.iter().find(|u| u.key == key))
+                {
+                    self.hold(&asg.pool, *ip, u.clone());
+                }
             }
+            self.assignments.insert(key, asg);
         }
         lost.sort();
         lost
@@ -366,26 +466,33 @@ impl Allocator {
         Some(PoolStats { total, in_use })
     }
 
-    /// Assigns addresses to `svc`, keeping valid existing ones (so calling
-    /// it again is a no-op, and after a restart the addresses of
-    /// `svc.current` are taken back when still allowed).
+    /// Assigns addresses to `svc`, keeping the ones it holds while they
+    /// stay valid (so calling it again is a no-op, and after a restart the
+    /// addresses of `svc.current` are taken back), and adding the missing
+    /// family of a `PreferDualStack` service when its pool has one.
     pub fn assign(&mut self, svc: &Service) -> Result<Assignment, AllocError> {
         // Addresses the service holds now, kept where still possible (a
         // single- to dual-stack change keeps the first family's address).
         let mut prefer = svc.current.clone();
         if let Some(existing) = self.assignments.get(&svc.key).cloned() {
-            if self.still_valid(svc, &existing) {
+            if self.keepable(svc, &existing) {
                 self.update_use(svc, &existing);
-                return Ok(existing);
+                return Ok(self.gain_family(svc, existing));
             }
             prefer = existing.ips.clone();
             self.release(&svc.key);
-        }
-        if svc.requested.is_empty() && !svc.current.is_empty() {
-            let mut replay = svc.clone();
-            replay.requested = svc.current.clone();
-            if let Ok(a) = self.assign_requested(&replay) {
-                return Ok(a);
+        } else if !svc.current.is_empty()
+            && (svc.requested.is_empty() || same_set(&svc.requested, &svc.current))
+        {
+            // After a restart: take back what the status says it holds.
+            let mut ips = svc.current.clone();
+            ips.dedup();
+            if let Some(pool) = self.pool_holding(&ips) {
+                let a = Assignment { pool, ips };
+                if self.keepable(svc, &a) {
+                    let a = self.commit(svc, &a.pool, a.ips);
+                    return Ok(self.gain_family(svc, a));
+                }
             }
         }
         if svc.requested.is_empty() {
@@ -393,6 +500,14 @@ impl Allocator {
         } else {
             self.assign_requested(svc)
         }
+    }
+
+    /// While `on`, no `PreferDualStack` service gains its missing family.
+    /// A replay after a restart sets it until every service that holds
+    /// addresses has taken them back: a gained address could otherwise be
+    /// one that a service replayed later holds.
+    pub fn hold_gains(&mut self, on: bool) {
+        self.no_gains = on;
     }
 
     /// Frees the addresses of a service.
@@ -414,6 +529,43 @@ impl Allocator {
         }
     }
 
+    /// The pool rules that the addresses `svc` holds break (they were
+    /// kept: see the module docs), each as a sentence; empty when none.
+    /// New addresses never break them.
+    pub fn breaks(&self, svc: &Service) -> Vec<String> {
+        let Some(a) = self.assignments.get(&svc.key) else {
+            return Vec::new();
+        };
+        let Some(p) = self.pools.get(&a.pool) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for ip in a.ips.iter().filter(|ip| p.buggy(**ip)) {
+            out.push(format!(
+                "{ip} ends in .0 or .255 and pool {} has avoidBuggyIPs",
+                a.pool
+            ));
+        }
+        if !p.selects(svc) {
+            out.push(format!(
+                "pool {}'s serviceAllocation does not select this service",
+                a.pool
+            ));
+        }
+        let me = Use::of(svc);
+        for ip in &a.ips {
+            for u in self.users.get(ip).into_iter().flatten() {
+                if u.key != svc.key && !u.compatible(&me) {
+                    out.push(format!(
+                        "{ip} is shared with {} although their externalTrafficPolicy or selectors differ",
+                        u.key
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     // --- internals -----------------------------------------------------
 
     /// The families the service wants, in order, and whether the second
@@ -432,99 +584,167 @@ impl Allocator {
         }
     }
 
-    fn still_valid(&self, svc: &Service, a: &Assignment) -> bool {
+    /// The pool that holds every one of `ips` (containment only: a kept
+    /// address may break the pool's rules).
+    fn pool_holding(&self, ips: &[IpAddr]) -> Option<String> {
+        api::model::pool_for(self.pools.values().map(|p| &p.pool), ips).map(|p| p.name.clone())
+    }
+
+    /// Whether `svc` may keep `a` (the rules for held addresses).
+    fn keepable(&self, svc: &Service, a: &Assignment) -> bool {
         let Some(pool) = self.pools.get(&a.pool) else {
             return false;
         };
-        if !a.ips.iter().all(|ip| pool.contains(*ip)) {
+        if a.ips.is_empty() || !a.ips.iter().all(|ip| pool.contains(*ip)) {
+            return false;
+        }
+        let have: Vec<Family> = a.ips.iter().map(|ip| Family::of(*ip)).collect();
+        if have.len() > 2 || (have.len() == 2 && have[0] == have[1]) {
             return false;
         }
         if svc.pool.as_ref().is_some_and(|p| *p != a.pool) {
             return false;
         }
+        let (fams, optional) = Self::wanted(svc);
         if !svc.requested.is_empty() {
-            let mut want = svc.requested.clone();
-            let mut have = a.ips.clone();
-            want.sort();
-            have.sort();
-            if want != have {
+            if !same_set(&svc.requested, &a.ips) {
                 return false;
             }
         } else {
-            // An auto-assigned service keeps its addresses while they stay
-            // in a pool: pool and allocation edits never move a service
-            // whose addresses are still valid (restart and upgrade
-            // stability); only shrinking or deleting the pool does.
-            let (fams, optional) = Self::wanted(svc);
-            let have: Vec<Family> = a.ips.iter().map(|ip| Family::of(*ip)).collect();
-            let full = have == fams;
-            let degraded = optional && have.len() == 1 && fams.first() == have.first();
-            let degraded_other = optional && have.len() == 1 && !pool.has_family(fams[0]);
-            if !(full || degraded || degraded_other) {
+            // Every family it holds is one it wants; all of them, unless
+            // the second is optional (PreferDualStack: it may gain it).
+            let wanted_all = have.iter().all(|f| fams.contains(f));
+            let enough = have.len() == fams.len() || (optional && have.len() == 1);
+            if !(wanted_all && enough) {
                 return false;
             }
         }
+        // Sharing: by MetalLB's rule if the service's terms changed, else
+        // by the rule it was given the address under.
         let me = Use::of(svc);
+        let stored = self
+            .users
+            .get(&a.ips[0])
+            .and_then(|us| us.iter().find(|u| u.key == svc.key));
+        // Nothing stored: taken back after a restart.
+        let tolerant = stored.is_none_or(|u| u.same_terms(&me));
         a.ips.iter().all(|ip| {
-            self.users
-                .get(ip)
-                .is_none_or(|us| us.iter().all(|u| u.key == svc.key || u.compatible(&me)))
+            self.users.get(ip).is_none_or(|us| {
+                us.iter().all(|u| {
+                    u.key == svc.key
+                        || if tolerant {
+                            u.tolerated(&me)
+                        } else {
+                            u.compatible(&me)
+                        }
+                })
+            })
         })
     }
 
-    /// Candidate pools for auto-assignment, in preference order.
-    fn candidates(&self, svc: &Service) -> Result<Vec<String>, AllocError> {
-        if let Some(name) = &svc.pool {
-            return match self.pools.contains_key(name) {
-                true => Ok(vec![name.clone()]),
-                false => Err(AllocError::UnknownPool(name.clone())),
-            };
+    /// Adds the missing family to a `PreferDualStack` service that holds
+    /// one, from its pool, when one is free (MetalLB does this on every
+    /// sync). The held address stays first.
+    fn gain_family(&mut self, svc: &Service, a: Assignment) -> Assignment {
+        let (fams, optional) = Self::wanted(svc);
+        if self.no_gains
+            || !optional
+            || fams.len() != 2
+            || a.ips.len() != 1
+            || !svc.requested.is_empty()
+        {
+            return a;
         }
-        let mut selected: Vec<(i32, &String)> = Vec::new();
-        let mut plain: Vec<&String> = Vec::new();
+        let have = Family::of(a.ips[0]);
+        let Some(missing) = fams.iter().copied().find(|f| *f != have) else {
+            return a;
+        };
+        let me = Use::of(svc);
+        let Some(ip) = self.usable(&a.pool, missing, &me, &[]) else {
+            return a;
+        };
+        self.hold(&a.pool, ip, me);
+        let mut ips = a.ips;
+        ips.push(ip);
+        let a = Assignment { pool: a.pool, ips };
+        self.assignments.insert(svc.key.clone(), a.clone());
+        a
+    }
+
+    /// Candidate pools for auto-assignment: tiers tried in turn (the pools
+    /// that select the service, then the general ones), each in preference
+    /// order.
+    fn candidates(&self, svc: &Service) -> Result<Vec<Vec<String>>, AllocError> {
+        if let Some(name) = &svc.pool {
+            let p = self
+                .pools
+                .get(name)
+                .ok_or_else(|| AllocError::UnknownPool(name.clone()))?;
+            if !p.selects(svc) {
+                return Err(AllocError::NotCompatible(name.clone()));
+            }
+            return Ok(vec![vec![name.clone()]]);
+        }
+        let mut selected: Vec<(i64, &String)> = Vec::new();
+        let mut plain: Vec<String> = Vec::new();
         for (name, p) in &self.pools {
             if !p.pool.auto_assign {
                 continue;
             }
             match &p.pool.allocation {
-                Some(a) if a.selects(&svc.key.namespace, &svc.namespace_labels, &svc.labels) => {
-                    selected.push((a.priority, name));
-                }
+                Some(_) if p.selects(svc) => selected.push((priority_rank(&p.pool), name)),
                 Some(_) => {}
-                None => plain.push(name),
+                None => plain.push(name.clone()),
             }
         }
         selected.sort();
-        let out: Vec<String> = selected
+        let selected: Vec<String> = selected.into_iter().map(|(_, n)| n.clone()).collect();
+        let tiers: Vec<Vec<String>> = [selected, plain]
             .into_iter()
-            .map(|(_, n)| n.clone())
-            .chain(plain.into_iter().cloned())
+            .filter(|t| !t.is_empty())
             .collect();
-        if out.is_empty() {
+        if tiers.is_empty() {
             Err(AllocError::NoPool)
         } else {
-            Ok(out)
+            Ok(tiers)
         }
     }
 
     fn assign_auto(&mut self, svc: &Service, prefer: &[IpAddr]) -> Result<Assignment, AllocError> {
-        let pools = self.candidates(svc)?;
+        let tiers = self.candidates(svc)?;
         let (fams, optional) = Self::wanted(svc);
         let me = Use::of(svc);
-        let mut attempts: Vec<Vec<Family>> = vec![fams.clone()];
-        if optional && fams.len() == 2 {
-            attempts.push(vec![fams[0]]);
-            attempts.push(vec![fams[1]]);
-        }
-        for want in &attempts {
-            for name in &pools {
-                if let Some(ips) = self.pick(name, want, &me, prefer) {
+        for pools in &tiers {
+            // MetalLB's findBestPoolForService: the first pool with every
+            // family; else, for PreferDualStack, the first with the
+            // service's first family, else the first with its second.
+            let mut fallback: [Option<(String, IpAddr)>; 2] = [None, None];
+            for name in pools {
+                let got: Vec<Option<IpAddr>> = fams
+                    .iter()
+                    .map(|f| self.usable(name, *f, &me, prefer))
+                    .collect();
+                if got.iter().all(Option::is_some) {
+                    let mut ips: Vec<IpAddr> = got.into_iter().flatten().collect();
+                    // MetalLB lists IPv4 first.
+                    ips.sort_by_key(|ip| Family::of(*ip));
                     return Ok(self.commit(svc, name, ips));
                 }
+                if optional {
+                    for (slot, ip) in fallback.iter_mut().zip(&got) {
+                        if let (None, Some(ip)) = (&slot, ip) {
+                            *slot = Some((name.clone(), *ip));
+                        }
+                    }
+                }
+            }
+            if let Some((name, ip)) = fallback.into_iter().flatten().next() {
+                return Ok(self.commit(svc, &name, vec![ip]));
             }
         }
+        let all: Vec<String> = tiers.concat();
         if svc.policy == FamilyPolicy::RequireDualStack
-            && !pools.iter().any(|n| {
+            && !all.iter().any(|n| {
                 self.pools[n].has_family(Family::V4) && self.pools[n].has_family(Family::V6)
             })
         {
@@ -533,57 +753,45 @@ impl Allocator {
             ));
         }
         Err(AllocError::Exhausted {
-            pools: pools.join(", "),
+            pools: all.join(", "),
         })
     }
 
-    /// One address per family from pool `name`, or `None`. A preferred
-    /// address of the family that the pool holds and that is free (or
-    /// shareable) comes first.
-    fn pick(
-        &self,
-        name: &str,
-        want: &[Family],
-        me: &Use,
-        prefer: &[IpAddr],
-    ) -> Option<Vec<IpAddr>> {
+    /// The address of `family` that pool `name` would give `me`: a
+    /// preferred one (an address it held) that the pool holds and it may
+    /// use, else the first free or shareable in the pool's order.
+    fn usable(&self, name: &str, family: Family, me: &Use, prefer: &[IpAddr]) -> Option<IpAddr> {
         let p = self.pools.get(name)?;
-        let mut ips = Vec::with_capacity(want.len());
-        for f in want {
-            if !p.has_family(*f) {
-                return None;
-            }
-            let kept = prefer.iter().copied().find(|ip| {
-                Family::of(*ip) == *f
-                    && p.contains(*ip)
-                    && !p.buggy(*ip)
-                    && self
-                        .users
-                        .get(ip)
-                        .is_none_or(|us| us.iter().all(|u| u.compatible(me)))
-            });
-            if let Some(ip) = kept {
-                ips.push(ip);
-                continue;
-            }
-            // A sharing key reuses an address of its key that it can share.
-            let shared = me.sharing_key.as_ref().and_then(|_| {
-                let mut c: Vec<IpAddr> = self
-                    .users
-                    .iter()
-                    .filter(|(ip, us)| {
-                        Family::of(**ip) == *f
-                            && p.contains(**ip)
-                            && us.iter().all(|u| u.compatible(me))
-                    })
-                    .map(|(ip, _)| *ip)
-                    .collect();
-                c.sort();
-                c.first().copied()
-            });
-            ips.push(shared.or_else(|| p.first_free(*f))?);
+        if !p.has_family(family) {
+            return None;
         }
-        Some(ips)
+        let ok = |ip: &IpAddr| {
+            self.users
+                .get(ip)
+                .is_none_or(|us| us.iter().all(|u| u.key == me.key || u.compatible(me)))
+        };
+        if let Some(ip) = prefer
+            .iter()
+            .copied()
+            .find(|ip| Family::of(*ip) == family && p.contains(*ip) && !p.buggy(*ip) && ok(ip))
+        {
+            return Some(ip);
+        }
+        let mut shareable: Vec<IpAddr> = Vec::new();
+        if me.sharing_key.is_some() {
+            shareable = self
+                .users
+                .iter()
+                .filter(|(ip, us)| {
+                    Family::of(**ip) == family
+                        && p.contains(**ip)
+                        && us.iter().all(|u| u.compatible(me))
+                })
+                .map(|(ip, _)| *ip)
+                .collect();
+            shareable.sort();
+        }
+        p.first_usable(family, &shareable)
     }
 
     fn assign_requested(&mut self, svc: &Service) -> Result<Assignment, AllocError> {
@@ -600,27 +808,26 @@ impl Allocator {
         }
         if !families.iter().all(|f| fams.contains(f)) && !svc.families.is_empty() {
             return Err(AllocError::Families(format!(
-                "requested IPs {req:?} do not match ipFamilies"
+                "requested IPs {} do not match ipFamilies",
+                quoted(req)
             )));
         }
-        let pool = match &svc.pool {
-            Some(name) => {
-                let p = self
-                    .pools
-                    .get(name)
-                    .ok_or_else(|| AllocError::UnknownPool(name.clone()))?;
-                if let Some(ip) = req.iter().find(|ip| !p.contains(**ip)) {
-                    return Err(AllocError::WrongPool {
-                        ip: *ip,
-                        pool: name.clone(),
-                    });
-                }
-                name.clone()
-            }
-            None => api::model::pool_for(self.pools.values().map(|p| &p.pool), req)
-                .map(|p| p.name.clone())
-                .ok_or_else(|| AllocError::NotInPool(req.clone()))?,
-        };
+        // MetalLB's Assign: the pool that holds them all (not counting
+        // a .0/.255 of a pool that avoids them), its serviceAllocation,
+        // then the annotated pool.
+        let pool = self
+            .pool_holding(req)
+            .filter(|name| !req.iter().any(|ip| self.pools[name].buggy(*ip)))
+            .ok_or_else(|| AllocError::NotAllowed(req.clone()))?;
+        if svc.pool.as_ref().is_some_and(|p| *p != pool) {
+            return Err(AllocError::WrongPool {
+                ips: req.clone(),
+                pool: svc.pool.clone().unwrap_or_default(),
+            });
+        }
+        if !self.pools[&pool].selects(svc) {
+            return Err(AllocError::NotCompatible(pool));
+        }
         let me = Use::of(svc);
         for ip in req {
             if let Some(u) = self
@@ -634,14 +841,8 @@ impl Allocator {
                 });
             }
         }
-        // Keep the service's family order.
-        let mut ips = req.clone();
-        ips.sort_by_key(|ip| {
-            fams.iter()
-                .position(|f| *f == Family::of(*ip))
-                .unwrap_or(usize::MAX)
-        });
-        Ok(self.commit(svc, &pool, ips))
+        // In the order requested, as MetalLB writes them.
+        Ok(self.commit(svc, &pool, req.clone()))
     }
 
     fn hold(&mut self, pool: &str, ip: IpAddr, u: Use) {
@@ -674,5 +875,18 @@ impl Allocator {
     }
 }
 
+/// Whether two address lists hold the same addresses.
+fn same_set(a: &[IpAddr], b: &[IpAddr]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort();
+    b.sort();
+    a.dedup();
+    b.dedup();
+    a == b
+}
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod metallb;

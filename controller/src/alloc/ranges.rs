@@ -81,6 +81,7 @@ impl IntervalSet {
     }
 
     /// The intervals in order.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, u128)> + '_ {
         self.map.iter().map(|(&s, &e)| (s, e))
     }
