@@ -74,10 +74,6 @@ impl Config {
             if doc.is_null() {
                 continue;
             }
-            // As the CRDs default it: MetalLB's specs are optional.
-            if let Some(map) = doc.as_object_mut() {
-                map.entry("spec").or_insert_with(|| serde_json::json!({}));
-            }
             let field = |key: &str| {
                 doc.get(key)
                     .and_then(|v| v.as_str())
@@ -85,6 +81,28 @@ impl Config {
                     .to_owned()
             };
             let (api_version, kind) = (field("apiVersion"), field("kind"));
+            if let Some(map) = doc.as_object_mut() {
+                // As the CRDs default it: MetalLB's specs are optional.
+                map.entry("spec").or_insert_with(|| serde_json::json!({}));
+                // A status in a file is what some program observed once, not
+                // configuration: MetalLB's ConfigMap-to-CRD converter writes
+                // `status: {}` (a pool's with four zero counters), dumps of
+                // a cluster carry the controller's counters, possibly
+                // partial. It is never read from a file, so any mapping goes;
+                // anything else is not what the schema allows.
+                if api_version.starts_with("metallb.io/") {
+                    match map.remove("status") {
+                        None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
+                        Some(other) => {
+                            return Err(ConfigError::Document {
+                                index,
+                                kind,
+                                message: format!("status: expected a mapping, found {other}"),
+                            });
+                        }
+                    }
+                }
+            }
             let bad = |e: serde_json::Error| ConfigError::Document {
                 index,
                 kind: kind.clone(),
@@ -1641,6 +1659,80 @@ mod tests {
                 r#"BFDProfile "b": spec.minimumTtl: 255 is not in 1..=254"#,
             ]
         );
+    }
+
+    #[test]
+    fn status_in_files_is_ignored() {
+        // One document per kind read from files, each with the status
+        // MetalLB's converter writes and with a partial one.
+        let objects = [
+            (
+                "metallb.io/v1beta1",
+                "IPAddressPool",
+                "spec: {addresses: [10.0.0.0/24]}",
+                "{assignedIPv4: 3}",
+            ),
+            (
+                "metallb.io/v1beta2",
+                "BGPPeer",
+                "spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}",
+                "{conditions: []}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "BGPPeer",
+                "spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}",
+                "{observedGeneration: 1}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "BGPAdvertisement",
+                "spec: {ipAddressPools: [p]}",
+                "{x: 1}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "L2Advertisement",
+                "spec: {}",
+                "{x: 1}",
+            ),
+            ("metallb.io/v1beta1", "BFDProfile", "spec: {}", "{x: 1}"),
+            (
+                "metallb.io/v1beta1",
+                "Community",
+                "spec: {communities: [{name: a, value: '1:1'}]}",
+                "{x: 1}",
+            ),
+        ];
+        let full_pool_status =
+            "{assignedIPv4: 0, assignedIPv6: 0, availableIPv4: 0, availableIPv6: 0}";
+        for (api_version, kind, spec, partial) in objects {
+            for status in ["{}", partial, full_pool_status, "null"] {
+                let text = format!(
+                    "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n{spec}\nstatus: {status}\n"
+                );
+                let cfg = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+                let read = cfg.pools.len()
+                    + cfg.peers.len()
+                    + cfg.bgp_advertisements.len()
+                    + cfg.l2_advertisements.len()
+                    + cfg.bfd_profiles.len()
+                    + cfg.communities.len();
+                assert_eq!(read, 1, "{text}");
+                assert!(cfg.pools.iter().all(|p| p.status.is_none()), "{text}");
+            }
+            let text = format!(
+                "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n{spec}\nstatus: ready\n"
+            );
+            assert_eq!(
+                Config::from_yaml(&text),
+                Err(ConfigError::Document {
+                    index: 0,
+                    kind: kind.into(),
+                    message: r#"status: expected a mapping, found "ready""#.into(),
+                }),
+            );
+        }
     }
 
     #[test]
