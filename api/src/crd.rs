@@ -325,24 +325,18 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/myASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "myASN must be between 1 and 4294967294",
+        // The schema's maximum is 4294967295: RFC 7300 reserves it, but
+        // MetalLB takes it, so configurations that use it keep working.
+        rule: "self >= 1",
+        message: "myASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {
         kind: "BGPPeer",
         versions: V1BETA1,
         path: "/properties/spec/properties/peerASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "peerASN must be between 1 and 4294967294",
-        field_path: None,
-    },
-    Rule {
-        kind: "BGPPeer",
-        versions: V1BETA2,
-        path: "/properties/spec/properties/peerASN",
-        rule: "self <= 4294967294",
-        message: "peerASN must be between 1 and 4294967294 (0 means unset)",
+        rule: "self >= 1",
+        message: "peerASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {
@@ -373,8 +367,10 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/holdTime",
-        rule: "duration(self) == duration('0s') || duration(self) >= duration('3s')",
-        message: "holdTime must be 0 or at least 3s",
+        // MetalLB rounds the hold time down to whole seconds first: under
+        // 1s is 0 (no hold timer).
+        rule: "duration(self) < duration('1s') || duration(self) >= duration('3s')",
+        message: "holdTime must be 0 or at least 3s once rounded down to whole seconds",
         field_path: None,
     },
     Rule {
@@ -389,8 +385,18 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: SPEC,
-        rule: "!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) < duration(self.holdTime) || (duration(self.holdTime) == duration('0s') && duration(self.keepaliveTime) == duration('0s'))",
-        message: "keepaliveTime must be lower than holdTime",
+        rule: "!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) <= duration(self.holdTime)",
+        message: "keepaliveTime must not be greater than holdTime",
+        field_path: Some(".keepaliveTime"),
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: SPEC,
+        // Alone, keepaliveTime implies a holdTime of three times it, which
+        // rounds down to 0 (keepalive under 1/3 s) or must reach 3s.
+        rule: "has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) < duration('333333334ns') || duration(self.keepaliveTime) >= duration('1s')",
+        message: "keepaliveTime without holdTime implies a holdTime of 3 × keepaliveTime, which must be 0 or at least 3s once rounded down to whole seconds",
         field_path: Some(".keepaliveTime"),
     },
     Rule {
@@ -406,8 +412,8 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: V1BETA2,
         path: "/properties/spec/properties/localASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "localASN must be between 1 and 4294967294",
+        rule: "self >= 1",
+        message: "localASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {

@@ -732,16 +732,19 @@ pub fn aggregation_lengths(advs: &[AdvModel], pools: &[Pool]) -> Vec<Problem> {
     out
 }
 
-/// Checks the timers (hold 0 or >= 3s, keepalive < hold, both 0 allowed)
-/// and returns them after MetalLB's defaults: a missing one is derived
-/// from the other (keepalive = hold / 3). `Ok(None)` when neither is set;
-/// `Err` when a problem was reported.
+/// Checks the timers as MetalLB does and returns them after its defaults:
+/// a missing one is derived from the other (keepalive = hold / 3, hold =
+/// 3 × keepalive). `Ok(None)` when neither is set; `Err` when a problem was
+/// reported.
 ///
-/// MetalLB truncates the hold time to whole seconds before comparing, so it
-/// lets a sub-second hold time through; BGP negotiates whole seconds (RFC
-/// 4271 §4.2), so here anything between 0 and 3s is rejected. MetalLB also
-/// allows keepalive equal to hold; that makes every keepalive race the hold
-/// timer, so it is rejected too.
+/// MetalLB rounds the hold time down to whole seconds (BGP negotiates whole
+/// seconds, RFC 4271 §4.2; its FRR configuration truncates the same way)
+/// and then wants 0 or at least 3s: `2.5s` is refused, `500ms` means no
+/// hold timer, `3.7s` means 3s. Keepalive may equal the hold time, as in
+/// MetalLB (the session sends keepalives at most every third of the
+/// negotiated hold time anyway); it may not exceed it. The model holds the
+/// rounded hold time, and a keepalive no longer than it (zero when the hold
+/// time rounds to zero: no keepalives without a hold timer).
 fn timers(
     p: &mut Found,
     hold_text: Option<&str>,
@@ -762,45 +765,41 @@ fn timers(
     let (Ok(hold), Ok(keepalive)) = (hold, keepalive) else {
         return Err(());
     };
-    let effective_hold = hold.or(keepalive.map(|k| k * 3));
-    if let Some(h) = effective_hold.filter(|h| !h.is_zero() && *h < MIN_HOLD_TIME) {
+    let (hold, keepalive) = match (hold, keepalive) {
+        (None, None) => return Ok(None),
+        (Some(h), Some(k)) => (h, k),
+        (Some(h), None) => (h, h / 3),
+        (None, Some(k)) => (k.saturating_mul(3), k),
+    };
+    let rounded = Duration::from_secs(hold.as_secs());
+    if !rounded.is_zero() && rounded < MIN_HOLD_TIME {
         match (hold_text, keepalive_text) {
-            (Some(text), _) => p.push("spec.holdTime", format!("{text:?} must be 0 or at least 3s")),
+            (Some(text), _) => p.push(
+                "spec.holdTime",
+                format!("{text:?} must be 0 or at least 3s once rounded down to whole seconds"),
+            ),
             (None, Some(text)) => p.push(
                 "spec.keepaliveTime",
-                format!("{text:?} implies a holdTime of {h:?} (3 × keepalive), which is neither 0 nor at least 3s"),
+                format!("{text:?} implies a holdTime of {hold:?} (3 × keepalive), which rounded down to whole seconds is neither 0 nor at least 3s"),
             ),
             (None, None) => {}
         }
     }
-    if let (Some(h), Some(k)) = (hold, keepalive) {
-        let both_zero = h.is_zero() && k.is_zero();
-        if k >= h && !both_zero {
-            p.push(
-                "spec.keepaliveTime",
-                format!(
-                    "{:?} must be lower than holdTime {:?}",
-                    keepalive_text.unwrap_or_default(),
-                    hold_text.unwrap_or_default()
-                ),
-            );
-        }
+    if let (Some(h), Some(k)) = (hold_text, keepalive_text)
+        && keepalive > hold
+    {
+        p.push(
+            "spec.keepaliveTime",
+            format!("{k:?} must not be greater than holdTime {h:?}"),
+        );
     }
     if p.list.len() != before {
         return Err(());
     }
-    Ok(match (hold, keepalive) {
-        (None, None) => None,
-        (Some(hold), Some(keepalive)) => Some(Timers { hold, keepalive }),
-        (Some(hold), None) => Some(Timers {
-            hold,
-            keepalive: hold / 3,
-        }),
-        (None, Some(keepalive)) => Some(Timers {
-            hold: keepalive * 3,
-            keepalive,
-        }),
-    })
+    Ok(Some(Timers {
+        hold: rounded,
+        keepalive: keepalive.min(rounded),
+    }))
 }
 
 /// Adds a check's problems to `out` and passes its value on.
@@ -855,7 +854,7 @@ impl Found {
     }
 }
 
-/// An AS number in 1..=4294967294, or `None` (a problem when it is not).
+/// An AS number in 1..=4294967295, or `None` (a problem when it is not).
 fn asn(p: &mut Found, field: &str, value: Option<u32>) -> Option<u32> {
     let v = value?;
     if (1..=MAX_ASN).contains(&v) {
@@ -1013,8 +1012,10 @@ fn session_key(peer: &Peer) -> (String, u16, String) {
     (id, port, peer.vrf.clone().unwrap_or_default())
 }
 
-/// The largest valid AS number; 4294967295 is reserved (RFC 7300).
-const MAX_ASN: u32 = 4_294_967_294;
+/// The largest AS number. RFC 7300 reserves 4294967295, but MetalLB takes
+/// it (it refuses only 0), and so do BGP speakers that do not check: a
+/// configuration that works with MetalLB works here.
+const MAX_ASN: u32 = u32::MAX;
 /// MetalLB's upper bound for `peerPort`.
 const MAX_PEER_PORT: u16 = 16384;
 const DEFAULT_PEER_PORT: u16 = 179;
@@ -1196,16 +1197,28 @@ mod tests {
         assert!(peer_with(json!({})).is_empty());
         assert_eq!(
             peer_with(json!({"myASN": 0})),
-            [r#"BGPPeer "p": spec.myASN: 0 is not a valid AS number (1..=4294967294)"#]
+            [r#"BGPPeer "p": spec.myASN: 0 is not a valid AS number (1..=4294967295)"#]
         );
         assert_eq!(
-            peer_with(json!({"myASN": 4294967295u32, "localASN": 0})),
-            [
-                r#"BGPPeer "p": spec.myASN: 4294967295 is not a valid AS number (1..=4294967294)"#,
-                r#"BGPPeer "p": spec.localASN: 0 is not a valid AS number (1..=4294967294)"#,
-            ]
+            peer_with(json!({"localASN": 0})),
+            [r#"BGPPeer "p": spec.localASN: 0 is not a valid AS number (1..=4294967295)"#]
         );
-        assert!(peer_with(json!({"myASN": 4294967294u32, "localASN": 1})).is_empty());
+        // RFC 7300 reserves 4294967295; MetalLB takes it in every ASN field.
+        for field in ["myASN", "peerASN", "localASN"] {
+            assert!(
+                peer_with(json!({ field: 4294967295u32 })).is_empty(),
+                "{field}"
+            );
+        }
+        let (p, _) = bgp_peer(&peer(
+            "p",
+            json!({"myASN": 4294967295u32, "peerASN": 4294967295u32, "localASN": 4294967295u32, "peerAddress": "10.0.0.1"}),
+        ));
+        let p = p.unwrap();
+        assert_eq!(
+            (p.my_asn, p.peer_asn, p.local_asn),
+            (u32::MAX, PeerAsn::Exact(u32::MAX), Some(u32::MAX))
+        );
     }
 
     #[test]
@@ -1252,46 +1265,114 @@ mod tests {
 
     #[test]
     fn hold_and_keepalive() {
-        assert!(peer_with(json!({"holdTime": "90s", "keepaliveTime": "30s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "0s", "keepaliveTime": "0s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "3s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "0"})).is_empty());
-        assert!(peer_with(json!({"keepaliveTime": "1s"})).is_empty());
-        assert_eq!(
-            peer_with(json!({"holdTime": "2s"})),
-            [r#"BGPPeer "p": spec.holdTime: "2s" must be 0 or at least 3s"#]
+        // (holdTime, keepaliveTime) -> the model's (hold, keepalive), as
+        // MetalLB's parseTimers and its FRR configuration read them.
+        let secs = Duration::from_secs;
+        type Case<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<(Duration, Duration)>,
         );
-        assert_eq!(peer_with(json!({"holdTime": "2999ms"})).len(), 1);
-        assert_eq!(
-            peer_with(json!({"holdTime": "60s", "keepaliveTime": "90s"})),
-            [r#"BGPPeer "p": spec.keepaliveTime: "90s" must be lower than holdTime "60s""#]
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "1m", "keepaliveTime": "60s"})).len(),
-            1
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "0s", "keepaliveTime": "10s"})),
-            [r#"BGPPeer "p": spec.keepaliveTime: "10s" must be lower than holdTime "0s""#]
-        );
-        assert_eq!(
-            peer_with(json!({"keepaliveTime": "500ms"})),
-            [
-                r#"BGPPeer "p": spec.keepaliveTime: "500ms" implies a holdTime of 1.5s (3 × keepalive), which is neither 0 nor at least 3s"#
-            ]
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "90", "keepaliveTime": "1d"})),
-            [
-                r#"BGPPeer "p": spec.holdTime: "90" is missing a unit (ns, us, ms, s, m, h)"#,
-                r#"BGPPeer "p": spec.keepaliveTime: "1d" has unknown unit "d""#,
-            ]
-        );
-        assert_eq!(
-            peer_timers(Some("90s"), None),
-            Ok(Some((Duration::from_secs(90), Duration::from_secs(30))))
-        );
-        assert_eq!(peer_timers(None, None), Ok(None));
+        let accepted: &[Case<'_>] = &[
+            (None, None, None),
+            (Some("90s"), Some("30s"), Some((secs(90), secs(30)))),
+            (Some("0s"), Some("0s"), Some((secs(0), secs(0)))),
+            (Some("0"), None, Some((secs(0), secs(0)))),
+            (Some("3s"), None, Some((secs(3), secs(1)))),
+            (None, Some("1s"), Some((secs(3), secs(1)))),
+            (Some("90s"), None, Some((secs(90), secs(30)))),
+            (None, Some("20s"), Some((secs(60), secs(20)))),
+            // Keepalive equal to hold, as MetalLB allows.
+            (Some("60s"), Some("60s"), Some((secs(60), secs(60)))),
+            (Some("1m"), Some("60s"), Some((secs(60), secs(60)))),
+            // Sub-second hold times round down to 0: no hold timer.
+            (Some("500ms"), None, Some((secs(0), secs(0)))),
+            (Some("999ms"), Some("100ms"), Some((secs(0), secs(0)))),
+            (None, Some("300ms"), Some((secs(0), secs(0)))),
+            // Fractions of a second above 3s round down too.
+            // The keepalive comes from the hold time as written, as in MetalLB.
+            (
+                Some("3.7s"),
+                None,
+                Some((secs(3), Duration::from_nanos(1_233_333_333))),
+            ),
+            (Some("3.5s"), Some("3.2s"), Some((secs(3), secs(3)))),
+            (Some("90.9s"), Some("30s"), Some((secs(90), secs(30)))),
+        ];
+        for &(hold, keepalive, want) in accepted {
+            assert_eq!(
+                peer_timers(hold, keepalive),
+                Ok(want),
+                "{hold:?} {keepalive:?}"
+            );
+            let mut spec = good_peer();
+            if let Some(h) = hold {
+                spec["holdTime"] = json!(h);
+            }
+            if let Some(k) = keepalive {
+                spec["keepaliveTime"] = json!(k);
+            }
+            let (model, problems) = bgp_peer(&peer("p", spec));
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(
+                model.unwrap().timers,
+                want.map(|(hold, keepalive)| Timers { hold, keepalive })
+            );
+        }
+        let refused: &[(serde_json::Value, &[&str])] = &[
+            (
+                json!({"holdTime": "2s"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "2s" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "1s"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "1s" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "2999ms"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "2999ms" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "60s", "keepaliveTime": "90s"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "90s" must not be greater than holdTime "60s""#,
+                ],
+            ),
+            (
+                json!({"holdTime": "60s", "keepaliveTime": "60001ms"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "60001ms" must not be greater than holdTime "60s""#,
+                ],
+            ),
+            (
+                json!({"holdTime": "0s", "keepaliveTime": "10s"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "10s" must not be greater than holdTime "0s""#,
+                ],
+            ),
+            (
+                json!({"keepaliveTime": "500ms"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "500ms" implies a holdTime of 1.5s (3 × keepalive), which rounded down to whole seconds is neither 0 nor at least 3s"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "90", "keepaliveTime": "1d"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "90" is missing a unit (ns, us, ms, s, m, h)"#,
+                    r#"BGPPeer "p": spec.keepaliveTime: "1d" has unknown unit "d""#,
+                ],
+            ),
+        ];
+        for (spec, want) in refused {
+            assert_eq!(peer_with(spec.clone()), *want, "{spec}");
+        }
     }
 
     #[test]
@@ -1763,7 +1844,7 @@ metadata: {name: ignored}
             texts(&config(&cfg).1),
             [
                 r#"IPAddressPool "a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
-                r#"BGPPeer "old": spec.myASN: 0 is not a valid AS number (1..=4294967294)"#,
+                r#"BGPPeer "old": spec.myASN: 0 is not a valid AS number (1..=4294967295)"#,
                 r#"IPAddressPool "b": spec.addresses[0]: "10.0.0.0/25" overlaps "10.0.0.0/24" (IPAddressPool "a" spec.addresses[0])"#,
             ]
         );
