@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
-use crate::addr::AddressRange;
+use crate::addr::{self, AddressRange, Entry};
 use crate::community::{Community as BgpCommunity, CommunityError};
 use crate::duration;
 use crate::meta::LabelSelector;
@@ -239,8 +239,10 @@ pub fn ip_address_pool(pool: &IPAddressPool) -> (Option<Pool>, Vec<Problem>) {
     }
     let mut ranges = Some(Vec::new());
     for (i, text) in spec.addresses.iter().enumerate() {
-        match AddressRange::parse(text) {
-            Ok(r) => ranges.iter_mut().for_each(|v| v.push(r)),
+        match Entry::parse(text) {
+            Ok(Entry::Range(r)) => ranges.iter_mut().for_each(|v| v.push(r)),
+            // An IPv4-to-IPv6 range: MetalLB takes it, and it gives nothing.
+            Ok(Entry::Empty) => {}
             Err(e) => {
                 p.push(format!("spec.addresses[{i}]"), format!("{text:?} {e}"));
                 ranges = None;
@@ -873,11 +875,19 @@ fn ip_field(p: &mut Found, field: &str, text: &str) -> Option<IpAddr> {
     if text.is_empty() {
         return None;
     }
-    let parsed = text.parse::<IpAddr>().ok();
-    if parsed.is_none() {
+    let Ok(parsed) = text.parse::<IpAddr>() else {
         p.push(field, format!("{text:?} is not an IP address"));
+        return None;
+    };
+    // The CRDs' `isIP` refuses these; Go would read the IPv4 address.
+    if let Some(ipv4) = addr::ipv4_mapped(parsed) {
+        p.push(
+            field,
+            format!("{text:?} is an IPv4-mapped IPv6 address: write it as IPv4 ({ipv4})"),
+        );
+        return None;
     }
-    parsed
+    Some(parsed)
 }
 
 fn duplicates(p: &mut Found, field: &str, items: &[String]) {
@@ -1138,13 +1148,68 @@ mod tests {
             texts(&ip_address_pool(&p).1),
             [
                 r#"IPAddressPool "pool-a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
-                r#"IPAddressPool "pool-a": spec.addresses[2]: "10.1.0.9-10.1.0.1" is not a valid range: start is after end"#,
-                r#"IPAddressPool "pool-a": spec.addresses[3]: "fc00::1-10.0.0.1" is not a valid range: start and end are of different address families"#,
+                r#"IPAddressPool "pool-a": spec.addresses[2]: "10.1.0.9-10.1.0.1" is a reversed range: its first address is after its last"#,
+                r#"IPAddressPool "pool-a": spec.addresses[3]: "fc00::1-10.0.0.1" is a reversed range: its first address is after its last"#,
             ]
         );
         assert_eq!(
             texts(&ip_address_pool(&pool("empty", &[])).1),
             [r#"IPAddressPool "empty": spec.addresses: at least one address range is required"#]
+        );
+    }
+
+    #[test]
+    fn pool_entries_metallb_accepts_or_refuses() {
+        // MetalLB takes an IPv4-to-IPv6 range in its 16-byte order and
+        // gives nothing for it; the rest of the pool stays.
+        let p = pool(
+            "mixed",
+            &["10.0.0.1-fc00::1", "10.0.0.0/30", "::1 - 10.0.0.1"],
+        );
+        let (model, problems) = ip_address_pool(&p);
+        assert_eq!(problems, []);
+        assert_eq!(
+            model.unwrap().ranges,
+            [AddressRange::parse("10.0.0.0/30").unwrap()]
+        );
+        let (model, problems) = ip_address_pool(&pool("nothing", &["10.0.0.1-fc00::1"]));
+        assert_eq!((problems, model.unwrap().ranges), (vec![], vec![]));
+        // IPv4-mapped IPv6 addresses are refused, as the CRD's isCIDR and
+        // isIP refuse them.
+        let p = pool(
+            "mapped",
+            &[
+                "::ffff:10.0.0.0/120",
+                "10.0.0.1-::ffff:10.0.0.9",
+                "10.0.0.1-::1",
+            ],
+        );
+        assert_eq!(
+            texts(&ip_address_pool(&p).1),
+            [
+                r#"IPAddressPool "mapped": spec.addresses[0]: "::ffff:10.0.0.0/120" holds the IPv4-mapped IPv6 address "::ffff:10.0.0.0": write it as IPv4 (10.0.0.0)"#,
+                r#"IPAddressPool "mapped": spec.addresses[1]: "10.0.0.1-::ffff:10.0.0.9" holds the IPv4-mapped IPv6 address "::ffff:10.0.0.9": write it as IPv4 (10.0.0.9)"#,
+                r#"IPAddressPool "mapped": spec.addresses[2]: "10.0.0.1-::1" is a reversed range: its first address is after its last"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn peer_addresses_refuse_ipv4_mapped() {
+        assert_eq!(
+            peer_with(json!({
+                "peerAddress": "::ffff:10.0.0.1",
+                "sourceAddress": "::FFFF:a00:2",
+                "routerID": "0:0:0:0:0:ffff:10.0.0.3",
+            })),
+            [
+                r#"BGPPeer "p": spec.peerAddress: "::ffff:10.0.0.1" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.1)"#,
+                r#"BGPPeer "p": spec.sourceAddress: "::FFFF:a00:2" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.2)"#,
+                r#"BGPPeer "p": spec.routerID: "0:0:0:0:0:ffff:10.0.0.3" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.3)"#,
+            ]
+        );
+        assert!(
+            peer_with(json!({"peerAddress": "fc00::1", "sourceAddress": "::10.0.0.1"})).is_empty()
         );
     }
 

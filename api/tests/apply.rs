@@ -205,8 +205,20 @@ async fn cel_rejects_invalid_objects() {
         ),
         (
             json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
-                   "spec": {"addresses": ["10.0.0.1-fc00::1"]}}),
-            &["spec.addresses[0]", "range of two addresses of one family"],
+                   "spec": {"addresses": ["fc00::1-10.0.0.1"]}}),
+            &[
+                "spec.addresses[0]",
+                "\"fc00::1-10.0.0.1\" is a reversed range",
+            ],
+        ),
+        (
+            json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
+                   "spec": {"addresses": ["10.0.0.0/24", "::ffff:10.1.0.0/120"]}}),
+            &["spec.addresses[1]", "holds an IPv4-mapped IPv6 address"],
+        ),
+        (
+            peer(json!({"myASN": 1, "peerASN": 2, "peerAddress": "::ffff:10.0.0.1"})),
+            &["spec.peerAddress", "is an IPv4-mapped IPv6 address"],
         ),
         (
             json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
@@ -477,7 +489,13 @@ async fn crd_and_parser_agree_on_metallb_edge_cases() {
         }
         spec
     };
+    let pool = |addresses: &[&str]| {
+        json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+               "metadata": {"name": "p"}, "spec": {"addresses": addresses}})
+    };
     let accepted: Vec<Value> = vec![
+        pool(&["10.0.0.1-fc00::1"]),
+        pool(&["10.0.1.0/24", "::1 - 10.0.0.1", "255.255.255.255-1::"]),
         peer(with(json!({"holdTime": "30s", "keepaliveTime": "30s"}))),
         peer(with(json!({"holdTime": "500ms"}))),
         peer(with(json!({"holdTime": "999ms", "keepaliveTime": "999ms"}))),
@@ -511,6 +529,24 @@ async fn crd_and_parser_agree_on_metallb_edge_cases() {
             "spec.keepaliveTime",
         ),
         (peer(with(json!({"myASN": 0}))), "spec.myASN"),
+        (pool(&["fc00::1-10.0.0.1"]), "spec.addresses[0]"),
+        (pool(&["10.0.2.0/24", "10.0.0.1-::1"]), "spec.addresses[1]"),
+        (pool(&["1::-0.0.0.0"]), "spec.addresses[0]"),
+        (pool(&["::ffff:10.0.0.0/120"]), "spec.addresses[0]"),
+        (pool(&["::FFFF:a00:0/120"]), "spec.addresses[0]"),
+        (pool(&["10.0.0.1-::ffff:10.0.0.9"]), "spec.addresses[0]"),
+        (
+            peer(with(json!({"peerAddress": "::ffff:10.0.0.1"}))),
+            "spec.peerAddress",
+        ),
+        (
+            peer(with(json!({"sourceAddress": "::ffff:10.0.0.2"}))),
+            "spec.sourceAddress",
+        ),
+        (
+            peer(with(json!({"routerID": "::ffff:10.0.0.3"}))),
+            "spec.routerID",
+        ),
         (peer(with(json!({"localASN": 0}))), "spec.localASN"),
     ];
     for (doc, field) in refused {
