@@ -129,52 +129,6 @@ fn json_output_and_stdin() {
     assert_eq!(v["pools"][0]["assignedIPv4"], 3);
 }
 
-#[test]
-fn invalid_documents_fail_naming_document_and_field() {
-    let bad = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: ok}\nspec: {addresses: [10.0.0.0/24]}\n---\n\
-               apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: broken}\nspec: {addresses: [10.0.1.0/33]}\n";
-    let out = plan(&["-f", "-"], Some(bad));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("-: document 1: IPAddressPool \"broken\": spec.addresses[0]"),
-        "{err}"
-    );
-    let wrong_type = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: x}\nspec: {addresses: 7}\n";
-    let out = plan(&["-f", "-"], Some(wrong_type));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("-: document 0: IPAddressPool"), "{err}");
-    // Two samples whose pools overlap cannot be one cluster's configuration.
-    let out = plan(
-        &[
-            "-f",
-            "testdata/config/service-allocation.yaml",
-            "-f",
-            "testdata/config/l2-interfaces-node-selectors.yaml",
-        ],
-        None,
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("overlaps"));
-    // One name twice is one object written twice.
-    let out = plan(
-        &[
-            "-f",
-            "testdata/config/l2-basic.yaml",
-            "-f",
-            "testdata/config/l2-basic.yaml",
-        ],
-        None,
-    );
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("defined twice"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A file as MetalLB's ConfigMap-to-CRD converter writes it (`status` on
 /// every object) with the edge cases MetalLB takes: the plan runs and the
 /// pool's one real range is handed out.
@@ -254,5 +208,51 @@ spec: {type: LoadBalancer, ports: [{port: 80}]}
     assert_eq!(
         (&pool["availableIPv4"], &pool["availableIPv6"]),
         (&serde_json::json!(1), &serde_json::json!(0))
+    );
+}
+
+#[test]
+fn invalid_documents_fail_naming_document_and_field() {
+    let bad = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: ok}\nspec: {addresses: [10.0.0.0/24]}\n---\n\
+               apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: broken}\nspec: {addresses: [10.0.1.0/33]}\n";
+    let out = plan(&["-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-: document 1: IPAddressPool \"broken\": spec.addresses[0]"),
+        "{err}"
+    );
+    let wrong_type = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: x}\nspec: {addresses: 7}\n";
+    let out = plan(&["-f", "-"], Some(wrong_type));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-: document 0: IPAddressPool"), "{err}");
+    // Two samples whose pools overlap cannot be one cluster's configuration.
+    let out = plan(
+        &[
+            "-f",
+            "testdata/config/service-allocation.yaml",
+            "-f",
+            "testdata/config/l2-interfaces-node-selectors.yaml",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("overlaps"));
+    // One name twice is one object written twice.
+    let out = plan(
+        &[
+            "-f",
+            "testdata/config/l2-basic.yaml",
+            "-f",
+            "testdata/config/l2-basic.yaml",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("defined twice"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
