@@ -7,13 +7,69 @@
 //! with host bits set (`10.0.0.1/24`) means its network (`10.0.0.0/24`).
 //! CIDR values are [`IpNetwork`]s (the `ipnetwork` crate); the syntax is
 //! checked here, because `ipnetwork`'s parser takes spellings Go rejects
-//! (`10.0.0.0` alone as a /32, leading zeros). Pure parsing: no I/O.
+//! (`10.0.0.0` alone as a /32, leading zeros).
+//!
+//! Two spellings differ from MetalLB on purpose or by its own logic:
+//!
+//! - A range from one family to the other. MetalLB compares the two ends
+//!   as 16-byte addresses (IPv4 `a.b.c.d` as `::ffff:a.b.c.d`): when the
+//!   first is after the last it refuses the range as reversed, otherwise it
+//!   accepts it and it holds no address (its range summarizer gives nothing
+//!   for two families). [`Entry::parse`] reads it the same way:
+//!   [`Entry::Empty`], or [`AddressError::Reversed`].
+//! - An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`), which Go reads as the
+//!   IPv4 address and Kubernetes' CEL `isIP`/`isCIDR` refuse. The CRDs run
+//!   those functions, so the parser refuses it too
+//!   ([`AddressError::Ipv4Mapped`]): write the IPv4 address.
+//!
+//! Pure parsing: no I/O.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use ipnetwork::IpNetwork;
+
+/// One `spec.addresses` entry, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Entry {
+    /// A CIDR or a range of one family.
+    Range(AddressRange),
+    /// A range from an IPv4 to an IPv6 address (or the reverse) whose first
+    /// end is not after its last, compared as MetalLB does: it holds no
+    /// address, as in MetalLB.
+    Empty,
+}
+
+impl Entry {
+    /// Parses a pool entry as MetalLB does (see the module doc).
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
+        let Some((start, end)) = text.split_once('-') else {
+            return parse_cidr(text).map(Self::Range);
+        };
+        let start = start.trim();
+        let end = end.trim();
+        let first = address(start).map_err(|e| e.unwrap_or(AddressError::Start(start.into())))?;
+        let last = address(end).map_err(|e| e.unwrap_or(AddressError::End(end.into())))?;
+        if first.is_ipv4() != last.is_ipv4() {
+            // MetalLB's order: IPv4 as IPv4-mapped IPv6. No end is mapped
+            // (refused above), so the two never compare equal.
+            return if as_16_bytes(first) < as_16_bytes(last) {
+                Ok(Self::Empty)
+            } else {
+                Err(AddressError::Reversed)
+            };
+        }
+        if first > last {
+            return Err(AddressError::Reversed);
+        }
+        Ok(Self::Range(AddressRange {
+            first,
+            last,
+            cidr: None,
+        }))
+    }
+}
 
 /// An inclusive range of addresses of one family, parsed from a pool entry.
 ///
@@ -28,49 +84,14 @@ pub struct AddressRange {
 }
 
 impl AddressRange {
-    /// Parses a pool entry: `a.b.c.d/n`, `a.b.c.d-e.f.g.h` or their IPv6 forms.
+    /// Parses a pool entry: `a.b.c.d/n`, `a.b.c.d-e.f.g.h` or their IPv6
+    /// forms. An entry that holds no address ([`Entry::Empty`]) is
+    /// [`AddressError::MixedFamilies`] here.
     pub fn parse(text: &str) -> Result<Self, AddressError> {
-        if let Some((start, end)) = text.split_once('-') {
-            let start = start.trim();
-            let end = end.trim();
-            let first = IpAddr::from_str(start).map_err(|_| AddressError::Start(start.into()))?;
-            let last = IpAddr::from_str(end).map_err(|_| AddressError::End(end.into()))?;
-            if first.is_ipv4() != last.is_ipv4() {
-                return Err(AddressError::MixedFamilies);
-            }
-            if first > last {
-                return Err(AddressError::Reversed);
-            }
-            return Ok(Self {
-                first,
-                last,
-                cidr: None,
-            });
+        match Entry::parse(text)? {
+            Entry::Range(r) => Ok(r),
+            Entry::Empty => Err(AddressError::MixedFamilies),
         }
-        let (addr, len) = text.split_once('/').ok_or(AddressError::Cidr)?;
-        let addr = IpAddr::from_str(addr).map_err(|_| AddressError::Cidr)?;
-        // `u8::from_str` would take "+24"; Go's parser takes digits only.
-        if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(AddressError::Cidr);
-        }
-        let len: u8 = len.parse().map_err(|_| AddressError::Cidr)?;
-        let bits = family_bits(addr);
-        if u32::from(len) > bits {
-            return Err(AddressError::Cidr);
-        }
-        let host_mask = if u32::from(len) == bits {
-            0
-        } else {
-            u128::MAX >> (128 - bits + u32::from(len))
-        };
-        let network = to_u128(addr) & !host_mask;
-        let first = from_u128(addr, network);
-        Ok(Self {
-            first,
-            last: from_u128(addr, network | host_mask),
-            // `len` is within the family's bits (checked above).
-            cidr: IpNetwork::new(first, len).ok(),
-        })
     }
 
     /// The range of a CIDR value (its network, host bits cleared).
@@ -188,12 +209,83 @@ pub enum AddressError {
     /// The part after the dash is not an IP address.
     #[error("is not a valid range: end {0:?} is not an IP address")]
     End(String),
-    /// One end is IPv4 and the other IPv6.
-    #[error("is not a valid range: start and end are of different address families")]
+    /// One end is IPv4 and the other IPv6, in MetalLB's order: a range
+    /// that holds no address ([`Entry::Empty`]), which
+    /// [`AddressRange::parse`] cannot return.
+    #[error("is a range from one address family to the other: it holds no address")]
     MixedFamilies,
-    /// The start is after the end.
-    #[error("is not a valid range: start is after end")]
+    /// The start is after the end (with MetalLB's order between families:
+    /// IPv4 `a.b.c.d` as `::ffff:a.b.c.d`).
+    #[error("is a reversed range: its first address is after its last")]
     Reversed,
+    /// An IPv4-mapped IPv6 address, which the CRDs refuse (Kubernetes' CEL
+    /// `isIP` and `isCIDR` do).
+    #[error("holds the IPv4-mapped IPv6 address {written:?}: write it as IPv4 ({ipv4})")]
+    Ipv4Mapped {
+        /// The address as written.
+        written: String,
+        /// The IPv4 address it maps.
+        ipv4: Ipv4Addr,
+    },
+}
+
+/// Parses one address of a pool entry: `Err(None)` when it is not one,
+/// `Err(Some(_))` when it is IPv4-mapped.
+fn address(text: &str) -> Result<IpAddr, Option<AddressError>> {
+    let addr = IpAddr::from_str(text).map_err(|_| None)?;
+    match ipv4_mapped(addr) {
+        Some(ipv4) => Err(Some(AddressError::Ipv4Mapped {
+            written: text.into(),
+            ipv4,
+        })),
+        None => Ok(addr),
+    }
+}
+
+/// The IPv4 address an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) maps,
+/// `None` for any other address. Such an address is refused wherever
+/// metallb.io objects hold one, as the CRDs refuse it.
+pub fn ipv4_mapped(addr: IpAddr) -> Option<Ipv4Addr> {
+    match addr {
+        IpAddr::V6(a) => a.to_ipv4_mapped(),
+        IpAddr::V4(_) => None,
+    }
+}
+
+/// An address as Go's 16-byte `net.IP` holds it: IPv4 as `::ffff:a.b.c.d`.
+fn as_16_bytes(addr: IpAddr) -> u128 {
+    match addr {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// Parses a CIDR entry, `address/length`.
+fn parse_cidr(text: &str) -> Result<AddressRange, AddressError> {
+    let (written, len) = text.split_once('/').ok_or(AddressError::Cidr)?;
+    let addr = address(written).map_err(|e| e.unwrap_or(AddressError::Cidr))?;
+    // `u8::from_str` would take "+24"; Go's parser takes digits only.
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AddressError::Cidr);
+    }
+    let len: u8 = len.parse().map_err(|_| AddressError::Cidr)?;
+    let bits = family_bits(addr);
+    if u32::from(len) > bits {
+        return Err(AddressError::Cidr);
+    }
+    let host_mask = if u32::from(len) == bits {
+        0
+    } else {
+        u128::MAX >> (128 - bits + u32::from(len))
+    };
+    let network = to_u128(addr) & !host_mask;
+    let first = from_u128(addr, network);
+    Ok(AddressRange {
+        first,
+        last: from_u128(addr, network | host_mask),
+        // `len` is within the family's bits (checked above).
+        cidr: IpNetwork::new(first, len).ok(),
+    })
 }
 
 fn family_bits(addr: IpAddr) -> u32 {
@@ -303,6 +395,10 @@ mod tests {
             Err(AddressError::MixedFamilies)
         );
         assert_eq!(
+            AddressRange::parse("fc00::1-10.0.0.1"),
+            Err(AddressError::Reversed)
+        );
+        assert_eq!(
             AddressRange::parse("10.0.0.x-10.0.0.9"),
             Err(AddressError::Start("10.0.0.x".into()))
         );
@@ -314,6 +410,77 @@ mod tests {
             AddressRange::parse("10.0.0.1-10.0.0.2-10.0.0.3"),
             Err(AddressError::End("10.0.0.2-10.0.0.3".into()))
         );
+    }
+
+    #[test]
+    fn entries_across_families_follow_metallb() {
+        // MetalLB compares the ends as 16-byte addresses, IPv4 a.b.c.d as
+        // ::ffff:a.b.c.d: in order, the range holds nothing; else reversed.
+        let table = [
+            ("10.0.0.1-fc00::1", Ok(Entry::Empty)),
+            ("255.255.255.255 - 2001:db8::", Ok(Entry::Empty)),
+            ("::1-10.0.0.1", Ok(Entry::Empty)),
+            ("::fffe:ffff:ffff-0.0.0.0", Ok(Entry::Empty)),
+            ("fc00::1-10.0.0.1", Err(AddressError::Reversed)),
+            ("10.0.0.1-::1", Err(AddressError::Reversed)),
+            ("0.0.0.0-::fffe:ffff:ffff", Err(AddressError::Reversed)),
+            ("1::-0.0.0.0", Err(AddressError::Reversed)),
+        ];
+        for (text, want) in table {
+            assert_eq!(Entry::parse(text), want, "{text}");
+        }
+        assert_eq!(
+            Entry::parse("10.0.0.1-10.0.0.2"),
+            Ok(Entry::Range(
+                AddressRange::parse("10.0.0.1-10.0.0.2").unwrap()
+            ))
+        );
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_refused() {
+        let mapped = |written: &str, ipv4: &str| {
+            Err(AddressError::Ipv4Mapped {
+                written: written.into(),
+                ipv4: ipv4.parse().unwrap(),
+            })
+        };
+        let table = [
+            ("::ffff:10.0.0.0/120", mapped("::ffff:10.0.0.0", "10.0.0.0")),
+            ("::FFFF:a00:0/104", mapped("::FFFF:a00:0", "10.0.0.0")),
+            (
+                "0:0:0:0:0:ffff:10.0.0.1/128",
+                mapped("0:0:0:0:0:ffff:10.0.0.1", "10.0.0.1"),
+            ),
+            (
+                "::ffff:10.0.0.1-::ffff:10.0.0.9",
+                mapped("::ffff:10.0.0.1", "10.0.0.1"),
+            ),
+            (
+                "10.0.0.1 - ::ffff:10.0.0.9",
+                mapped("::ffff:10.0.0.9", "10.0.0.9"),
+            ),
+        ];
+        for (text, want) in table {
+            assert_eq!(Entry::parse(text), want, "{text}");
+        }
+        let error = AddressError::Ipv4Mapped {
+            written: "::ffff:10.0.0.1".into(),
+            ipv4: Ipv4Addr::new(10, 0, 0, 1),
+        };
+        assert_eq!(
+            error.to_string(),
+            r#"holds the IPv4-mapped IPv6 address "::ffff:10.0.0.1": write it as IPv4 (10.0.0.1)"#
+        );
+        // Neighbours that are not mapped: IPv4-compatible, NAT64, ::ffff:0:0/80.
+        for ok in [
+            "::10.0.0.1/128",
+            "64:ff9b::10.0.0.1/128",
+            "::/80",
+            "::fffe:0:0/96",
+        ] {
+            assert!(Entry::parse(ok).is_ok(), "{ok}");
+        }
     }
 
     fn nets(texts: &[&str]) -> Vec<IpNetwork> {

@@ -272,9 +272,12 @@ pub const RULES: &[Rule] = &[
         kind: "IPAddressPool",
         versions: V1BETA1,
         path: "/properties/spec/properties/addresses/items",
-        // isCIDR takes host bits set (10.0.0.1/24), as MetalLB does.
-        rule: "self.contains('-') ? (self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == ip(self.split('-')[1].trim()).family()) : isCIDR(self)",
-        message: "='\"' + self + '\" is neither a CIDR (192.168.10.0/24, fc00::/64) nor a range of two addresses of one family (192.168.10.1-192.168.10.9)'",
+        // isCIDR takes host bits set (10.0.0.1/24), as MetalLB does. isIP
+        // and isCIDR refuse IPv4-mapped IPv6 addresses (::ffff:a.b.c.d),
+        // and so does the api crate's parser. A range's two ends may be of
+        // two families: the next rule but one decides, as MetalLB does.
+        rule: "self.contains('-') ? (self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim())) : isCIDR(self)",
+        message: "='\"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" holds an IPv4-mapped IPv6 address (::ffff:a.b.c.d): write it as IPv4' : '\" is neither a CIDR (192.168.10.0/24, fc00::/64) nor a range of two addresses (192.168.10.1-192.168.10.9)')",
         field_path: None,
     },
     Rule {
@@ -290,6 +293,19 @@ pub const RULES: &[Rule] = &[
         // the pool's last good version (the expansion of `::` is beyond
         // what a rule can do within the cost budget).
         rule: "!self.contains('-') || size(self.split('-')) != 2 || !isIP(self.split('-')[0].trim()) || !isIP(self.split('-')[1].trim()) || ip(self.split('-')[0].trim()).family() != 4 || ip(self.split('-')[1].trim()).family() != 4 || ((int(self.split('-')[0].trim().split('.')[0]) * 256 + int(self.split('-')[0].trim().split('.')[1])) * 256 + int(self.split('-')[0].trim().split('.')[2])) * 256 + int(self.split('-')[0].trim().split('.')[3]) <= ((int(self.split('-')[1].trim().split('.')[0]) * 256 + int(self.split('-')[1].trim().split('.')[1])) * 256 + int(self.split('-')[1].trim().split('.')[2])) * 256 + int(self.split('-')[1].trim().split('.')[3])",
+        message: "='\"' + self + '\" is a reversed range: its first address is after its last'",
+        field_path: None,
+    },
+    Rule {
+        kind: "IPAddressPool",
+        versions: V1BETA1,
+        path: "/properties/spec/properties/addresses/items",
+        // A range from one family to the other, ordered as MetalLB orders
+        // them (Go's 16-byte addresses, IPv4 a.b.c.d as ::ffff:a.b.c.d):
+        // in order it is accepted and holds no address, as in MetalLB;
+        // reversed it is refused. An IPv6 address that isIP accepts is
+        // before every ::ffff:a.b.c.d exactly when it is in ::/80.
+        rule: "!self.contains('-') || size(self.split('-')) != 2 || !isIP(self.split('-')[0].trim()) || !isIP(self.split('-')[1].trim()) || ip(self.split('-')[0].trim()).family() == ip(self.split('-')[1].trim()).family() || (ip(self.split('-')[0].trim()).family() == 4 ? !cidr('::/80').containsIP(self.split('-')[1].trim()) : cidr('::/80').containsIP(self.split('-')[0].trim()))",
         message: "='\"' + self + '\" is a reversed range: its first address is after its last'",
         field_path: None,
     },
@@ -325,24 +341,18 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/myASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "myASN must be between 1 and 4294967294",
+        // The schema's maximum is 4294967295: RFC 7300 reserves it, but
+        // MetalLB takes it, so configurations that use it keep working.
+        rule: "self >= 1",
+        message: "myASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {
         kind: "BGPPeer",
         versions: V1BETA1,
         path: "/properties/spec/properties/peerASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "peerASN must be between 1 and 4294967294",
-        field_path: None,
-    },
-    Rule {
-        kind: "BGPPeer",
-        versions: V1BETA2,
-        path: "/properties/spec/properties/peerASN",
-        rule: "self <= 4294967294",
-        message: "peerASN must be between 1 and 4294967294 (0 means unset)",
+        rule: "self >= 1",
+        message: "peerASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {
@@ -350,7 +360,7 @@ pub const RULES: &[Rule] = &[
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/peerAddress",
         rule: "self == '' || isIP(self)",
-        message: "='peerAddress \"' + self + '\" is not an IP address'",
+        message: "='peerAddress \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
     Rule {
@@ -358,7 +368,7 @@ pub const RULES: &[Rule] = &[
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/sourceAddress",
         rule: "self == '' || isIP(self)",
-        message: "='sourceAddress \"' + self + '\" is not an IP address'",
+        message: "='sourceAddress \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
     Rule {
@@ -366,15 +376,17 @@ pub const RULES: &[Rule] = &[
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/routerID",
         rule: "self == '' || isIP(self)",
-        message: "='routerID \"' + self + '\" is not an IP address'",
+        message: "='routerID \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
     Rule {
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/holdTime",
-        rule: "duration(self) == duration('0s') || duration(self) >= duration('3s')",
-        message: "holdTime must be 0 or at least 3s",
+        // MetalLB rounds the hold time down to whole seconds first: under
+        // 1s is 0 (no hold timer).
+        rule: "duration(self) < duration('1s') || duration(self) >= duration('3s')",
+        message: "holdTime must be 0 or at least 3s once rounded down to whole seconds",
         field_path: None,
     },
     Rule {
@@ -389,8 +401,18 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: SPEC,
-        rule: "!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) < duration(self.holdTime) || (duration(self.holdTime) == duration('0s') && duration(self.keepaliveTime) == duration('0s'))",
-        message: "keepaliveTime must be lower than holdTime",
+        rule: "!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) <= duration(self.holdTime)",
+        message: "keepaliveTime must not be greater than holdTime",
+        field_path: Some(".keepaliveTime"),
+    },
+    Rule {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: SPEC,
+        // Alone, keepaliveTime implies a holdTime of three times it, which
+        // rounds down to 0 (keepalive under 1/3 s) or must reach 3s.
+        rule: "has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) < duration('333333334ns') || duration(self.keepaliveTime) >= duration('1s')",
+        message: "keepaliveTime without holdTime implies a holdTime of 3 × keepaliveTime, which must be 0 or at least 3s once rounded down to whole seconds",
         field_path: Some(".keepaliveTime"),
     },
     Rule {
@@ -406,8 +428,8 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: V1BETA2,
         path: "/properties/spec/properties/localASN",
-        rule: "self >= 1 && self <= 4294967294",
-        message: "localASN must be between 1 and 4294967294",
+        rule: "self >= 1",
+        message: "localASN must be between 1 and 4294967295",
         field_path: None,
     },
     Rule {

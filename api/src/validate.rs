@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
-use crate::addr::AddressRange;
+use crate::addr::{self, AddressRange, Entry};
 use crate::community::{Community as BgpCommunity, CommunityError};
 use crate::duration;
 use crate::meta::LabelSelector;
@@ -74,10 +74,6 @@ impl Config {
             if doc.is_null() {
                 continue;
             }
-            // As the CRDs default it: MetalLB's specs are optional.
-            if let Some(map) = doc.as_object_mut() {
-                map.entry("spec").or_insert_with(|| serde_json::json!({}));
-            }
             let field = |key: &str| {
                 doc.get(key)
                     .and_then(|v| v.as_str())
@@ -85,6 +81,28 @@ impl Config {
                     .to_owned()
             };
             let (api_version, kind) = (field("apiVersion"), field("kind"));
+            if let Some(map) = doc.as_object_mut() {
+                // As the CRDs default it: MetalLB's specs are optional.
+                map.entry("spec").or_insert_with(|| serde_json::json!({}));
+                // A status in a file is what some program observed once, not
+                // configuration: MetalLB's ConfigMap-to-CRD converter writes
+                // `status: {}` (a pool's with four zero counters), dumps of
+                // a cluster carry the controller's counters, possibly
+                // partial. It is never read from a file, so any mapping goes;
+                // anything else is not what the schema allows.
+                if api_version.starts_with("metallb.io/") {
+                    match map.remove("status") {
+                        None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
+                        Some(other) => {
+                            return Err(ConfigError::Document {
+                                index,
+                                kind,
+                                message: format!("status: expected a mapping, found {other}"),
+                            });
+                        }
+                    }
+                }
+            }
             let bad = |e: serde_json::Error| ConfigError::Document {
                 index,
                 kind: kind.clone(),
@@ -221,8 +239,10 @@ pub fn ip_address_pool(pool: &IPAddressPool) -> (Option<Pool>, Vec<Problem>) {
     }
     let mut ranges = Some(Vec::new());
     for (i, text) in spec.addresses.iter().enumerate() {
-        match AddressRange::parse(text) {
-            Ok(r) => ranges.iter_mut().for_each(|v| v.push(r)),
+        match Entry::parse(text) {
+            Ok(Entry::Range(r)) => ranges.iter_mut().for_each(|v| v.push(r)),
+            // An IPv4-to-IPv6 range: MetalLB takes it, and it gives nothing.
+            Ok(Entry::Empty) => {}
             Err(e) => {
                 p.push(format!("spec.addresses[{i}]"), format!("{text:?} {e}"));
                 ranges = None;
@@ -714,16 +734,19 @@ pub fn aggregation_lengths(advs: &[AdvModel], pools: &[Pool]) -> Vec<Problem> {
     out
 }
 
-/// Checks the timers (hold 0 or >= 3s, keepalive < hold, both 0 allowed)
-/// and returns them after MetalLB's defaults: a missing one is derived
-/// from the other (keepalive = hold / 3). `Ok(None)` when neither is set;
-/// `Err` when a problem was reported.
+/// Checks the timers as MetalLB does and returns them after its defaults:
+/// a missing one is derived from the other (keepalive = hold / 3, hold =
+/// 3 × keepalive). `Ok(None)` when neither is set; `Err` when a problem was
+/// reported.
 ///
-/// MetalLB truncates the hold time to whole seconds before comparing, so it
-/// lets a sub-second hold time through; BGP negotiates whole seconds (RFC
-/// 4271 §4.2), so here anything between 0 and 3s is rejected. MetalLB also
-/// allows keepalive equal to hold; that makes every keepalive race the hold
-/// timer, so it is rejected too.
+/// MetalLB rounds the hold time down to whole seconds (BGP negotiates whole
+/// seconds, RFC 4271 §4.2; its FRR configuration truncates the same way)
+/// and then wants 0 or at least 3s: `2.5s` is refused, `500ms` means no
+/// hold timer, `3.7s` means 3s. Keepalive may equal the hold time, as in
+/// MetalLB (the session sends keepalives at most every third of the
+/// negotiated hold time anyway); it may not exceed it. The model holds the
+/// rounded hold time, and a keepalive no longer than it (zero when the hold
+/// time rounds to zero: no keepalives without a hold timer).
 fn timers(
     p: &mut Found,
     hold_text: Option<&str>,
@@ -744,45 +767,41 @@ fn timers(
     let (Ok(hold), Ok(keepalive)) = (hold, keepalive) else {
         return Err(());
     };
-    let effective_hold = hold.or(keepalive.map(|k| k * 3));
-    if let Some(h) = effective_hold.filter(|h| !h.is_zero() && *h < MIN_HOLD_TIME) {
+    let (hold, keepalive) = match (hold, keepalive) {
+        (None, None) => return Ok(None),
+        (Some(h), Some(k)) => (h, k),
+        (Some(h), None) => (h, h / 3),
+        (None, Some(k)) => (k.saturating_mul(3), k),
+    };
+    let rounded = Duration::from_secs(hold.as_secs());
+    if !rounded.is_zero() && rounded < MIN_HOLD_TIME {
         match (hold_text, keepalive_text) {
-            (Some(text), _) => p.push("spec.holdTime", format!("{text:?} must be 0 or at least 3s")),
+            (Some(text), _) => p.push(
+                "spec.holdTime",
+                format!("{text:?} must be 0 or at least 3s once rounded down to whole seconds"),
+            ),
             (None, Some(text)) => p.push(
                 "spec.keepaliveTime",
-                format!("{text:?} implies a holdTime of {h:?} (3 × keepalive), which is neither 0 nor at least 3s"),
+                format!("{text:?} implies a holdTime of {hold:?} (3 × keepalive), which rounded down to whole seconds is neither 0 nor at least 3s"),
             ),
             (None, None) => {}
         }
     }
-    if let (Some(h), Some(k)) = (hold, keepalive) {
-        let both_zero = h.is_zero() && k.is_zero();
-        if k >= h && !both_zero {
-            p.push(
-                "spec.keepaliveTime",
-                format!(
-                    "{:?} must be lower than holdTime {:?}",
-                    keepalive_text.unwrap_or_default(),
-                    hold_text.unwrap_or_default()
-                ),
-            );
-        }
+    if let (Some(h), Some(k)) = (hold_text, keepalive_text)
+        && keepalive > hold
+    {
+        p.push(
+            "spec.keepaliveTime",
+            format!("{k:?} must not be greater than holdTime {h:?}"),
+        );
     }
     if p.list.len() != before {
         return Err(());
     }
-    Ok(match (hold, keepalive) {
-        (None, None) => None,
-        (Some(hold), Some(keepalive)) => Some(Timers { hold, keepalive }),
-        (Some(hold), None) => Some(Timers {
-            hold,
-            keepalive: hold / 3,
-        }),
-        (None, Some(keepalive)) => Some(Timers {
-            hold: keepalive * 3,
-            keepalive,
-        }),
-    })
+    Ok(Some(Timers {
+        hold: rounded,
+        keepalive: keepalive.min(rounded),
+    }))
 }
 
 /// Adds a check's problems to `out` and passes its value on.
@@ -837,7 +856,7 @@ impl Found {
     }
 }
 
-/// An AS number in 1..=4294967294, or `None` (a problem when it is not).
+/// An AS number in 1..=4294967295, or `None` (a problem when it is not).
 fn asn(p: &mut Found, field: &str, value: Option<u32>) -> Option<u32> {
     let v = value?;
     if (1..=MAX_ASN).contains(&v) {
@@ -856,11 +875,19 @@ fn ip_field(p: &mut Found, field: &str, text: &str) -> Option<IpAddr> {
     if text.is_empty() {
         return None;
     }
-    let parsed = text.parse::<IpAddr>().ok();
-    if parsed.is_none() {
+    let Ok(parsed) = text.parse::<IpAddr>() else {
         p.push(field, format!("{text:?} is not an IP address"));
+        return None;
+    };
+    // The CRDs' `isIP` refuses these; Go would read the IPv4 address.
+    if let Some(ipv4) = addr::ipv4_mapped(parsed) {
+        p.push(
+            field,
+            format!("{text:?} is an IPv4-mapped IPv6 address: write it as IPv4 ({ipv4})"),
+        );
+        return None;
     }
-    parsed
+    Some(parsed)
 }
 
 fn duplicates(p: &mut Found, field: &str, items: &[String]) {
@@ -995,8 +1022,10 @@ fn session_key(peer: &Peer) -> (String, u16, String) {
     (id, port, peer.vrf.clone().unwrap_or_default())
 }
 
-/// The largest valid AS number; 4294967295 is reserved (RFC 7300).
-const MAX_ASN: u32 = 4_294_967_294;
+/// The largest AS number. RFC 7300 reserves 4294967295, but MetalLB takes
+/// it (it refuses only 0), and so do BGP speakers that do not check: a
+/// configuration that works with MetalLB works here.
+const MAX_ASN: u32 = u32::MAX;
 /// MetalLB's upper bound for `peerPort`.
 const MAX_PEER_PORT: u16 = 16384;
 const DEFAULT_PEER_PORT: u16 = 179;
@@ -1119,13 +1148,68 @@ mod tests {
             texts(&ip_address_pool(&p).1),
             [
                 r#"IPAddressPool "pool-a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
-                r#"IPAddressPool "pool-a": spec.addresses[2]: "10.1.0.9-10.1.0.1" is not a valid range: start is after end"#,
-                r#"IPAddressPool "pool-a": spec.addresses[3]: "fc00::1-10.0.0.1" is not a valid range: start and end are of different address families"#,
+                r#"IPAddressPool "pool-a": spec.addresses[2]: "10.1.0.9-10.1.0.1" is a reversed range: its first address is after its last"#,
+                r#"IPAddressPool "pool-a": spec.addresses[3]: "fc00::1-10.0.0.1" is a reversed range: its first address is after its last"#,
             ]
         );
         assert_eq!(
             texts(&ip_address_pool(&pool("empty", &[])).1),
             [r#"IPAddressPool "empty": spec.addresses: at least one address range is required"#]
+        );
+    }
+
+    #[test]
+    fn pool_entries_metallb_accepts_or_refuses() {
+        // MetalLB takes an IPv4-to-IPv6 range in its 16-byte order and
+        // gives nothing for it; the rest of the pool stays.
+        let p = pool(
+            "mixed",
+            &["10.0.0.1-fc00::1", "10.0.0.0/30", "::1 - 10.0.0.1"],
+        );
+        let (model, problems) = ip_address_pool(&p);
+        assert_eq!(problems, []);
+        assert_eq!(
+            model.unwrap().ranges,
+            [AddressRange::parse("10.0.0.0/30").unwrap()]
+        );
+        let (model, problems) = ip_address_pool(&pool("nothing", &["10.0.0.1-fc00::1"]));
+        assert_eq!((problems, model.unwrap().ranges), (vec![], vec![]));
+        // IPv4-mapped IPv6 addresses are refused, as the CRD's isCIDR and
+        // isIP refuse them.
+        let p = pool(
+            "mapped",
+            &[
+                "::ffff:10.0.0.0/120",
+                "10.0.0.1-::ffff:10.0.0.9",
+                "10.0.0.1-::1",
+            ],
+        );
+        assert_eq!(
+            texts(&ip_address_pool(&p).1),
+            [
+                r#"IPAddressPool "mapped": spec.addresses[0]: "::ffff:10.0.0.0/120" holds the IPv4-mapped IPv6 address "::ffff:10.0.0.0": write it as IPv4 (10.0.0.0)"#,
+                r#"IPAddressPool "mapped": spec.addresses[1]: "10.0.0.1-::ffff:10.0.0.9" holds the IPv4-mapped IPv6 address "::ffff:10.0.0.9": write it as IPv4 (10.0.0.9)"#,
+                r#"IPAddressPool "mapped": spec.addresses[2]: "10.0.0.1-::1" is a reversed range: its first address is after its last"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn peer_addresses_refuse_ipv4_mapped() {
+        assert_eq!(
+            peer_with(json!({
+                "peerAddress": "::ffff:10.0.0.1",
+                "sourceAddress": "::FFFF:a00:2",
+                "routerID": "0:0:0:0:0:ffff:10.0.0.3",
+            })),
+            [
+                r#"BGPPeer "p": spec.peerAddress: "::ffff:10.0.0.1" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.1)"#,
+                r#"BGPPeer "p": spec.sourceAddress: "::FFFF:a00:2" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.2)"#,
+                r#"BGPPeer "p": spec.routerID: "0:0:0:0:0:ffff:10.0.0.3" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.3)"#,
+            ]
+        );
+        assert!(
+            peer_with(json!({"peerAddress": "fc00::1", "sourceAddress": "::10.0.0.1"})).is_empty()
         );
     }
 
@@ -1178,16 +1262,28 @@ mod tests {
         assert!(peer_with(json!({})).is_empty());
         assert_eq!(
             peer_with(json!({"myASN": 0})),
-            [r#"BGPPeer "p": spec.myASN: 0 is not a valid AS number (1..=4294967294)"#]
+            [r#"BGPPeer "p": spec.myASN: 0 is not a valid AS number (1..=4294967295)"#]
         );
         assert_eq!(
-            peer_with(json!({"myASN": 4294967295u32, "localASN": 0})),
-            [
-                r#"BGPPeer "p": spec.myASN: 4294967295 is not a valid AS number (1..=4294967294)"#,
-                r#"BGPPeer "p": spec.localASN: 0 is not a valid AS number (1..=4294967294)"#,
-            ]
+            peer_with(json!({"localASN": 0})),
+            [r#"BGPPeer "p": spec.localASN: 0 is not a valid AS number (1..=4294967295)"#]
         );
-        assert!(peer_with(json!({"myASN": 4294967294u32, "localASN": 1})).is_empty());
+        // RFC 7300 reserves 4294967295; MetalLB takes it in every ASN field.
+        for field in ["myASN", "peerASN", "localASN"] {
+            assert!(
+                peer_with(json!({ field: 4294967295u32 })).is_empty(),
+                "{field}"
+            );
+        }
+        let (p, _) = bgp_peer(&peer(
+            "p",
+            json!({"myASN": 4294967295u32, "peerASN": 4294967295u32, "localASN": 4294967295u32, "peerAddress": "10.0.0.1"}),
+        ));
+        let p = p.unwrap();
+        assert_eq!(
+            (p.my_asn, p.peer_asn, p.local_asn),
+            (u32::MAX, PeerAsn::Exact(u32::MAX), Some(u32::MAX))
+        );
     }
 
     #[test]
@@ -1234,46 +1330,114 @@ mod tests {
 
     #[test]
     fn hold_and_keepalive() {
-        assert!(peer_with(json!({"holdTime": "90s", "keepaliveTime": "30s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "0s", "keepaliveTime": "0s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "3s"})).is_empty());
-        assert!(peer_with(json!({"holdTime": "0"})).is_empty());
-        assert!(peer_with(json!({"keepaliveTime": "1s"})).is_empty());
-        assert_eq!(
-            peer_with(json!({"holdTime": "2s"})),
-            [r#"BGPPeer "p": spec.holdTime: "2s" must be 0 or at least 3s"#]
+        // (holdTime, keepaliveTime) -> the model's (hold, keepalive), as
+        // MetalLB's parseTimers and its FRR configuration read them.
+        let secs = Duration::from_secs;
+        type Case<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<(Duration, Duration)>,
         );
-        assert_eq!(peer_with(json!({"holdTime": "2999ms"})).len(), 1);
-        assert_eq!(
-            peer_with(json!({"holdTime": "60s", "keepaliveTime": "90s"})),
-            [r#"BGPPeer "p": spec.keepaliveTime: "90s" must be lower than holdTime "60s""#]
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "1m", "keepaliveTime": "60s"})).len(),
-            1
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "0s", "keepaliveTime": "10s"})),
-            [r#"BGPPeer "p": spec.keepaliveTime: "10s" must be lower than holdTime "0s""#]
-        );
-        assert_eq!(
-            peer_with(json!({"keepaliveTime": "500ms"})),
-            [
-                r#"BGPPeer "p": spec.keepaliveTime: "500ms" implies a holdTime of 1.5s (3 × keepalive), which is neither 0 nor at least 3s"#
-            ]
-        );
-        assert_eq!(
-            peer_with(json!({"holdTime": "90", "keepaliveTime": "1d"})),
-            [
-                r#"BGPPeer "p": spec.holdTime: "90" is missing a unit (ns, us, ms, s, m, h)"#,
-                r#"BGPPeer "p": spec.keepaliveTime: "1d" has unknown unit "d""#,
-            ]
-        );
-        assert_eq!(
-            peer_timers(Some("90s"), None),
-            Ok(Some((Duration::from_secs(90), Duration::from_secs(30))))
-        );
-        assert_eq!(peer_timers(None, None), Ok(None));
+        let accepted: &[Case<'_>] = &[
+            (None, None, None),
+            (Some("90s"), Some("30s"), Some((secs(90), secs(30)))),
+            (Some("0s"), Some("0s"), Some((secs(0), secs(0)))),
+            (Some("0"), None, Some((secs(0), secs(0)))),
+            (Some("3s"), None, Some((secs(3), secs(1)))),
+            (None, Some("1s"), Some((secs(3), secs(1)))),
+            (Some("90s"), None, Some((secs(90), secs(30)))),
+            (None, Some("20s"), Some((secs(60), secs(20)))),
+            // Keepalive equal to hold, as MetalLB allows.
+            (Some("60s"), Some("60s"), Some((secs(60), secs(60)))),
+            (Some("1m"), Some("60s"), Some((secs(60), secs(60)))),
+            // Sub-second hold times round down to 0: no hold timer.
+            (Some("500ms"), None, Some((secs(0), secs(0)))),
+            (Some("999ms"), Some("100ms"), Some((secs(0), secs(0)))),
+            (None, Some("300ms"), Some((secs(0), secs(0)))),
+            // Fractions of a second above 3s round down too.
+            // The keepalive comes from the hold time as written, as in MetalLB.
+            (
+                Some("3.7s"),
+                None,
+                Some((secs(3), Duration::from_nanos(1_233_333_333))),
+            ),
+            (Some("3.5s"), Some("3.2s"), Some((secs(3), secs(3)))),
+            (Some("90.9s"), Some("30s"), Some((secs(90), secs(30)))),
+        ];
+        for &(hold, keepalive, want) in accepted {
+            assert_eq!(
+                peer_timers(hold, keepalive),
+                Ok(want),
+                "{hold:?} {keepalive:?}"
+            );
+            let mut spec = good_peer();
+            if let Some(h) = hold {
+                spec["holdTime"] = json!(h);
+            }
+            if let Some(k) = keepalive {
+                spec["keepaliveTime"] = json!(k);
+            }
+            let (model, problems) = bgp_peer(&peer("p", spec));
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(
+                model.unwrap().timers,
+                want.map(|(hold, keepalive)| Timers { hold, keepalive })
+            );
+        }
+        let refused: &[(serde_json::Value, &[&str])] = &[
+            (
+                json!({"holdTime": "2s"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "2s" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "1s"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "1s" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "2999ms"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "2999ms" must be 0 or at least 3s once rounded down to whole seconds"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "60s", "keepaliveTime": "90s"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "90s" must not be greater than holdTime "60s""#,
+                ],
+            ),
+            (
+                json!({"holdTime": "60s", "keepaliveTime": "60001ms"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "60001ms" must not be greater than holdTime "60s""#,
+                ],
+            ),
+            (
+                json!({"holdTime": "0s", "keepaliveTime": "10s"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "10s" must not be greater than holdTime "0s""#,
+                ],
+            ),
+            (
+                json!({"keepaliveTime": "500ms"}),
+                &[
+                    r#"BGPPeer "p": spec.keepaliveTime: "500ms" implies a holdTime of 1.5s (3 × keepalive), which rounded down to whole seconds is neither 0 nor at least 3s"#,
+                ],
+            ),
+            (
+                json!({"holdTime": "90", "keepaliveTime": "1d"}),
+                &[
+                    r#"BGPPeer "p": spec.holdTime: "90" is missing a unit (ns, us, ms, s, m, h)"#,
+                    r#"BGPPeer "p": spec.keepaliveTime: "1d" has unknown unit "d""#,
+                ],
+            ),
+        ];
+        for (spec, want) in refused {
+            assert_eq!(peer_with(spec.clone()), *want, "{spec}");
+        }
     }
 
     #[test]
@@ -1644,6 +1808,80 @@ mod tests {
     }
 
     #[test]
+    fn status_in_files_is_ignored() {
+        // One document per kind read from files, each with the status
+        // MetalLB's converter writes and with a partial one.
+        let objects = [
+            (
+                "metallb.io/v1beta1",
+                "IPAddressPool",
+                "spec: {addresses: [10.0.0.0/24]}",
+                "{assignedIPv4: 3}",
+            ),
+            (
+                "metallb.io/v1beta2",
+                "BGPPeer",
+                "spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}",
+                "{conditions: []}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "BGPPeer",
+                "spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}",
+                "{observedGeneration: 1}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "BGPAdvertisement",
+                "spec: {ipAddressPools: [p]}",
+                "{x: 1}",
+            ),
+            (
+                "metallb.io/v1beta1",
+                "L2Advertisement",
+                "spec: {}",
+                "{x: 1}",
+            ),
+            ("metallb.io/v1beta1", "BFDProfile", "spec: {}", "{x: 1}"),
+            (
+                "metallb.io/v1beta1",
+                "Community",
+                "spec: {communities: [{name: a, value: '1:1'}]}",
+                "{x: 1}",
+            ),
+        ];
+        let full_pool_status =
+            "{assignedIPv4: 0, assignedIPv6: 0, availableIPv4: 0, availableIPv6: 0}";
+        for (api_version, kind, spec, partial) in objects {
+            for status in ["{}", partial, full_pool_status, "null"] {
+                let text = format!(
+                    "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n{spec}\nstatus: {status}\n"
+                );
+                let cfg = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+                let read = cfg.pools.len()
+                    + cfg.peers.len()
+                    + cfg.bgp_advertisements.len()
+                    + cfg.l2_advertisements.len()
+                    + cfg.bfd_profiles.len()
+                    + cfg.communities.len();
+                assert_eq!(read, 1, "{text}");
+                assert!(cfg.pools.iter().all(|p| p.status.is_none()), "{text}");
+            }
+            let text = format!(
+                "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n{spec}\nstatus: ready\n"
+            );
+            assert_eq!(
+                Config::from_yaml(&text),
+                Err(ConfigError::Document {
+                    index: 0,
+                    kind: kind.into(),
+                    message: r#"status: expected a mapping, found "ready""#.into(),
+                }),
+            );
+        }
+    }
+
+    #[test]
     fn config_collects_everything() {
         let text = r#"
 apiVersion: metallb.io/v1beta1
@@ -1671,7 +1909,7 @@ metadata: {name: ignored}
             texts(&config(&cfg).1),
             [
                 r#"IPAddressPool "a": spec.addresses[1]: "10.0.0.0/33" is not a valid CIDR"#,
-                r#"BGPPeer "old": spec.myASN: 0 is not a valid AS number (1..=4294967294)"#,
+                r#"BGPPeer "old": spec.myASN: 0 is not a valid AS number (1..=4294967295)"#,
                 r#"IPAddressPool "b": spec.addresses[0]: "10.0.0.0/25" overlaps "10.0.0.0/24" (IPAddressPool "a" spec.addresses[0])"#,
             ]
         );

@@ -205,8 +205,20 @@ async fn cel_rejects_invalid_objects() {
         ),
         (
             json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
-                   "spec": {"addresses": ["10.0.0.1-fc00::1"]}}),
-            &["spec.addresses[0]", "range of two addresses of one family"],
+                   "spec": {"addresses": ["fc00::1-10.0.0.1"]}}),
+            &[
+                "spec.addresses[0]",
+                "\"fc00::1-10.0.0.1\" is a reversed range",
+            ],
+        ),
+        (
+            json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
+                   "spec": {"addresses": ["10.0.0.0/24", "::ffff:10.1.0.0/120"]}}),
+            &["spec.addresses[1]", "holds an IPv4-mapped IPv6 address"],
+        ),
+        (
+            peer(json!({"myASN": 1, "peerASN": 2, "peerAddress": "::ffff:10.0.0.1"})),
+            &["spec.peerAddress", "is an IPv4-mapped IPv6 address"],
         ),
         (
             json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "bad"},
@@ -223,23 +235,39 @@ async fn cel_rejects_invalid_objects() {
         ),
         (
             peer(json!({"myASN": 0, "peerASN": 1, "peerAddress": "10.0.0.1"})),
-            &["spec.myASN", "between 1 and 4294967294"],
+            &["spec.myASN", "between 1 and 4294967295"],
         ),
         (
-            peer(json!({"myASN": 4294967295u32, "peerASN": 1, "peerAddress": "10.0.0.1"})),
-            &["spec.myASN", "between 1 and 4294967294"],
+            peer(json!({"myASN": 4294967296u64, "peerASN": 1, "peerAddress": "10.0.0.1"})),
+            &["spec.myASN", "less than or equal to 4294967295"],
         ),
         (
             peer(json!({"myASN": 1, "peerASN": 2, "peerAddress": "10.0.0.1", "holdTime": "2s"})),
-            &["spec.holdTime", "holdTime must be 0 or at least 3s"],
+            &[
+                "spec.holdTime",
+                "holdTime must be 0 or at least 3s once rounded down",
+            ],
+        ),
+        (
+            peer(json!({"myASN": 1, "peerASN": 2, "peerAddress": "10.0.0.1", "holdTime": "1s"})),
+            &["spec.holdTime", "at least 3s once rounded down"],
         ),
         (
             peer(
-                json!({"myASN": 1, "peerASN": 2, "peerAddress": "10.0.0.1", "holdTime": "30s", "keepaliveTime": "30s"}),
+                json!({"myASN": 1, "peerASN": 2, "peerAddress": "10.0.0.1", "holdTime": "30s", "keepaliveTime": "30001ms"}),
             ),
             &[
                 "spec.keepaliveTime",
-                "keepaliveTime must be lower than holdTime",
+                "keepaliveTime must not be greater than holdTime",
+            ],
+        ),
+        (
+            peer(
+                json!({"myASN": 1, "peerASN": 2, "peerAddress": "10.0.0.1", "keepaliveTime": "333333334ns"}),
+            ),
+            &[
+                "spec.keepaliveTime",
+                "implies a holdTime of 3 × keepaliveTime",
             ],
         ),
         (
@@ -430,4 +458,106 @@ async fn bgppeer_v1beta1_reads_back_as_v1beta2() {
     assert_eq!(as_v1.types.unwrap().api_version, "metallb.io/v1beta1");
     assert!(as_v1.data["spec"].get("vrf").is_none(), "{}", as_v1.data);
     assert_eq!(v2.get("modern").await.unwrap().spec.vrf, "red");
+}
+
+/// What the api crate's parser says about one document: the problems'
+/// fields, empty when it takes it.
+fn parser_problem_fields(doc: &Value) -> Vec<String> {
+    let text = serde_json::to_string(doc).unwrap();
+    let cfg = api::validate::Config::from_yaml(&text).unwrap();
+    api::validate::config(&cfg)
+        .1
+        .into_iter()
+        .map(|p| p.field)
+        .collect()
+}
+
+/// The edge cases MetalLB accepts: the apiserver (CRD schema and CEL) and
+/// the parser the controller and the speaker share take them both; and
+/// their neighbours just over the line are refused by both, on the same
+/// field.
+#[tokio::test]
+async fn crd_and_parser_agree_on_metallb_edge_cases() {
+    let env = TestEnv::global();
+    install(env).await;
+    let client = env.client().unwrap();
+    let ns = env.fresh_namespace("edges").await.unwrap();
+    let with = |extra: Value| {
+        let mut spec = json!({"myASN": 64500, "peerASN": 64501, "peerAddress": "10.0.0.1"});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        spec
+    };
+    let pool = |addresses: &[&str]| {
+        json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+               "metadata": {"name": "p"}, "spec": {"addresses": addresses}})
+    };
+    let accepted: Vec<Value> = vec![
+        pool(&["10.0.0.1-fc00::1"]),
+        pool(&["10.0.1.0/24", "::1 - 10.0.0.1", "255.255.255.255-1::"]),
+        peer(with(json!({"holdTime": "30s", "keepaliveTime": "30s"}))),
+        peer(with(json!({"holdTime": "500ms"}))),
+        peer(with(json!({"holdTime": "999ms", "keepaliveTime": "999ms"}))),
+        peer(with(json!({"holdTime": "3.7s"}))),
+        peer(with(json!({"keepaliveTime": "333333333ns"}))),
+        peer(with(json!({"keepaliveTime": "1s"}))),
+        peer(with(
+            json!({"myASN": 4294967295u32, "peerASN": 4294967295u32, "localASN": 4294967295u32}),
+        )),
+    ];
+    let mut failures = Vec::new();
+    for (i, mut doc) in accepted.into_iter().enumerate() {
+        doc["metadata"]["name"] = json!(format!("ok{i}"));
+        if let Err(e) = apply(&client, &ns, doc.clone()).await {
+            failures.push(format!("apiserver refused {doc}: {e}"));
+        }
+        let fields = parser_problem_fields(&doc);
+        if !fields.is_empty() {
+            failures.push(format!("parser refused {doc}: {fields:?}"));
+        }
+    }
+    let refused: Vec<(Value, &str)> = vec![
+        (peer(with(json!({"holdTime": "1s"}))), "spec.holdTime"),
+        (peer(with(json!({"holdTime": "2.9s"}))), "spec.holdTime"),
+        (
+            peer(with(json!({"holdTime": "30s", "keepaliveTime": "31s"}))),
+            "spec.keepaliveTime",
+        ),
+        (
+            peer(with(json!({"keepaliveTime": "333333334ns"}))),
+            "spec.keepaliveTime",
+        ),
+        (peer(with(json!({"myASN": 0}))), "spec.myASN"),
+        (pool(&["fc00::1-10.0.0.1"]), "spec.addresses[0]"),
+        (pool(&["10.0.2.0/24", "10.0.0.1-::1"]), "spec.addresses[1]"),
+        (pool(&["1::-0.0.0.0"]), "spec.addresses[0]"),
+        (pool(&["::ffff:10.0.0.0/120"]), "spec.addresses[0]"),
+        (pool(&["::FFFF:a00:0/120"]), "spec.addresses[0]"),
+        (pool(&["10.0.0.1-::ffff:10.0.0.9"]), "spec.addresses[0]"),
+        (
+            peer(with(json!({"peerAddress": "::ffff:10.0.0.1"}))),
+            "spec.peerAddress",
+        ),
+        (
+            peer(with(json!({"sourceAddress": "::ffff:10.0.0.2"}))),
+            "spec.sourceAddress",
+        ),
+        (
+            peer(with(json!({"routerID": "::ffff:10.0.0.3"}))),
+            "spec.routerID",
+        ),
+        (peer(with(json!({"localASN": 0}))), "spec.localASN"),
+    ];
+    for (doc, field) in refused {
+        let message = rejection(&client, &ns, doc.clone()).await;
+        if !message.contains(field) {
+            failures.push(format!("apiserver: wanted {field} in: {message}"));
+        }
+        let fields = parser_problem_fields(&doc);
+        if !fields.iter().any(|f| f == field) {
+            failures.push(format!("parser: wanted {field} for {doc}: {fields:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

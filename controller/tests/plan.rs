@@ -130,6 +130,88 @@ fn json_output_and_stdin() {
     assert_eq!(v["pools"][0]["assignedIPv4"], 3);
 }
 
+/// A file as MetalLB's ConfigMap-to-CRD converter writes it (`status` on
+/// every object) with the edge cases MetalLB takes: the plan runs and the
+/// pool's one real range is handed out.
+#[test]
+fn metallb_converter_output_and_edge_cases_plan() {
+    let config = "\
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec:
+  addresses: [10.0.0.1-fc00::1, 192.0.2.10-192.0.2.11]
+status: {assignedIPv4: 0, assignedIPv6: 0, availableIPv4: 0, availableIPv6: 0}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: partial, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/30], autoAssign: false}
+status: {assignedIPv4: 1}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: peer, namespace: metallb-system}
+spec: {myASN: 4294967295, peerASN: 64500, peerAddress: 10.0.0.1, holdTime: 500ms}
+status: {}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPPeer
+metadata: {name: old, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 4294967295, peerAddress: 10.0.0.2, holdTime: 90s, keepaliveTime: 90s}
+status: {}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp, namespace: metallb-system}
+spec: {ipAddressPools: [pool]}
+status: {}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: l2, namespace: metallb-system}
+spec: {ipAddressPools: [pool]}
+status: {}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: bfd, namespace: metallb-system}
+spec: {}
+status: {}
+---
+apiVersion: metallb.io/v1beta1
+kind: Community
+metadata: {name: communities, namespace: metallb-system}
+spec: {communities: [{name: a, value: '65000:1'}]}
+status: {}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {type: LoadBalancer, ports: [{port: 80}]}
+";
+    let out = plan(&["-f", "-", "-o", "json"], Some(config));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["services"][0]["service"], "default/web");
+    assert_eq!(v["services"][0]["ips"][0], "192.0.2.10");
+    let pool = v["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "pool")
+        .unwrap();
+    // The IPv4-to-IPv6 range holds nothing, as in MetalLB.
+    assert_eq!(
+        (&pool["availableIPv4"], &pool["availableIPv6"]),
+        (&serde_json::json!(1), &serde_json::json!(0))
+    );
+}
+
 #[test]
 fn invalid_documents_fail_naming_document_and_field() {
     let bad = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: ok}\nspec: {addresses: [10.0.0.0/24]}\n---\n\

@@ -15,7 +15,7 @@ pub struct Peer {
     pub name: String,
     /// The object's namespace (where its password Secret is looked up).
     pub namespace: String,
-    /// `spec.myASN`: our AS number, 1..=4294967294.
+    /// `spec.myASN`: our AS number, 1..=4294967295.
     pub my_asn: u32,
     /// `spec.peerASN` or `spec.dynamicASN`: the peer's AS.
     pub peer_asn: PeerAsn,
@@ -76,8 +76,9 @@ pub enum PeerTarget {
 
 /// Hold and keepalive times.
 ///
-/// Invariant: `hold` is zero or at least 3 s (RFC 4271 §4.2), and
-/// `keepalive` is lower than `hold` unless both are zero.
+/// Invariant: `hold` is a whole number of seconds, zero or at least 3 s
+/// (RFC 4271 §4.2), and `keepalive` is not greater than `hold` (zero when
+/// `hold` is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timers {
     /// The hold time we propose.

@@ -13,7 +13,8 @@ pub struct Pool {
     pub name: String,
     /// The object's labels (advertisements select pools by them).
     pub labels: BTreeMap<String, String>,
-    /// `spec.addresses`, in order.
+    /// `spec.addresses`, in order, less the entries that hold no address
+    /// (an IPv4-to-IPv6 range, see [`crate::addr::Entry::Empty`]).
     pub ranges: Vec<AddressRange>,
     /// `spec.autoAssign` (default true).
     pub auto_assign: bool,
