@@ -63,8 +63,10 @@ pub fn new_key() -> Result<String, Error> {
 /// never changed: rotating it is the user's decision.
 ///
 /// # Errors
-/// When the API refuses a call (the controller's role needs `list` and
-/// `create` on Secrets, and `get` on its Deployment when one is named).
+/// When the API refuses a call. The controller's role needs `create` on
+/// Secrets and either `get` on this one (ferrolb's role, which grants no
+/// other Secret) or `list` on Secrets (MetalLB's), and `get` on its
+/// Deployment when one is named.
 pub async fn ensure(
     client: &Client,
     namespace: &str,
@@ -76,13 +78,19 @@ pub async fn ensure(
         source,
     };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    // A list by name, as MetalLB's role grants `list` on it: an absent
-    // Secret is an empty list, not an error to tell from the others.
-    let found = secrets
-        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
-        .await
-        .map_err(err)?;
-    if !found.items.is_empty() {
+    let exists = match secrets.get_opt(name).await {
+        Ok(found) => found.is_some(),
+        // MetalLB's role grants `list` on Secrets, not `get`: a list by
+        // name, where an absent Secret is an empty list.
+        Err(kube::Error::Api(e)) if e.code == 403 => !secrets
+            .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+            .await
+            .map_err(err)?
+            .items
+            .is_empty(),
+        Err(e) => return Err(err(e)),
+    };
+    if exists {
         debug!(secret = name, "memberlist secret exists");
         return Ok(Outcome::Exists);
     }

@@ -29,8 +29,8 @@ use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use controller::leader;
 use controller::reconcile::{self, Options};
+use controller::{leader, mlsecret};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -189,7 +189,7 @@ async fn workloads_run_locked_down() {
     assert_eq!(env_field(c, "POD_UID"), "metadata.uid");
     assert_locked_down(c, &["NET_RAW"]);
     assert_probes(c);
-    // The memberlist key comes from the Secret the README says to create.
+    // The memberlist key comes from the Secret the controller creates.
     let volume = pod
         .volumes
         .as_ref()
@@ -243,13 +243,23 @@ async fn controller_may_do_what_it_calls_and_nothing_more() {
         ("create", "leases.coordination.k8s.io", NAMESPACE),
         ("get", LEASE, NAMESPACE),
         ("update", LEASE, NAMESPACE),
+        // mlsecret.rs: the memberlist Secret, owned by the Deployment.
+        ("get", "secrets/memberlist", NAMESPACE),
+        ("create", "secrets", NAMESPACE),
+        ("get", "deployments.apps/controller", NAMESPACE),
     ] {
         assert_may(&client, user, verb, resource, ns, true).await;
     }
     for (verb, resource, ns) in [
+        // No other Secret (BGP passwords live there too).
         ("get", "secrets", NAMESPACE),
+        ("get", "secrets/bgp-password", NAMESPACE),
         ("list", "secrets", NAMESPACE),
+        ("watch", "secrets", NAMESPACE),
+        ("update", "secrets/memberlist", NAMESPACE),
         ("list", "secrets", ""),
+        ("create", "secrets", "app"),
+        ("get", "deployments.apps/speaker", NAMESPACE),
         ("create", "services", "app"),
         ("update", "services", "app"),
         ("delete", "services", "app"),
@@ -363,6 +373,29 @@ async fn controller_runs_as_its_service_account() {
     }))
     .unwrap();
     services.create(&PostParams::default(), &svc).await.unwrap();
+
+    // The memberlist Secret, as `controller run --ml-secret-name memberlist
+    // --deployment controller` (config/controller) makes it with its role:
+    // created owned by the Deployment, then found and left alone.
+    let sa = service_account_client(env, "controller").await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
+    let _ = secrets.delete("memberlist", &Default::default()).await;
+    let ensure = || mlsecret::ensure(&sa, NAMESPACE, "memberlist", Some("controller"));
+    assert_eq!(ensure().await.unwrap(), mlsecret::Outcome::Created);
+    let secret = secrets.get("memberlist").await.unwrap();
+    let key = &secret.data.as_ref().unwrap()[mlsecret::KEY];
+    let owner = &secret.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Deployment", "controller")
+    );
+    assert_eq!(ensure().await.unwrap(), mlsecret::Outcome::Exists);
+    let again = secrets.get("memberlist").await.unwrap();
+    assert_eq!(
+        &again.data.unwrap()[mlsecret::KEY],
+        key,
+        "an existing key is kept"
+    );
 
     let identity = "controller-manifests-test";
     let opts = Options {
@@ -526,25 +559,27 @@ async fn speaker_runs_as_its_service_account() {
             break;
         }
     }
-    // A speaker Pod with an address becomes a memberlist seed.
+    // A speaker Pod with an address becomes a memberlist seed; a Ready one
+    // counts its node among the Ready speakers (an isolated node's view).
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": probe, "labels": {"app": "metallb", "component": "speaker"}},
-        "spec": {"containers": [{"name": "speaker", "image": "speaker"}]},
+        "spec": {"nodeName": probe, "containers": [{"name": "speaker", "image": "speaker"}]},
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let status = json!({"status": {"podIP": "192.0.2.77", "podIPs": [{"ip": "192.0.2.77"}]}});
+    let status = json!({"status": {"podIP": "192.0.2.77", "podIPs": [{"ip": "192.0.2.77"}],
+                                   "conditions": [{"type": "Ready", "status": "True"}]}});
     pods.patch_status(probe, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
     let seed: IpAddr = "192.0.2.77".parse().unwrap();
     loop {
-        let ips = tokio::time::timeout_at(deadline.into(), seeds.recv())
+        let pods = tokio::time::timeout_at(deadline.into(), seeds.recv())
             .await
             .expect("the speaker Pod never became a seed")
             .unwrap();
-        if ips.contains(&seed) {
+        if pods.ips.contains(&seed) && pods.ready.contains(probe) {
             break;
         }
     }
@@ -863,9 +898,9 @@ fn repo() -> PathBuf {
 async fn assert_may(client: &Client, user: &str, verb: &str, resource: &str, ns: &str, want: bool) {
     let (plural_group, rest) = resource.split_once('/').unwrap_or((resource, ""));
     let (plural, group) = plural_group.split_once('.').unwrap_or((plural_group, ""));
-    // A `/` after a grouped resource names an object (leases); after a core
-    // or metallb.io resource it is a subresource.
-    let (name, subresource) = if plural == "leases" {
+    // A `/` after leases, secrets or deployments names an object; after
+    // another resource it is a subresource.
+    let (name, subresource) = if ["leases", "secrets", "deployments"].contains(&plural) {
         (rest, "")
     } else {
         ("", rest)
