@@ -319,10 +319,12 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
 #[test]
 fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     const PEERS: usize = 8;
-    /// Routes with a community each (one UPDATE apiece, about 60 octets):
-    /// well past what a socket takes without ACKs, well under the 4 MiB
-    /// ferrolb queues before it gives a peer up.
-    const ROUTES: u32 = 20_000;
+    /// Routes with a community each (one UPDATE apiece, about 60 octets,
+    /// 300 kB): past what a socket takes without ACKs (its send buffer
+    /// never grew: the link is cut right after the OPENs), well under the
+    /// 4 MiB ferrolb queues before it gives a peer up. Whether the socket
+    /// is full is what ferrolb reports, not assumed.
+    const ROUTES: u32 = 5_000;
     testnet::require_root();
     let node = Netns::new("node");
     let hostile = Netns::new("hostile");
@@ -1376,7 +1378,9 @@ fn peer_id(peer: &str) -> [u8; 4] {
 fn peer_stats(ours: &mut Ferrolb, peer: &str) -> Value {
     ours.seen.retain(|v| v["event"] != "stats");
     ours.send("stats");
-    ours.wait_event(&format!("stats of {peer}"), Duration::from_secs(5), |v| {
+    // The bound only catches a hang: a loaded machine with ferrolb busy
+    // encoding a table may take seconds to answer.
+    ours.wait_event(&format!("stats of {peer}"), T, |v| {
         v["event"] == "stats" && v["peer"] == peer
     })
 }
