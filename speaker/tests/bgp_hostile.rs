@@ -309,9 +309,9 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
 
 /// Issue 14 finding 13: SIGTERM while 8 peers keep their sessions but do
 /// not read. Once the sessions are up the link is cut (no ACK comes any
-/// more) and ferrolb is given more routes than a socket takes, until every
-/// peer's writer reports that its socket refuses octets with octets still
-/// queued (steered by what ferrolb reports, not by buffer sizes), so no
+/// more) and ferrolb is given rounds of routes until every peer's writer
+/// reports that its socket refuses octets with octets still queued
+/// (steered by what ferrolb reports, not by buffer sizes), so no
 /// peer can take its Cease. The sessions close concurrently: ferrolb
 /// reports every peer's close (not flushed) and exits within a small
 /// multiple of the per-peer close bound it reports, under the DaemonSet's
@@ -319,12 +319,13 @@ fn send_hold_timer_gives_up_a_peer_that_stops_reading() {
 #[test]
 fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
     const PEERS: usize = 8;
-    /// Routes with a community each (one UPDATE apiece, about 60 octets,
-    /// 300 kB): past what a socket takes without ACKs (its send buffer
-    /// never grew: the link is cut right after the OPENs), well under the
-    /// 4 MiB ferrolb queues before it gives a peer up. Whether the socket
-    /// is full is what ferrolb reports, not assumed.
-    const ROUTES: u32 = 5_000;
+    /// Routes announced per round, with a community each (one UPDATE
+    /// apiece, about 60 octets): rounds are added until ferrolb reports
+    /// every socket full, so no socket size is assumed.
+    const BATCH: u32 = 2_000;
+    /// At most this many rounds (2.4 MB queued), under the 4 MiB ferrolb
+    /// queues before it gives a peer up.
+    const ROUNDS: u32 = 20;
     testnet::require_root();
     let node = Netns::new("node");
     let hostile = Netns::new("hostile");
@@ -373,30 +374,57 @@ fn sigterm_with_peers_that_do_not_read_closes_them_all_within_the_bound() {
         .collect();
     hostile.run(["ip", "link", "set", "eth0", "down"]);
     let dir = testnet::RunDir::new("sigterm-routes");
-    let file = dir.join("routes");
-    let routes: String = (0..ROUTES)
-        .map(|i| format!("10.{}.{}.0/24,community=64512:{i}\n", 64 + i / 256, i % 256))
-        .collect();
-    std::fs::write(&file, routes).unwrap();
-    ours.send(&format!("announce-file {}", file.display()));
-    // Every writer must say, at two polls 100 ms apart, that its socket
-    // refuses octets with the same octets still queued: the final
-    // NOTIFICATION cannot go out.
-    let blocked = |ours: &mut Ferrolb| -> Option<Vec<u64>> {
+    // Each peer's writer as ferrolb reports it: whether its socket refuses
+    // octets, the octets it still queues, and the prefixes sent to it.
+    let writers = |ours: &mut Ferrolb| -> Vec<(bool, u64, u64)> {
         names
             .iter()
             .map(|n| {
                 let s = peer_stats(ours, n);
                 assert_eq!(s["state"], "Established", "{n} went down: {s}");
-                let unsent = s["unsent_bytes"].as_u64().unwrap();
-                (s["send_blocked"] == true && unsent > 0).then_some(unsent)
+                (
+                    s["send_blocked"] == true,
+                    s["unsent_bytes"].as_u64().unwrap(),
+                    s["advertised"].as_u64().unwrap(),
+                )
             })
             .collect()
     };
-    let mut last = None;
+    let full = |w: &[(bool, u64, u64)]| w.iter().all(|&(blocked, unsent, _)| blocked && unsent > 0);
+    // Announce rounds of routes until every socket is full: one round more
+    // whenever a writer handed all it was given to its socket.
+    for round in 0.. {
+        assert!(
+            round < ROUNDS,
+            "the sockets took {} routes without ACKs",
+            round * BATCH
+        );
+        let file = dir.join(&format!("routes-{round}"));
+        let routes: String = (round * BATCH..(round + 1) * BATCH)
+            .map(|i| format!("10.{}.{}.0/24,community=64512:{i}\n", 64 + i / 256, i % 256))
+            .collect();
+        std::fs::write(&file, routes).unwrap();
+        ours.send(&format!("announce-file {}", file.display()));
+        // Settled: each writer is blocked, or has sent every route so far
+        // (the ROUTE given at start and the rounds) with nothing queued.
+        let total = u64::from((round + 1) * BATCH) + 1;
+        let w = eventually("each writer to block or send all it was given", T, || {
+            let w = writers(&mut ours);
+            w.iter()
+                .all(|&(blocked, unsent, sent)| blocked || (unsent == 0 && sent >= total))
+                .then_some(w)
+        });
+        if full(&w) {
+            break;
+        }
+    }
+    // Every writer must say, at two polls 100 ms apart, that its socket
+    // refuses octets with the same octets still queued: the final
+    // NOTIFICATION cannot go out.
+    let mut last = Vec::new();
     eventually("every writer to wait on a full socket", T, || {
-        let now = blocked(&mut ours);
-        let same = now.is_some() && now == last;
+        let now = writers(&mut ours);
+        let same = full(&now) && now == last;
         last = now;
         same.then_some(())
     });
