@@ -244,46 +244,8 @@ fn layer2_memberlist_from_pods_failover_and_status() {
     testnet::require_binary("ping");
     let cluster = Cluster::new("l");
     cluster.apply_fixture("l2");
-    // A third node, and the speaker Pods whose IPs are memberlist seeds.
-    cluster.apply(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": cluster.node("node3")},
-        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
-    }));
-    let addrs = [
-        ("node1", "10.0.0.2"),
-        ("node2", "10.0.0.3"),
-        ("node3", "10.0.0.4"),
-    ];
-    for (name, ip) in addrs {
-        cluster.apply(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
-                         "labels": {"app": "metallb", "component": "speaker"}},
-            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
-                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
-            "status": {"podIP": ip, "podIPs": [{"ip": ip}]},
-        }));
-    }
-    let run = RunDir::new("speaker-k8s-l2");
-    let bridge = Bridge::new("lan");
-    let client = Netns::new("client");
-    bridge.attach(&client, "eth0");
-    client.add_addr("eth0", "10.0.0.10/24");
-    let mut nodes: Vec<Node> = addrs
-        .iter()
-        .map(|(name, ip)| {
-            let bind = format!("{ip}:7946");
-            Node::start(
-                &cluster,
-                &bridge,
-                name,
-                ip,
-                &["--memberlist-bind", &bind],
-                &run,
-            )
-        })
-        .collect();
+    let (_run, _bridge, client, mut nodes) = l2_lab(&cluster, "speaker-k8s-l2", false);
+    let addrs = L2_NODES;
 
     // The memberlist formed from the Pods (no --memberlist-join given):
     // every speaker counts all three members. Only then is the election
@@ -689,46 +651,8 @@ fn layer2_isolated_node_takes_over_nothing_a_ready_speaker_serves() {
     // apiserver, must not see this test's service (same fixture, same IP).
     let cluster = Cluster::with_class("i");
     cluster.apply_fixture("l2");
-    cluster.apply(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": cluster.node("node3")},
-        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
-    }));
-    let addrs = [
-        ("node1", "10.0.0.2"),
-        ("node2", "10.0.0.3"),
-        ("node3", "10.0.0.4"),
-    ];
-    for (name, ip) in addrs {
-        cluster.apply(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
-                         "labels": {"app": "metallb", "component": "speaker"}},
-            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
-                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
-            "status": {"podIP": ip, "podIPs": [{"ip": ip}],
-                       "conditions": [{"type": "Ready", "status": "True"}]},
-        }));
-    }
-    let run = RunDir::new("speaker-k8s-isolated");
-    let bridge = Bridge::new("lan");
-    let client = Netns::new("client");
-    bridge.attach(&client, "eth0");
-    client.add_addr("eth0", "10.0.0.10/24");
-    let nodes: Vec<Node> = addrs
-        .iter()
-        .map(|(name, ip)| {
-            let bind = format!("{ip}:7946");
-            Node::start(
-                &cluster,
-                &bridge,
-                name,
-                ip,
-                &["--memberlist-bind", &bind],
-                &run,
-            )
-        })
-        .collect();
+    let (_run, _bridge, client, nodes) = l2_lab(&cluster, "speaker-k8s-isolated", true);
+    let addrs = L2_NODES;
     let gauge = |n: &Node, name: &str| -> Option<u64> {
         n.metrics()
             .lines()
@@ -844,4 +768,57 @@ fn layer2_isolated_node_takes_over_nothing_a_ready_speaker_serves() {
     eventually("one announcer after the heal", T, &nodes, || {
         settled(&nodes)
     });
+}
+
+/// The layer 2 tests' nodes: their names and addresses on the segment.
+const L2_NODES: [(&str, &str); 3] = [
+    ("node1", "10.0.0.2"),
+    ("node2", "10.0.0.3"),
+    ("node3", "10.0.0.4"),
+];
+
+/// The layer 2 lab on `cluster` (its fixture applied): a third Node, the
+/// speaker Pods (memberlist seeds; `ready` gives them a `Ready` condition),
+/// a client at 10.0.0.10 and the three speakers with memberlist on one
+/// segment. Bind the result in this order so the speakers go first.
+fn l2_lab(cluster: &Cluster, tag: &str, ready: bool) -> (RunDir, Bridge, Netns, Vec<Node>) {
+    cluster.apply(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cluster.node("node3")},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.4"}]},
+    }));
+    for (name, ip) in L2_NODES {
+        let mut status = json!({"podIP": ip, "podIPs": [{"ip": ip}]});
+        if ready {
+            status["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        }
+        cluster.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
+                         "labels": {"app": "metallb", "component": "speaker"}},
+            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
+                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
+            "status": status,
+        }));
+    }
+    let run = RunDir::new(tag);
+    let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let nodes = L2_NODES
+        .iter()
+        .map(|(name, ip)| {
+            let bind = format!("{ip}:7946");
+            Node::start(
+                cluster,
+                &bridge,
+                name,
+                ip,
+                &["--memberlist-bind", &bind],
+                &run,
+            )
+        })
+        .collect();
+    (run, bridge, client, nodes)
 }
