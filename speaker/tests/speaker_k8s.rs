@@ -687,22 +687,13 @@ fn layer2_isolated_node_takes_over_nothing_a_ready_speaker_serves() {
             .collect()
     };
     let mac = |i: usize| nodes[i].mac().to_lowercase();
-    // Drops the memberlist traffic (and everything else IP) between node
-    // `i` and the other nodes; the API and the client stay reachable.
+    // Cuts node `i` off from the other nodes (memberlist and everything
+    // else IP); the API and the client stay reachable.
     let cut = |i: usize| {
         let others: Vec<&str> = (0..3).filter(|j| *j != i).map(|j| addrs[j].1).collect();
-        let set = others.join(", ");
-        nodes[i].ns.run([
-            "nft",
-            &format!(
-                "add table inet iso; add chain inet iso in {{ type filter hook input priority 0; }}; \
-                 add chain inet iso out {{ type filter hook output priority 0; }}; \
-                 add rule inet iso in ip saddr {{ {set} }} drop; \
-                 add rule inet iso out ip daddr {{ {set} }} drop"
-            ),
-        ]);
+        nodes[i].ns.cut_off(&others);
     };
-    let heal = |i: usize| nodes[i].ns.run(["nft", "delete table inet iso"]);
+    let heal = |i: usize| nodes[i].ns.reconnect();
 
     let w = eventually("three members and one announcer", T, &nodes, || {
         settled(&nodes)

@@ -121,6 +121,37 @@ impl Netns {
         check(&mut self.argv_command(argv))
     }
 
+    /// Drops every IPv4 packet between this namespace and `peers` (an
+    /// nftables table `inet cut` on input and output) until
+    /// [`Netns::reconnect`]: a network partition that leaves loopback, ARP
+    /// and other addresses alone. Needs `nft`.
+    ///
+    /// # Panics
+    ///
+    /// If `nft` fails, or the namespace is cut off already.
+    pub fn cut_off(&self, peers: &[&str]) {
+        let set = peers.join(", ");
+        self.run([
+            "nft",
+            &format!(
+                "add table inet cut; \
+                 add chain inet cut in {{ type filter hook input priority 0; }}; \
+                 add chain inet cut out {{ type filter hook output priority 0; }}; \
+                 add rule inet cut in ip saddr {{ {set} }} drop; \
+                 add rule inet cut out ip daddr {{ {set} }} drop"
+            ),
+        ]);
+    }
+
+    /// Ends a [`Netns::cut_off`].
+    ///
+    /// # Panics
+    ///
+    /// If the namespace is not cut off.
+    pub fn reconnect(&self) {
+        self.run(["nft", "delete table inet cut"]);
+    }
+
     /// Starts `argv` inside the namespace with stdout and stderr appended to
     /// `log`. The returned guard kills it by PID on drop.
     pub fn spawn<S: AsRef<OsStr>>(
