@@ -54,6 +54,50 @@ fn value(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The speaker in file mode under `dir`: its configuration directory
+/// (the node and `pool`), the process with `extra` flags, and its metrics
+/// address.
+fn speaker(
+    dir: &TempDir,
+    pool: &str,
+    extra: &[&str],
+) -> (std::path::PathBuf, Process, std::net::SocketAddr) {
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("node.yaml"), NODE).unwrap();
+    std::fs::write(config.join("pool.yaml"), pool).unwrap();
+    let mut args = vec![
+        "--node-name",
+        "n1",
+        "--config-dir",
+        config.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--health-probe-port",
+        "0",
+        "--log-format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let mut p = Process::start(
+        env!("CARGO_BIN_EXE_speaker"),
+        &args,
+        dir.join("speaker.log"),
+    );
+    let addr = hostile::server(&mut p, T).addr;
+    (config, p, addr)
+}
+
+/// A warning alert's labels for `target`, as the scrape labels it.
+fn warning_labels(target: promtool::Target) -> Vec<(String, String)> {
+    vec![
+        ("severity".into(), "warning".into()),
+        ("job".into(), target.job.into()),
+        ("pod".into(), target.pod.into()),
+        ("container".into(), target.container.into()),
+    ]
+}
+
 /// Scrapes until `done` holds for the exposition text, up to `T`.
 fn scrape_until(
     p: &mut Process,
@@ -78,29 +122,7 @@ fn scrape_until(
 fn metallb_config_alerts_follow_the_speakers_configuration() {
     let promtool_bin = testnet::require_binary("promtool");
     let dir = TempDir::new("speaker-alerts");
-    let config = dir.join("config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("node.yaml"), NODE).unwrap();
-    std::fs::write(config.join("pool.yaml"), BAD).unwrap();
-    let mut p = Process::start(
-        env!("CARGO_BIN_EXE_speaker"),
-        &[
-            "--node-name",
-            "n1",
-            "--config-dir",
-            config.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-probe-port",
-            "0",
-            "--log-format",
-            "json",
-            "--reload-interval-ms",
-            "100",
-        ],
-        dir.join("speaker.log"),
-    );
-    let addr = hostile::server(&mut p, T).addr;
+    let (config, mut p, addr) = speaker(&dir, BAD, &["--reload-interval-ms", "100"]);
 
     let refused = scrape_until(&mut p, addr, |t| {
         value(t, "metallb_k8s_client_update_errors_total").is_some_and(|n| n >= 1.0)
@@ -130,12 +152,7 @@ fn metallb_config_alerts_follow_the_speakers_configuration() {
     };
     let config_alert = |name: &str, what: &str| promtool::Alert {
         name: name.to_owned(),
-        labels: vec![
-            ("severity".into(), "warning".into()),
-            ("job".into(), target.job.into()),
-            ("pod".into(), target.pod.into()),
-            ("container".into(), target.container.into()),
-        ],
+        labels: warning_labels(target),
         annotations: vec![
             (
                 "summary".into(),
@@ -196,26 +213,13 @@ fn free_port() -> u16 {
 fn ferrolb_isolated_alert_fires_for_a_speaker_whose_seed_never_answers() {
     let promtool_bin = testnet::require_binary("promtool");
     let dir = TempDir::new("speaker-alerts-isolated");
-    let config = dir.join("config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("node.yaml"), NODE).unwrap();
-    std::fs::write(config.join("pool.yaml"), GOOD).unwrap();
     let key = dir.join("memberlist.key");
     std::fs::write(&key, format!("{}\n", "5".repeat(64))).unwrap();
     let bind = format!("127.0.0.1:{}", free_port());
-    let mut p = Process::start(
-        env!("CARGO_BIN_EXE_speaker"),
+    let (_config, mut p, addr) = speaker(
+        &dir,
+        GOOD,
         &[
-            "--node-name",
-            "n1",
-            "--config-dir",
-            config.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-probe-port",
-            "0",
-            "--log-format",
-            "json",
             "--memberlist-bind",
             &bind,
             "--memberlist-key-file",
@@ -224,9 +228,7 @@ fn ferrolb_isolated_alert_fires_for_a_speaker_whose_seed_never_answers() {
             "--memberlist-join",
             "127.0.0.1:9",
         ],
-        dir.join("speaker.log"),
     );
-    let addr = hostile::server(&mut p, T).addr;
     let isolated = scrape_until(&mut p, addr, |t| {
         value(t, "ferrolb_memberlist_isolated") == Some(1.0)
     });
@@ -237,12 +239,7 @@ fn ferrolb_isolated_alert_fires_for_a_speaker_whose_seed_never_answers() {
     };
     let alert = promtool::Alert {
         name: "FerrolbSpeakerIsolated".into(),
-        labels: vec![
-            ("severity".into(), "warning".into()),
-            ("job".into(), target.job.into()),
-            ("pod".into(), target.pod.into()),
-            ("container".into(), target.container.into()),
-        ],
+        labels: warning_labels(target),
         annotations: vec![
             ("summary".into(), "memberlist isolated on speaker-q4m8z".into()),
             (
