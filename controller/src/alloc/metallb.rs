@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use api::model::{Selector, Selectors};
 
+use super::tests::{ip, pool, svc};
 use super::*;
 
 /// Whether ferrolb does what MetalLB does in a row.
@@ -47,28 +48,6 @@ struct Case {
     verdict: Verdict,
     pools: Vec<Pool>,
     steps: Vec<Step>,
-}
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-fn svc(ns: &str, name: &str) -> Service {
-    Service {
-        key: ServiceKey {
-            namespace: ns.into(),
-            name: name.into(),
-        },
-        ports: vec![Port {
-            port: 80,
-            protocol: Protocol::Tcp,
-        }],
-        ..Service::default()
-    }
-}
-
-fn pool(name: &str, ranges: &[&str]) -> Pool {
-    Pool::new(name, ranges).unwrap()
 }
 
 fn buggy(mut p: Pool) -> Pool {

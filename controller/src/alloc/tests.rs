@@ -7,11 +7,12 @@ use api::model::{Selector, Selectors};
 
 use super::*;
 
-fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn svc(ns: &str, name: &str) -> Service {
+/// A Service `ns/name` with port 80/TCP.
+pub(super) fn svc(ns: &str, name: &str) -> Service {
     Service {
         key: ServiceKey {
             namespace: ns.into(),
@@ -25,7 +26,7 @@ fn svc(ns: &str, name: &str) -> Service {
     }
 }
 
-fn pool(name: &str, ranges: &[&str]) -> Pool {
+pub(super) fn pool(name: &str, ranges: &[&str]) -> Pool {
     Pool::new(name, ranges).unwrap()
 }
 
