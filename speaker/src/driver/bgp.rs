@@ -880,12 +880,11 @@ struct WriterState {
 /// connection: nothing more can reach the peer).
 async fn write_loop(
     id: ConnId,
-    write: OwnedWriteHalf,
+    mut write: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     state: WriterState,
     progress: mpsc::Sender<ConnEvent>,
 ) -> bool {
-    let mut write = write;
     while let Some(bytes) = rx.recv().await {
         if let Err(e) = write_chunk(&write, &bytes, &state.blocked, &progress).await {
             debug!(conn = %id, error = %e, "write failed");
