@@ -12,6 +12,12 @@
 //! (no withdrawal because the API is gone), and after the outage converge
 //! to what the API says (the new service announced, the deleted one
 //! withdrawn). Bounded mode: 10 s outage; full mode: 60 s.
+//!
+//! The second case crashes the processes themselves: kube-apiserver and
+//! then etcd get SIGKILL (`TestEnv::kill`) while the controller and the
+//! speaker run, and are started again on the same port and data. Nothing
+//! announced may be withdrawn while they are down, no IP may change, and
+//! the churn made after each restart must reach the router.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
 mod k8s;
@@ -21,10 +27,10 @@ mod lab;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use testenv::TestEnv;
+use testenv::{Component, TestEnv};
 use testnet::{Bridge, Frr, Netns, RunDir, wait_until};
 
-use crate::k8s::{Cluster, Node, eventually, paths};
+use crate::k8s::{Cluster, Controller, Node, eventually, paths};
 use crate::lab::{figure, full, ms};
 
 /// A failure bound for the speaker to see the API again and converge:
@@ -49,6 +55,7 @@ fn dropped(frr: &Frr) -> u64 {
 #[test]
 fn apiserver_lost_during_churn_routes_stay_and_converge_after() {
     testnet::require_binary("nft");
+    let _slot = lab::serial();
     let cluster = Cluster::new("fk");
     cluster.apply_fixture("bgp");
     let run = RunDir::new("faults-k8s");
@@ -165,4 +172,159 @@ fn apiserver_lost_during_churn_routes_stay_and_converge_after() {
     );
     assert_eq!(flaps, 0, "the BGP session must not drop with the API");
     assert!(nodes[0].metrics().contains("metallb_bgp_session_up"));
+}
+
+/// Services of the crash case that exist from the start.
+const BEFORE: [&str; 4] = ["s0", "s1", "s2", "s3"];
+
+#[test]
+fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
+    // The apiserver is this binary's shared one: no other case may run
+    // while it is down.
+    let _slot = lab::serial();
+    let env = TestEnv::global();
+    let cluster = Cluster::with_class("fc");
+    cluster.apply_fixture("bgp");
+    let run = RunDir::new("faults-k8s-crash");
+    let bridge = Bridge::new("lan");
+    let router = Netns::new("rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(&router, FRR_CONF);
+    let nodes = vec![Node::start(
+        &cluster,
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &[],
+        &run,
+    )];
+    let ctl = Controller::start(&cluster, "ctl-crash");
+    frr.wait_established("10.0.0.2", T);
+    for name in BEFORE {
+        cluster.apply(cluster.endpoints(name, &["node1"]));
+        cluster.apply(cluster.service(name, "Cluster"));
+    }
+    // Every Service's IP, as the controller assigned it (web's came with
+    // the fixture); each announced at the router.
+    let assigned = |names: &[&str]| -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| {
+                let ips = cluster.ingress(n);
+                assert!(ips.len() <= 1, "{n} has {ips:?}");
+                ((*n).to_owned(), ips.into_iter().next().unwrap_or_default())
+            })
+            .collect()
+    };
+    let all: Vec<&str> = BEFORE.iter().copied().chain(["web"]).collect();
+    let ips = eventually("every Service assigned", T, &nodes, || {
+        let ips = assigned(&all);
+        ips.iter().all(|(_, ip)| !ip.is_empty()).then_some(ips)
+    });
+    let announced = |ip: &str| !paths(&frr, &format!("{ip}/32")).is_empty();
+    eventually("every Service at FRR", T, &nodes, || {
+        ips.iter().all(|(_, ip)| announced(ip)).then_some(())
+    });
+    let drops_before = dropped(&frr);
+    let outage = if full() {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs(5)
+    };
+    let ns = nodes[0].ns.clone();
+
+    let mut kept = ips.clone();
+    for (round, which) in [Component::Apiserver, Component::Etcd]
+        .into_iter()
+        .enumerate()
+    {
+        env.kill(which).unwrap();
+        let down = Instant::now();
+        // While it is down: every route stays, the speaker stays healthy.
+        let (mut samples, mut healthz_ok) = (0, 0);
+        while down.elapsed() < outage {
+            for (name, ip) in &kept {
+                assert!(
+                    announced(ip),
+                    "{name} ({ip}) withdrawn {:?} after {which:?} was killed",
+                    down.elapsed()
+                );
+            }
+            samples += 1;
+            if lab::get(
+                &ns,
+                "127.0.0.1:7472".parse().unwrap(),
+                "/healthz",
+                Duration::from_secs(2),
+            )
+            .starts_with("HTTP/1.1 200")
+            {
+                healthz_ok += 1;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        env.restart(which).unwrap();
+        let back = Instant::now();
+        // Churn after the restart: one Service deleted, one created; the
+        // controller assigns the new one and the speaker follows both.
+        let (gone, _) = kept.remove(0);
+        let fresh = format!("new{round}");
+        cluster.delete(&json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": gone, "namespace": cluster.apps},
+        }));
+        cluster.apply(cluster.endpoints(&fresh, &["node1"]));
+        cluster.apply(cluster.service(&fresh, "Cluster"));
+        let gone_ip = ips.iter().find(|(n, _)| *n == gone).unwrap().1.clone();
+        // When the controller's write reached the API (the speaker's part
+        // of the convergence is what follows).
+        let mut assigned_after = None;
+        let fresh_ip = wait_until(
+            "the new Service assigned and announced, the deleted one withdrawn",
+            CONVERGE_BOUND,
+            Duration::from_millis(100),
+            || {
+                let ip = cluster.ingress(&fresh).into_iter().next()?;
+                assigned_after.get_or_insert_with(|| back.elapsed());
+                // The controller may hand the freed address to the new
+                // Service at once; then it stays announced, for it.
+                (announced(&ip) && (ip == gone_ip || !announced(&gone_ip))).then_some(ip)
+            },
+        )
+        .unwrap_or_else(|e| {
+            nodes.iter().for_each(Node::dump_log);
+            panic!("after the {which:?} restart: {e}")
+        });
+        let converged = back.elapsed();
+        assert!(
+            kept.iter().all(|(_, ip)| *ip != fresh_ip),
+            "{fresh} got {fresh_ip}, which a live Service holds: {kept:?}"
+        );
+        // No IP moved across the crash.
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            assigned(&names),
+            kept,
+            "an IP changed across the {which:?} crash"
+        );
+        kept.push((fresh, fresh_ip));
+        figure(
+            match which {
+                Component::Apiserver => "apiserver_killed",
+                Component::Etcd => "etcd_killed",
+            },
+            &[
+                ("outage_ms", ms(outage)),
+                ("route_samples_during", samples.to_string()),
+                ("healthz_ok_during", format!("{healthz_ok}/{samples}")),
+                ("assigned_ms", ms(assigned_after.unwrap_or(converged))),
+                ("converge_ms", ms(converged)),
+                ("services", kept.len().to_string()),
+            ],
+        );
+    }
+    let flaps = dropped(&frr) - drops_before;
+    assert_eq!(flaps, 0, "the BGP session must not drop with the API");
+    ctl.stop();
 }

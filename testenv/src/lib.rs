@@ -26,7 +26,7 @@
 //! the environment.
 
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -51,7 +51,7 @@ pub struct TestEnv {
     kubeconfig: PathBuf,
     server: String,
     bin: PathBuf,
-    pids: Pids,
+    pids: Mutex<Pids>,
     config: kube::Config,
     supervisor: Mutex<Option<Supervisor>>,
 }
@@ -142,7 +142,7 @@ impl TestEnv {
             kubeconfig,
             server,
             bin,
-            pids,
+            pids: Mutex::new(pids),
             config,
             supervisor: Mutex::new(Some(supervisor)),
         })
@@ -204,10 +204,78 @@ impl TestEnv {
         &self.run_dir
     }
 
-    /// The processes behind this environment.
+    /// The processes behind this environment (0 for one that
+    /// [`TestEnv::kill`] killed and that has not been started again).
     #[must_use]
     pub fn pids(&self) -> Pids {
-        self.pids
+        *self
+            .pids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills `which` with SIGKILL, as a crash would, and leaves the other
+    /// running; the supervisor keeps the environment up until
+    /// [`TestEnv::restart`] starts it again. For fault tests: use a private
+    /// environment ([`TestEnv::start`]) or keep other tests off the shared one
+    /// meanwhile.
+    pub fn kill(&self, which: Component) -> Result<(), Error> {
+        self.control(&format!("kill {}", which.name()))
+    }
+
+    /// Starts `which` again after [`TestEnv::kill`], on the same port (etcd
+    /// on its data, so every object is still there), and returns once it
+    /// serves: the apiserver answers `/readyz`, etcd `/health`.
+    pub fn restart(&self, which: Component) -> Result<(), Error> {
+        self.control(&format!("start {}", which.name()))
+    }
+
+    /// Sends one command to the supervisor and waits until it has been carried
+    /// out: the supervisor rewrites its state file with the next generation.
+    /// The supervisor bounds each start itself (it gives up after 120 s and
+    /// exits), so the wait ends when it does.
+    fn control(&self, command: &str) -> Result<(), Error> {
+        let state_path = self.run_dir.join("state");
+        let generation = |state: &BTreeMap<String, String>| {
+            state
+                .get("GENERATION")
+                .and_then(|g| g.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let mut guard = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(supervisor) = guard.as_mut() else {
+            return Err(Error::Stop("the environment was stopped".into()));
+        };
+        let before = generation(&read_state(&state_path)?);
+        writeln!(supervisor.stdin, "{command}").map_err(|source| Error::Io {
+            context: format!("send '{command}' to the supervisor"),
+            source,
+        })?;
+        loop {
+            if supervisor.thread.is_finished() {
+                return Err(Error::Start(format!(
+                    "the supervisor exited while carrying out '{command}' \
+                     (its report is on this test's standard error)"
+                )));
+            }
+            // The state file is replaced by a rename, so a read sees the old
+            // or the new version whole.
+            let state = read_state(&state_path)?;
+            if generation(&state) > before {
+                let pid = |key: &str| state.get(key).and_then(|p| p.parse().ok()).unwrap_or(0);
+                let mut pids = self
+                    .pids
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                pids.etcd = pid("ETCD_PID");
+                pids.apiserver = pid("APISERVER_PID");
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Creates or updates `crds` with server-side apply and waits until each is
@@ -296,6 +364,25 @@ impl TestEnv {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// One of the two processes behind a [`TestEnv`], for [`TestEnv::kill`] and
+/// [`TestEnv::restart`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// etcd.
+    Etcd,
+    /// kube-apiserver.
+    Apiserver,
+}
+
+impl Component {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Etcd => "etcd",
+            Self::Apiserver => "apiserver",
+        }
     }
 }
 
