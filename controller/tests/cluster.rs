@@ -62,6 +62,11 @@ impl Ctl {
         Self { stop, task }
     }
 
+    /// A crash: the task is aborted; its Lease stays until it expires.
+    fn crash(self) {
+        self.task.abort();
+    }
+
     /// Graceful stop: the Lease is released.
     async fn stop(self) {
         let _ = self.stop.send(true);
@@ -750,27 +755,47 @@ impl Drop for Proxy {
 
 /// Watches the namespace's services and records every moment at which a
 /// service holds more than one address (the pool is IPv4 only) or two
-/// services hold the same one. Every version of every service passes
-/// through the watch, so a conflict that lasted one write is seen.
+/// services hold the same one (the violations), and every time a service
+/// (by UID) holds an address other than the one it held before (the moves:
+/// name, from, to). Every version of every service passes through the
+/// watch, so a conflict that lasted one write is seen.
+#[allow(clippy::type_complexity)]
 fn watch_invariants(
     client: &Client,
     ns: &str,
 ) -> (
     JoinHandle<()>,
     std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<String>, Vec<String>)>>>,
 ) {
     use futures::StreamExt;
     use kube::runtime::watcher;
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     let violations = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let out = violations.clone();
+    let moves = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let moved = moves.clone();
     let task = tokio::spawn(async move {
         let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut first: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
-                    held.insert(s.name_any(), ingress(&s));
+                    let ips = ingress(&s);
+                    if !ips.is_empty() {
+                        let was = first
+                            .entry(s.uid().unwrap_or_default())
+                            .or_insert_with(|| ips.clone());
+                        if *was != ips {
+                            moved
+                                .lock()
+                                .unwrap()
+                                .push((s.name_any(), was.clone(), ips.clone()));
+                            was.clone_from(&ips);
+                        }
+                    }
+                    held.insert(s.name_any(), ips);
                 }
                 Ok(watcher::Event::Delete(s)) => {
                     held.remove(&s.name_any());
@@ -794,7 +819,7 @@ fn watch_invariants(
             }
         }
     });
-    (task, violations)
+    (task, violations, moves)
 }
 
 /// Issue 14, finding 8: the leader is cut off from the apiserver while
@@ -833,7 +858,7 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
         create_service(&client, &ns, n, BTreeMap::new()).await;
     }
     let first = ips(&client, &ns, &old).await;
-    let (watcher, violations) = watch_invariants(&client, &ns);
+    let (watcher, violations, moves) = watch_invariants(&client, &ns);
 
     // Cut a off. The new services already name their pool, so a's first
     // write for each is the status; s0's address is freed after a has
@@ -876,6 +901,171 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
     watcher.abort();
     let violations = violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:#?}");
+    let moves = moves.lock().unwrap().clone();
+    assert!(moves.is_empty(), "{moves:#?}");
     a.stop().await;
     b.stop().await;
+}
+
+/// A small deterministic generator (splitmix64) for the churn below, so a
+/// failing sequence can be replayed from the seed it prints.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Issue 14, section 3, the controller's fault case: two replicas race for
+/// the Lease while Services are created and deleted and the pool is edited
+/// (a range added, removed while it holds addresses, the ranges
+/// reordered), and every few steps the leader crashes (its task aborted,
+/// its Lease left to expire) and a new replica starts. The watch sees every
+/// version of every Service: no address is ever held twice, no Service holds
+/// two, and none moves, except those whose address the edit took out of the
+/// pool (as MetalLB does; README, "Coming from MetalLB"). A crash, a
+/// takeover or a reorder moves nothing. In the end every live Service has
+/// an address. Bounded mode: 60 steps; `FERROLB_FAULTS_FULL=1`: 600.
+#[tokio::test]
+async fn churn_with_racing_replicas_crashes_and_pool_edits_moves_no_ip() {
+    let (client, ns) = setup("ctl-churn").await;
+    let base = ["10.90.0.0/27"];
+    let extra = "10.90.1.0/28";
+    create_pool(&client, &ns, "pool", &base).await;
+    let pools: Api<IPAddressPool> = Api::namespaced(client.clone(), &ns);
+    let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let (watcher, violations, moves) = watch_invariants(&client, &ns);
+    let full = std::env::var("FERROLB_FAULTS_FULL").is_ok_and(|v| v == "1");
+    let steps = if full { 600 } else { 60 };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("churn seed {seed}");
+    let mut rng = Rng(seed);
+    let mut replicas: Vec<(String, Ctl)> = ["r0", "r1"]
+        .into_iter()
+        .map(|id| (id.to_owned(), Ctl::start(&client, &ns, id, None)))
+        .collect();
+    let mut next_replica = 2;
+    let mut live: Vec<String> = Vec::new();
+    let (mut created, mut deleted, mut edits, mut crashes) = (0, 0, 0, 0);
+    let mut with_extra = false;
+    for step in 0..steps {
+        match rng.below(10) {
+            // Create while there is room (32 addresses, 16 more with the
+            // extra range; a Service beyond that would wait, legitimately).
+            0..=4 if live.len() < 28 => {
+                let name = format!("s{step}");
+                create_service(&client, &ns, &name, BTreeMap::new()).await;
+                live.push(name);
+                created += 1;
+            }
+            0..=6 if !live.is_empty() => {
+                let name = live.swap_remove(rng.below(live.len()));
+                svcs.delete(&name, &DeleteParams::default()).await.unwrap();
+                deleted += 1;
+            }
+            7 | 8 => {
+                // Toggle the extra range (dropping it while Services hold
+                // addresses there is the case that must move nothing), or
+                // reorder the ranges.
+                let mut addrs: Vec<&str> = base.to_vec();
+                if rng.below(2) == 0 {
+                    with_extra = !with_extra;
+                }
+                if with_extra {
+                    addrs.push(extra);
+                    if rng.below(2) == 0 {
+                        addrs.reverse();
+                    }
+                }
+                pools
+                    .patch(
+                        "pool",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"addresses": addrs}})),
+                    )
+                    .await
+                    .unwrap();
+                edits += 1;
+            }
+            _ => {
+                // The leader crashes; a new replica joins the race.
+                if let Some(h) = holder(&client, &ns).await
+                    && let Some(i) = replicas.iter().position(|(id, _)| *id == h)
+                {
+                    let (_, ctl) = replicas.swap_remove(i);
+                    ctl.crash();
+                    crashes += 1;
+                    let id = format!("r{next_replica}");
+                    next_replica += 1;
+                    replicas.push((id.clone(), Ctl::start(&client, &ns, &id, None)));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(rng.below(150) as u64)).await;
+    }
+    // The pool ends with the extra range, so that every Service fits.
+    pools
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"addresses": [base[0], extra]}})),
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let names: Vec<&str> = live.iter().map(String::as_str).collect();
+    let last = ips(&client, &ns, &names).await;
+    let settle = started.elapsed();
+    watcher.abort();
+    let violations = violations.lock().unwrap().clone();
+    // A Service moves only when its address leaves the pool: the extra
+    // range was removed while it held an address there (MetalLB moves it
+    // too; the README's compatibility section). Any other move is a fault.
+    let in_extra = |ips: &[String]| {
+        ips.iter().all(|ip| {
+            ip.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.octets()[..3] == [10, 90, 1] && a.octets()[3] < 16)
+        })
+    };
+    let moves = moves.lock().unwrap().clone();
+    let (documented, faults): (Vec<_>, Vec<_>) =
+        moves.iter().partition(|(_, from, _)| in_extra(from));
+    let line = format!(
+        "FIGURE fault=controller_churn seed={seed} steps={steps} created={created} deleted={deleted} \
+         pool_edits={edits} leader_crashes={crashes} live={} violations={} \
+         moves_range_removed={} moves_other={} settle_ms={}",
+        last.len(),
+        violations.len(),
+        documented.len(),
+        faults.len(),
+        settle.as_millis()
+    );
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("FERROLB_FAULTS_FIGURES") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+    assert!(faults.is_empty(), "seed {seed}: moved: {faults:#?}");
+    for (_, ctl) in replicas {
+        ctl.stop().await;
+    }
 }
