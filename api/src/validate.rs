@@ -60,12 +60,37 @@ pub struct Config {
     pub bfd_profiles: Vec<BFDProfile>,
     /// Communities (alias definitions).
     pub communities: Vec<Community>,
+    /// The status-only objects read and left out (see [`STATUS_ONLY_KINDS`]),
+    /// for the caller to log.
+    pub status_only: Vec<StatusOnly>,
+}
+
+/// The metallb.io kinds that hold only what a program observed
+/// (ServiceL2Status, ServiceBGPStatus, ConfigurationState, all
+/// `metallb.io/v1beta1`): no configuration. `kubectl get -o yaml` dumps
+/// them with the rest, so backups of a MetalLB cluster contain them.
+pub const STATUS_ONLY_KINDS: [&str; 3] =
+    ["ServiceL2Status", "ServiceBGPStatus", "ConfigurationState"];
+
+/// A status-only object that [`Config::from_yaml`] read and left out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusOnly {
+    /// Position of the document, from 0.
+    pub index: usize,
+    /// Its kind, one of [`STATUS_ONLY_KINDS`].
+    pub kind: &'static str,
+    /// `metadata.namespace`, when set.
+    pub namespace: Option<String>,
+    /// `metadata.name` (empty when missing).
+    pub name: String,
 }
 
 impl Config {
     /// Reads multi-document YAML as MetalLB's file configuration would be
     /// written: metallb.io documents go to their lists (v1beta1 BGPPeers are
-    /// converted to v1beta2), other kinds (Secrets, Namespaces) are skipped.
+    /// converted to v1beta2), status-only kinds are listed in
+    /// [`Config::status_only`] and otherwise left out, other kinds (Secrets,
+    /// Namespaces) are skipped.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         let docs: Vec<serde_json::Value> =
             serde_saphyr::from_multiple(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
@@ -81,6 +106,24 @@ impl Config {
                     .to_owned()
             };
             let (api_version, kind) = (field("apiVersion"), field("kind"));
+            if api_version == "metallb.io/v1beta1"
+                && let Some(kind) = STATUS_ONLY_KINDS.into_iter().find(|k| *k == kind)
+            {
+                // Its status is all it has, and never configuration: not
+                // even its shape is checked.
+                let meta = |key: &str| {
+                    doc.pointer(&format!("/metadata/{key}"))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_owned)
+                };
+                cfg.status_only.push(StatusOnly {
+                    index,
+                    kind,
+                    namespace: meta("namespace"),
+                    name: meta("name").unwrap_or_default(),
+                });
+                continue;
+            }
             if let Some(map) = doc.as_object_mut() {
                 // As the CRDs default it: MetalLB's specs are optional.
                 map.entry("spec").or_insert_with(|| serde_json::json!({}));
@@ -163,7 +206,7 @@ pub enum ConfigError {
         /// The deserialization error.
         message: String,
     },
-    /// A metallb.io kind or version this crate does not know, or a status kind.
+    /// A metallb.io kind or version this crate does not know.
     #[error("document {index}: unsupported {api_version} {kind}")]
     Unknown {
         /// Position of the document, from 0.
@@ -1881,6 +1924,85 @@ mod tests {
         }
     }
 
+    /// What `kubectl get -o yaml` writes for MetalLB's status-only kinds
+    /// (and so what backups hold): read, listed, left out of the model.
+    #[test]
+    fn status_only_kinds_are_listed_and_left_out() {
+        let text = r#"
+apiVersion: metallb.io/v1beta1
+kind: ServiceL2Status
+metadata:
+  name: l2-abcde
+  namespace: metallb-system
+  labels: {metallb.io/node: node-1, metallb.io/service-name: web, metallb.io/service-namespace: default}
+spec: {}
+status:
+  node: node-1
+  serviceName: web
+  serviceNamespace: default
+  interfaces: [{name: eth0}]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [10.0.0.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: ServiceBGPStatus
+metadata: {name: bgp-fghij, namespace: metallb-system}
+status: {node: node-1, serviceName: web, serviceNamespace: default, peers: [peer-a]}
+---
+apiVersion: metallb.io/v1beta1
+kind: ConfigurationState
+metadata:
+  name: controller
+  namespace: metallb-system
+  labels: {metallb.io/component-type: controller}
+status:
+  result: Valid
+  conditions: [{type: Ready, status: "True", reason: SyncStateSuccess, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}]
+---
+apiVersion: metallb.io/v1beta1
+kind: ConfigurationState
+status: not even a mapping
+"#;
+        let cfg = Config::from_yaml(text).unwrap();
+        assert_eq!(cfg.pools.len(), 1);
+        let ns = Some("metallb-system".to_owned());
+        assert_eq!(
+            cfg.status_only,
+            [
+                StatusOnly {
+                    index: 0,
+                    kind: "ServiceL2Status",
+                    namespace: ns.clone(),
+                    name: "l2-abcde".into(),
+                },
+                StatusOnly {
+                    index: 2,
+                    kind: "ServiceBGPStatus",
+                    namespace: ns.clone(),
+                    name: "bgp-fghij".into(),
+                },
+                StatusOnly {
+                    index: 3,
+                    kind: "ConfigurationState",
+                    namespace: ns,
+                    name: "controller".into(),
+                },
+                StatusOnly {
+                    index: 4,
+                    kind: "ConfigurationState",
+                    namespace: None,
+                    name: String::new(),
+                },
+            ]
+        );
+        let (model, problems) = config(&cfg);
+        assert_eq!(problems, []);
+        assert_eq!(model.pools.len(), 1);
+    }
+
     #[test]
     fn config_collects_everything() {
         let text = r#"
@@ -1915,7 +2037,14 @@ metadata: {name: ignored}
         );
         assert!(matches!(
             Config::from_yaml(
-                "apiVersion: metallb.io/v1beta1\nkind: ServiceL2Status\nmetadata: {name: x}\n"
+                "apiVersion: metallb.io/v1beta1\nkind: ServiceL3Status\nmetadata: {name: x}\n"
+            ),
+            Err(ConfigError::Unknown { index: 0, .. })
+        ));
+        // A status-only kind at a version MetalLB never had is unknown too.
+        assert!(matches!(
+            Config::from_yaml(
+                "apiVersion: metallb.io/v1beta2\nkind: ServiceL2Status\nmetadata: {name: x}\n"
             ),
             Err(ConfigError::Unknown { index: 0, .. })
         ));

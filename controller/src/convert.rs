@@ -58,7 +58,7 @@ pub fn service(
     }
     let annotations = svc.annotations();
     let requested = match requested_ips(
-        annotation(annotations, "loadBalancerIPs"),
+        annotation_entry(annotations, "loadBalancerIPs"),
         spec.load_balancer_ip.as_deref(),
     ) {
         Ok(r) => r,
@@ -139,34 +139,61 @@ pub fn ingress_ips(svc: &K8sService) -> Vec<String> {
 /// A `metallb.io/<name>` annotation, else its deprecated
 /// `metallb.universe.tf/<name>` form (MetalLB's `valueForAnnotation`).
 fn annotation<'a>(annotations: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
-    annotations
-        .get(&format!("metallb.io/{name}"))
-        .or_else(|| annotations.get(&format!("{DEPRECATED_PREFIX}{name}")))
-        .map(String::as_str)
+    annotation_entry(annotations, name).map(|(_, v)| v)
 }
 
-/// MetalLB's `getDesiredLbIPs`: the annotation or `spec.loadBalancerIP`,
-/// not both.
-fn requested_ips(annotation: Option<&str>, spec_ip: Option<&str>) -> Result<Vec<IpAddr>, String> {
+/// [`annotation`] with the key it was found under.
+fn annotation_entry<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    name: &str,
+) -> Option<(&'a str, &'a str)> {
+    annotations
+        .get_key_value(&format!("metallb.io/{name}"))
+        .or_else(|| annotations.get_key_value(&format!("{DEPRECATED_PREFIX}{name}")))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// MetalLB's `getDesiredLbIPs`: the annotation (its key and value) or
+/// `spec.loadBalancerIP`, not both.
+///
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is refused, naming where
+/// it was written and the IPv4 address to request instead. MetalLB (Go's
+/// `net.ParseIP`) reads it as the IPv4 address; ferrolb refuses it as its
+/// pools do (Kubernetes' CEL `isIP`, which the CRDs use, refuses it), so a
+/// requested address is always written as the Service's status shows it.
+fn requested_ips(
+    annotation: Option<(&str, &str)>,
+    spec_ip: Option<&str>,
+) -> Result<Vec<IpAddr>, String> {
     let spec_ip = spec_ip.filter(|s| !s.is_empty());
-    match (annotation.filter(|s| !s.is_empty()), spec_ip) {
+    let not_mapped = |field: &str, written: &str, ip: IpAddr| match api::addr::ipv4_mapped(ip) {
+        Some(ipv4) => Err(format!(
+            "{field}: {written:?} is an IPv4-mapped IPv6 address: request it as IPv4 ({ipv4})"
+        )),
+        None => Ok(ip),
+    };
+    match (annotation.filter(|(_, v)| !v.is_empty()), spec_ip) {
         (None, None) => Ok(Vec::new()),
         (Some(_), Some(_)) => Err(format!(
             "service can not have both {ANNOTATION_LOAD_BALANCER_IPS} and svc.Spec.LoadBalancerIP"
         )),
-        (Some(list), None) => list
+        (Some((key, list)), None) => list
             .split(',')
             .map(|s| {
-                s.trim()
+                let s = s.trim();
+                let ip = s
                     .parse()
-                    .map_err(|_| format!("invalid {ANNOTATION_LOAD_BALANCER_IPS}: {list:?}"))
+                    .map_err(|_| format!("invalid {ANNOTATION_LOAD_BALANCER_IPS}: {list:?}"))?;
+                not_mapped(key, s, ip)
             })
             .collect(),
-        (None, Some(ip)) => ip
-            .trim()
-            .parse()
-            .map(|ip| vec![ip])
-            .map_err(|_| format!("invalid spec.loadBalancerIP {ip:?}")),
+        (None, Some(ip)) => {
+            let written = ip.trim();
+            let parsed = written
+                .parse()
+                .map_err(|_| format!("invalid spec.loadBalancerIP {ip:?}"))?;
+            not_mapped("spec.loadBalancerIP", written, parsed).map(|ip| vec![ip])
+        }
     }
 }
 

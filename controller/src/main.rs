@@ -163,6 +163,10 @@ struct PlanArgs {
     /// Services without a class).
     #[arg(long)]
     lb_class: Option<String>,
+    /// Logs go to standard error (`--log-level debug` names every document
+    /// left out, such as status-only objects).
+    #[command(flatten)]
+    log: shell::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -185,6 +189,10 @@ fn main() -> ExitCode {
 }
 
 fn run_plan(args: &PlanArgs) -> ExitCode {
+    if let Err(e) = args.log.init() {
+        eprintln!("controller plan: {e}");
+        return ExitCode::from(2);
+    }
     let sources = match read_sources(&args.files) {
         Ok(s) => s,
         Err(e) => {

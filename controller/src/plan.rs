@@ -2,7 +2,8 @@
 //! with no cluster.
 //!
 //! Pure: the caller reads the files; this parses the documents, validates
-//! the metallb.io objects with [`api::validate`], and runs a [`State`]
+//! the metallb.io objects with [`api::validate`] (status-only kinds, which
+//! dumps of a cluster contain, are logged at debug and left out), and runs a [`State`]
 //! over the Services the way the controller starts up (services that
 //! already have `status.loadBalancer.ingress` first, then the others, each
 //! group in creation order: see [`replay_order`]).
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
 use kube::ResourceExt;
 use serde::Serialize;
 use serde_json::Value;
+use tracing::debug;
 
 use crate::convert;
 use crate::state::{Outcome, State};
@@ -194,6 +196,15 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
                             },
                         ));
                     }
+                    for o in &one.status_only {
+                        debug!(
+                            at = %at,
+                            kind = o.kind,
+                            namespace = o.namespace.as_deref().unwrap_or_default(),
+                            name = %o.name,
+                            "status-only object ignored"
+                        );
+                    }
                     merge(&mut cfg, one);
                 }
                 _ => {}
@@ -330,4 +341,5 @@ fn merge(into: &mut Config, from: Config) {
     into.l2_advertisements.extend(from.l2_advertisements);
     into.bfd_profiles.extend(from.bfd_profiles);
     into.communities.extend(from.communities);
+    into.status_only.extend(from.status_only);
 }

@@ -1069,3 +1069,67 @@ async fn churn_with_racing_replicas_crashes_and_pool_edits_moves_no_ip() {
         ctl.stop().await;
     }
 }
+
+/// A requested IPv4-mapped IPv6 address: the controller refuses it with a
+/// Warning Event naming the annotation (as written, either prefix) and
+/// the address, assigns nothing, and grants the IPv4 form once the
+/// annotation is fixed.
+#[tokio::test]
+async fn a_requested_ipv4_mapped_address_is_refused_on_the_service() {
+    let (client, ns) = setup("ctl-mapped").await;
+    create_pool(&client, &ns, "p", &["10.90.0.0/29", "fc00:90::/125"]).await;
+    let ctl = Ctl::start(&client, &ns, "one", None);
+    create_service(
+        &client,
+        &ns,
+        "new-prefix",
+        BTreeMap::from([("metallb.io/loadBalancerIPs", "::ffff:10.90.0.5")]),
+    )
+    .await;
+    create_service(
+        &client,
+        &ns,
+        "old-prefix",
+        BTreeMap::from([("metallb.universe.tf/loadBalancerIPs", "::FFFF:a5a:6")]),
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    for (name, note) in [
+        (
+            "new-prefix",
+            r#"metallb.io/loadBalancerIPs: "::ffff:10.90.0.5" is an IPv4-mapped IPv6 address: request it as IPv4 (10.90.0.5)"#,
+        ),
+        (
+            "old-prefix",
+            r#"metallb.universe.tf/loadBalancerIPs: "::FFFF:a5a:6" is an IPv4-mapped IPv6 address: request it as IPv4 (10.90.0.6)"#,
+        ),
+    ] {
+        let reason = eventually("a Warning naming the mapped address", || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                let about = e.involved_object.name.as_deref() == Some(name);
+                let says = e.message.as_deref().is_some_and(|m| m.contains(note));
+                (about && says && e.type_.as_deref() == Some("Warning")).then_some(e.reason)
+            })
+        })
+        .await;
+        // Never held an address: MetalLB's reason for a new Service.
+        assert_eq!(reason.as_deref(), Some("AllocationFailed"), "{name}");
+    }
+    let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
+    assert!(ingress(&svcs.get("new-prefix").await.unwrap()).is_empty());
+    svcs.patch(
+        "new-prefix",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"metallb.io/loadBalancerIPs": "10.90.0.5"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ips(&client, &ns, &["new-prefix"]).await["new-prefix"],
+        ["10.90.0.5"]
+    );
+    ctl.stop().await;
+}

@@ -212,6 +212,171 @@ spec: {type: LoadBalancer, ports: [{port: 80}]}
     );
 }
 
+/// A backup of a MetalLB cluster (`kubectl get -o yaml` of every metallb.io
+/// kind, here as a `List`) holds status-only objects: the plan runs past
+/// them, naming each in a debug log.
+#[test]
+fn status_only_objects_in_a_backup_are_ignored() {
+    let backup = "\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: metallb.io/v1beta1
+  kind: IPAddressPool
+  metadata: {name: pool, namespace: metallb-system}
+  spec: {addresses: [192.0.2.0/30]}
+  status: {assignedIPv4: 1, assignedIPv6: 0, availableIPv4: 3, availableIPv6: 0}
+- apiVersion: metallb.io/v1beta1
+  kind: ServiceL2Status
+  metadata:
+    name: l2-x7k2p
+    namespace: metallb-system
+    labels: {metallb.io/node: node-1, metallb.io/service-name: web, metallb.io/service-namespace: default}
+  spec: {}
+  status: {node: node-1, serviceName: web, serviceNamespace: default, interfaces: [{name: eth0}]}
+- apiVersion: metallb.io/v1beta1
+  kind: ServiceBGPStatus
+  metadata: {name: bgp-q9w8e, namespace: metallb-system}
+  spec: {}
+  status: {node: node-1, serviceName: web, serviceNamespace: default, peers: [peer-a]}
+- apiVersion: metallb.io/v1beta1
+  kind: ConfigurationState
+  metadata:
+    name: controller
+    namespace: metallb-system
+    labels: {metallb.io/component-type: controller}
+  status: {result: Valid, conditions: []}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {type: LoadBalancer, ports: [{port: 80}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.2}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: new, namespace: default}
+spec: {type: LoadBalancer, ports: [{port: 80}]}
+";
+    let out = plan(
+        &["-f", "-", "-o", "json", "--log-level", "debug"],
+        Some(backup),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ips: Vec<(&str, &str)> = v["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["service"].as_str().unwrap(),
+                s["ips"][0].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ips,
+        [("default/new", "192.0.2.0"), ("default/web", "192.0.2.2")]
+    );
+    for (document, kind, name) in [
+        (2, "ServiceL2Status", "l2-x7k2p"),
+        (3, "ServiceBGPStatus", "bgp-q9w8e"),
+        (4, "ConfigurationState", "controller"),
+    ] {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("status-only object ignored") && l.contains(kind))
+            .unwrap_or_else(|| panic!("no debug line for {kind}:\n{stderr}"));
+        assert!(line.contains(&format!("-: document {document}")), "{line}");
+        assert!(line.contains(&format!("name={name}")), "{line}");
+    }
+    // At the default level the plan logs nothing.
+    let quiet = plan(&["-f", "-"], Some(backup));
+    assert!(quiet.status.success());
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+}
+
+/// An IPv4-mapped IPv6 address requested by annotation (either prefix) or
+/// `spec.loadBalancerIP` is refused with the controller's
+/// `LoadBalancerFailed` message, naming where it is written; the IPv4 form
+/// is granted.
+#[test]
+fn requested_ipv4_mapped_addresses_are_refused() {
+    let mut input = String::from(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec: {addresses: [192.0.2.0/28, 'fc00::/124']}\n",
+    );
+    let rows = [
+        (
+            "a",
+            "annotations: {metallb.io/loadBalancerIPs: '::ffff:192.0.2.5'}",
+            "",
+        ),
+        (
+            "b",
+            "annotations: {metallb.universe.tf/loadBalancerIPs: 'fc00::1,::ffff:c000:206'}",
+            "",
+        ),
+        ("c", "", ", loadBalancerIP: '::ffff:192.0.2.7'"),
+        (
+            "d",
+            "annotations: {metallb.io/loadBalancerIPs: 192.0.2.5}",
+            "",
+        ),
+    ];
+    for (name, meta, spec) in rows {
+        let meta = if meta.is_empty() {
+            String::new()
+        } else {
+            format!(", {meta}")
+        };
+        input += &format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: ns{meta}}}\nspec: {{type: LoadBalancer, ports: [{{port: 80}}]{spec}}}\n"
+        );
+    }
+    let out = plan(&["-f", "-", "-o", "json"], Some(&input));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got: Vec<(String, String)> = v["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let what = s["message"]
+                .as_str()
+                .map_or_else(|| s["ips"].to_string(), str::to_owned);
+            (format!("{} {}", s["status"], s["reason"]), what)
+        })
+        .collect();
+    let refused = r#""pending" "LoadBalancerFailed""#;
+    assert_eq!(
+        got,
+        [
+            (
+                refused.into(),
+                r#"metallb.io/loadBalancerIPs: "::ffff:192.0.2.5" is an IPv4-mapped IPv6 address: request it as IPv4 (192.0.2.5)"#.into()
+            ),
+            (
+                refused.into(),
+                r#"metallb.universe.tf/loadBalancerIPs: "::ffff:c000:206" is an IPv4-mapped IPv6 address: request it as IPv4 (192.0.2.6)"#.into()
+            ),
+            (
+                refused.into(),
+                r#"spec.loadBalancerIP: "::ffff:192.0.2.7" is an IPv4-mapped IPv6 address: request it as IPv4 (192.0.2.7)"#.into()
+            ),
+            (
+                r#""assigned" "IPAllocated""#.into(),
+                r#"["192.0.2.5"]"#.into()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn invalid_documents_fail_naming_document_and_field() {
     let bad = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: ok}\nspec: {addresses: [10.0.0.0/24]}\n---\n\

@@ -80,12 +80,30 @@ impl TestEnv {
     /// Starts a private environment, separate from [`TestEnv::global`].
     ///
     /// Most tests want the global one; this is for tests about the environment
-    /// itself. Blocks until the apiserver is ready.
+    /// itself, or tests that change cluster-wide objects (CRDs) in ways other
+    /// tests must not see. Blocks until the apiserver is ready.
     ///
     /// Binaries are taken from `$FERROLB_TESTENV_BIN` when it is set, else from
     /// the cache that `testenv/build` fills. Set `FERROLB_TESTENV_KEEP=1` to keep
     /// the run directory (logs, certificates) after stop.
     pub fn start() -> Result<Self, Error> {
+        Self::start_with(&[])
+    }
+
+    /// Like [`TestEnv::start`], with Services of two families: the apiserver
+    /// gets `--service-cluster-ip-range=<service_cidrs>` (for example
+    /// `10.96.0.0/16,fd00:96::/112`), so dual-stack Services can be created.
+    pub fn start_with_service_cidrs(service_cidrs: &str) -> Result<Self, Error> {
+        Self::start_with(&[("FERROLB_TESTENV_SERVICE_CIDRS", service_cidrs)])
+    }
+
+    /// Starts the supervisor with these variables added to its environment
+    /// (the options `testenv/supervise` documents).
+    fn start_with(vars: &[(&str, &str)]) -> Result<Self, Error> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         let run_dir = make_run_dir()?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("supervise");
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -95,7 +113,7 @@ impl TestEnv {
         // test's (short-lived) thread.
         let thread = thread::Builder::new()
             .name("testenv-supervise".into())
-            .spawn(move || supervise(&script, &thread_dir, &ready_tx))
+            .spawn(move || supervise(&script, &thread_dir, &vars, &ready_tx))
             .map_err(|source| Error::Io {
                 context: "spawn the supervisor thread".into(),
                 source,
@@ -472,6 +490,7 @@ impl Supervisor {
 fn supervise(
     script: &Path,
     run_dir: &Path,
+    vars: &[(String, String)],
     ready: &mpsc::Sender<Result<ChildStdin, Error>>,
 ) -> Option<ExitStatus> {
     // setpriv (util-linux) sets PR_SET_PDEATHSIG, which std cannot do without
@@ -480,6 +499,7 @@ fn supervise(
         .args(["--pdeathsig", "TERM", "--"])
         .arg(script)
         .arg(run_dir)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -36,6 +36,20 @@ enum Step {
     /// What the addresses a service holds break (see `Allocator::breaks`):
     /// substrings, one per rule broken.
     Breaks(Service, &'static [&'static str]),
+    /// A Service (namespace and name of this one) requesting addresses as
+    /// written in a Kubernetes object, read by `convert::service` as the
+    /// controller and `controller plan` read it, then assigned; an error
+    /// is the message of the refusal (its `LoadBalancerFailed` Event).
+    Request(Service, Via, &'static str, Expect),
+}
+
+/// Where a Service writes the addresses it requests.
+enum Via {
+    /// This annotation (`metallb.io/loadBalancerIPs` or its deprecated
+    /// `metallb.universe.tf/` form).
+    Annotation(&'static str),
+    /// `spec.loadBalancerIP`.
+    SpecIp,
 }
 
 enum Expect {
@@ -124,7 +138,7 @@ fn labelled(mut s: Service, k: &str, v: &str) -> Service {
 
 use Expect::{Err as Fails, Ips};
 use Family::{V4, V6};
-use Step::{Assign, Breaks, Release, Restart, SetPools};
+use Step::{Assign, Breaks, Release, Request, Restart, SetPools};
 use Verdict::{Differs, Matches};
 
 fn cases() -> Vec<Case> {
@@ -547,7 +561,89 @@ fn cases() -> Vec<Case> {
                 ),
             ],
         },
+        Case {
+            name: "a requested IPv4-mapped IPv6 address is refused, naming where it is written",
+            verdict: Differs("requested as an IPv4-mapped IPv6 address"),
+            pools: vec![pool("p", &["10.0.0.0/24", "fc00::/120"])],
+            steps: vec![
+                Request(
+                    svc("ns", "a"),
+                    Via::Annotation("metallb.io/loadBalancerIPs"),
+                    "::ffff:10.0.0.5",
+                    Fails(
+                        r#"metallb.io/loadBalancerIPs: "::ffff:10.0.0.5" is an IPv4-mapped IPv6 address: request it as IPv4 (10.0.0.5)"#,
+                    ),
+                ),
+                Request(
+                    svc("ns", "a"),
+                    Via::Annotation("metallb.universe.tf/loadBalancerIPs"),
+                    "fc00::5, ::FFFF:a00:7",
+                    Fails(
+                        r#"metallb.universe.tf/loadBalancerIPs: "::FFFF:a00:7" is an IPv4-mapped IPv6 address: request it as IPv4 (10.0.0.7)"#,
+                    ),
+                ),
+                Request(
+                    svc("ns", "a"),
+                    Via::SpecIp,
+                    "0:0:0:0:0:ffff:10.0.0.5",
+                    Fails(
+                        r#"spec.loadBalancerIP: "0:0:0:0:0:ffff:10.0.0.5" is an IPv4-mapped IPv6 address: request it as IPv4 (10.0.0.5)"#,
+                    ),
+                ),
+                // Written as IPv4, the same address is granted.
+                Request(
+                    svc("ns", "a"),
+                    Via::Annotation("metallb.io/loadBalancerIPs"),
+                    "10.0.0.5",
+                    Ips(&["10.0.0.5"]),
+                ),
+                Request(svc("ns", "b"), Via::SpecIp, "10.0.0.7", Ips(&["10.0.0.7"])),
+            ],
+        },
+        Case {
+            name: "a requested address that only looks like a mapped one is not refused as one",
+            verdict: Matches,
+            pools: vec![pool("p", &["10.0.0.0/24"])],
+            steps: vec![
+                // ::ffff:0:a00:5 (RFC 6052's ::ffff:0:0/96) is IPv6, in no
+                // pool: MetalLB's answer.
+                Request(
+                    svc("ns", "a"),
+                    Via::Annotation("metallb.io/loadBalancerIPs"),
+                    "::ffff:0:a00:5",
+                    Fails(r#"["::ffff:0:a00:5"] is not allowed in config"#),
+                ),
+            ],
+        },
     ]
+}
+
+/// A Service of `base`'s namespace and name requesting `ips` through `via`,
+/// as the API server would hand it to the controller.
+fn k8s_requesting(base: &Service, via: &Via, ips: &str) -> k8s_openapi::api::core::v1::Service {
+    let mut v = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": base.key.name, "namespace": base.key.namespace},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+    });
+    match via {
+        Via::Annotation(key) => v["metadata"]["annotations"] = serde_json::json!({ *key: ips }),
+        Via::SpecIp => v["spec"]["loadBalancerIP"] = ips.into(),
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn check(at: &str, want: Expect, got: Result<Assignment, String>) {
+    match (want, got) {
+        (Ips(ips), Ok(g)) => {
+            let want: Vec<IpAddr> = ips.iter().map(|i| ip(i)).collect();
+            assert_eq!(g.ips, want, "{at}");
+        }
+        (Fails(msg), Err(e)) => assert_eq!(e, msg, "{at}"),
+        (Ips(ips), Err(e)) => panic!("{at}: wanted {ips:?}, got error {e}"),
+        (Fails(msg), Ok(g)) => panic!("{at}: wanted {msg:?}, got {:?}", g.ips),
+    }
 }
 
 #[test]
@@ -558,17 +654,17 @@ fn allocation_agrees_with_metallb_or_differs_on_purpose() {
         for (i, step) in case.steps.into_iter().enumerate() {
             let at = format!("{:?} step {i}", case.name);
             match step {
-                Assign(s, want) => {
-                    let got = a.assign(&s);
-                    match (want, got) {
-                        (Ips(ips), Ok(g)) => {
-                            let want: Vec<IpAddr> = ips.iter().map(|i| ip(i)).collect();
-                            assert_eq!(g.ips, want, "{at}");
+                Assign(s, want) => check(&at, want, a.assign(&s).map_err(|e| e.to_string())),
+                Request(base, via, ips, want) => {
+                    let k8s = k8s_requesting(&base, &via, ips);
+                    let got = match crate::convert::service(&k8s, None, &Default::default()) {
+                        crate::convert::Reading::LoadBalancer(s) => {
+                            a.assign(&s).map_err(|e| e.to_string())
                         }
-                        (Fails(msg), Err(e)) => assert_eq!(e.to_string(), msg, "{at}"),
-                        (Ips(ips), Err(e)) => panic!("{at}: wanted {ips:?}, got error {e}"),
-                        (Fails(msg), Ok(g)) => panic!("{at}: wanted {msg:?}, got {:?}", g.ips),
-                    }
+                        crate::convert::Reading::Invalid(msg) => Err(msg),
+                        other => panic!("{at}: read as {other:?}"),
+                    };
+                    check(&at, want, got);
                 }
                 Release(s) => a.release(&s.key),
                 SetPools(new, lost) => {

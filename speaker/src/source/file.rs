@@ -2,7 +2,9 @@
 //! files, each with any number of documents, read as `kubectl apply -f DIR`
 //! would read them.
 //!
-//! Kinds read: the metallb.io CRDs (through [`Config::from_yaml`]), and
+//! Kinds read: the metallb.io CRDs (through [`Config::from_yaml`]; the
+//! status-only ServiceL2Status, ServiceBGPStatus and ConfigurationState
+//! are logged at debug and left out), and
 //! `v1` Node, Service (with `status.loadBalancer.ingress`), Secret and
 //! `discovery.k8s.io/v1` EndpointSlice. Other kinds are skipped. Namespaced
 //! objects without a namespace are in `default`, as `kubectl apply` puts
@@ -169,6 +171,16 @@ fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Re
     c.l2_advertisements.extend(config.l2_advertisements);
     c.bfd_profiles.extend(config.bfd_profiles);
     c.communities.extend(config.communities);
+    for o in config.status_only {
+        debug!(
+            path = %path.display(),
+            index = o.index,
+            kind = o.kind,
+            namespace = o.namespace.as_deref().unwrap_or_default(),
+            name = %o.name,
+            "status-only object ignored"
+        );
+    }
     // `from_yaml` has read it as YAML already; this cannot fail differently.
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| Error::Config {
         path: path.to_owned(),
@@ -301,6 +313,39 @@ metadata: {name: skipped}
         );
         assert!(problems.is_empty(), "{problems:?}");
         assert!(view.services[0].has_serving_endpoint_on("n2"));
+    }
+
+    /// A backup made with `kubectl get -o yaml` holds MetalLB's
+    /// status-only objects: they are read past, not refused.
+    #[test]
+    fn status_only_objects_are_left_out() {
+        const STATUSES: &str = "
+apiVersion: metallb.io/v1beta1
+kind: ServiceL2Status
+metadata: {name: l2-abcde, namespace: metallb-system}
+spec: {}
+status: {node: n2, serviceName: web, serviceNamespace: default}
+---
+apiVersion: metallb.io/v1beta1
+kind: ServiceBGPStatus
+metadata: {name: bgp-fghij, namespace: metallb-system}
+status: {node: n2, serviceName: web, serviceNamespace: default, peers: [p]}
+---
+apiVersion: metallb.io/v1beta1
+kind: ConfigurationState
+metadata: {name: controller, namespace: metallb-system}
+status: {result: Valid}
+";
+        let with = load(&files(&[
+            ("a.yaml", POOL),
+            ("b.yaml", SERVICE),
+            ("c.yaml", STATUSES),
+        ]))
+        .unwrap();
+        let without = load(&files(&[("a.yaml", POOL), ("b.yaml", SERVICE)])).unwrap();
+        assert_eq!(with.model, without.model);
+        assert_eq!(with.model.pools.len(), 1);
+        assert_eq!(with.services.len(), 1);
     }
 
     #[test]

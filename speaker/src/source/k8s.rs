@@ -164,6 +164,8 @@ impl Caches {
             l2_advertisements: sorted(&self.l2_ads),
             bfd_profiles: sorted(&self.profiles),
             communities: sorted(&self.communities),
+            // Watches read configuration kinds only.
+            status_only: Vec::new(),
         };
         let snapshot = Snapshot {
             model: Arc::default(),
