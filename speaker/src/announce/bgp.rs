@@ -17,7 +17,7 @@ use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 use ipnetwork::IpNetwork;
 
-use super::view::{ClusterView, Exclusion, ObjectKey, TrafficPolicy};
+use super::view::{ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
 /// What this node does over BGP.
@@ -104,103 +104,153 @@ impl fmt::Debug for Transport {
 /// and the prefix withheld from that peer, so the outcome never depends on
 /// iteration order.
 pub fn bgp_plan(view: &ClusterView) -> BgpPlan {
-    let mut plan = BgpPlan::default();
-    let problems = &mut plan.problems;
-    if view.this_node().is_none() {
-        problems.push(Problem {
-            kind: "Node",
-            name: view.node.clone(),
-            field: "metadata.name".into(),
-            message: "this node is not in the view: its labels are taken as empty".into(),
-        });
-    }
-    let empty = BTreeMap::new();
-    let labels = view.this_node().map_or(&empty, |n| &n.labels);
-    for peer in &view.model.peers {
-        if !peer.nodes.matches(labels) {
-            continue;
-        }
-        if let Some(p) = peer_plan(view, peer, problems) {
-            plan.peers.insert(peer.name.clone(), p);
-        }
-    }
-    let ads: Vec<&BgpAdvertisement> = view
-        .model
-        .bgp_advertisements
-        .iter()
-        .filter(|ad| ad.scope.selects_node(labels))
-        .collect();
-    known_peer_names(view, &ads, problems);
-    plan.excluded = view.exclusion(&view.node);
-    let services = assigned(view, problems);
-    if plan.excluded.is_some() {
-        return plan;
-    }
+    let mut problems = Vec::new();
+    let ctx = BgpContext::new(view, &mut problems);
+    let services = assigned(view, &mut problems);
+    let mut plan = BgpPlan {
+        excluded: ctx.excluded,
+        ..BgpPlan::default()
+    };
     let mut pending: BTreeMap<String, BTreeMap<IpPrefix, Pending>> = BTreeMap::new();
     for Assigned { svc, pool } in services {
-        let for_service: Vec<&BgpAdvertisement> = ads
+        for ((name, prefix), p) in ctx.service_routes(svc, pool, &mut problems) {
+            pending
+                .entry(name)
+                .or_default()
+                .entry(prefix)
+                .or_default()
+                .absorb(&p);
+        }
+    }
+    for (name, routes) in pending {
+        let Some(peer) = ctx.peers.get(&name) else {
+            continue;
+        };
+        let mut peer = peer.clone();
+        for (prefix, p) in routes {
+            match p.resolve(&name, prefix) {
+                Ok(attrs) => {
+                    for svc in &p.services {
+                        plan.services
+                            .entry(svc.clone())
+                            .or_default()
+                            .insert(name.clone());
+                    }
+                    peer.routes.insert(prefix, attrs);
+                }
+                Err(problem) => problems.push(problem),
+            }
+        }
+        plan.peers.insert(name, peer);
+    }
+    for (name, peer) in ctx.peers {
+        plan.peers.entry(name).or_insert(peer);
+    }
+    plan.problems = problems;
+    plan
+}
+
+/// What every service's BGP decision on this node shares: the sessions
+/// (without routes), the advertisements that select this node, and
+/// whether the node is excluded.
+pub(super) struct BgpContext<'a> {
+    /// The sessions to run, by BGPPeer name; their `routes` are empty.
+    pub(super) peers: BTreeMap<String, PeerPlan>,
+    ads: Vec<&'a BgpAdvertisement>,
+    /// Set when this node announces nothing.
+    pub(super) excluded: Option<Exclusion>,
+    node: &'a str,
+}
+
+impl<'a> BgpContext<'a> {
+    /// Decides the sessions of this node and what its services share;
+    /// what is inconsistent (a bad peer, an unknown peer name in an
+    /// advertisement) goes to `problems`.
+    pub(super) fn new(view: &'a ClusterView, problems: &mut Vec<Problem>) -> Self {
+        if view.this_node().is_none() {
+            problems.push(Problem {
+                kind: "Node",
+                name: view.node.clone(),
+                field: "metadata.name".into(),
+                message: "this node is not in the view: its labels are taken as empty".into(),
+            });
+        }
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        let labels = view.this_node().map_or(&EMPTY, |n| &n.labels);
+        let mut peers = BTreeMap::new();
+        for peer in &view.model.peers {
+            if !peer.nodes.matches(labels) {
+                continue;
+            }
+            if let Some(p) = peer_plan(view, peer, problems) {
+                peers.insert(peer.name.clone(), p);
+            }
+        }
+        let ads: Vec<&BgpAdvertisement> = view
+            .model
+            .bgp_advertisements
+            .iter()
+            .filter(|ad| ad.scope.selects_node(labels))
+            .collect();
+        known_peer_names(view, &ads, problems);
+        Self {
+            peers,
+            ads,
+            excluded: view.exclusion(&view.node),
+            node: &view.node,
+        }
+    }
+
+    /// One service's routes from this node: per (peer, prefix), what it
+    /// asks for, not yet merged with other services'. Empty when the node
+    /// is excluded, no advertisement selects the service, or it has no
+    /// serving endpoint (under `Local`, none on this node). A LOCAL_PREF
+    /// conflict between its advertisements goes to `problems`.
+    pub(super) fn service_routes(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+        problems: &mut Vec<Problem>,
+    ) -> BTreeMap<(String, IpPrefix), Pending> {
+        let mut out = BTreeMap::new();
+        if self.excluded.is_some() {
+            return out;
+        }
+        let for_service: Vec<&BgpAdvertisement> = self
+            .ads
             .iter()
             .copied()
             .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
             .collect();
         if for_service.is_empty() {
-            continue;
+            return out;
         }
         if let Some(message) = local_pref_conflict(&for_service, pool) {
             problems.push(service_problem(svc, "metadata.labels", message));
-            continue;
+            return out;
         }
         let serving = match svc.external_traffic_policy {
             TrafficPolicy::Cluster => svc.has_serving_endpoint(),
-            TrafficPolicy::Local => svc.has_serving_endpoint_on(&view.node),
+            TrafficPolicy::Local => svc.has_serving_endpoint_on(self.node),
         };
         if !serving {
-            continue;
+            return out;
         }
         for &ip in &svc.ingress {
             for ad in &for_service {
                 let prefix = ip_prefix(ad.prefix(ip));
-                for (name, peer) in &plan.peers {
+                for (name, peer) in &self.peers {
                     if !ad.selects_peer(name) || !peer.session.families.contains(&prefix.family()) {
                         continue;
                     }
-                    let entry = pending
-                        .entry(name.clone())
-                        .or_default()
-                        .entry(prefix)
-                        .or_default();
-                    entry.merge(ad, peer.ibgp, &svc.key);
+                    out.entry((name.clone(), prefix))
+                        .or_insert_with(Pending::default)
+                        .merge(ad, peer.ibgp, &svc.key);
                 }
             }
         }
+        out
     }
-    for (name, routes) in pending {
-        let Some(peer) = plan.peers.get_mut(&name) else {
-            continue;
-        };
-        for (prefix, p) in routes {
-            if let Some(prefs) = p.conflict() {
-                problems.push(Problem {
-                    kind: "BGPPeer",
-                    name: name.clone(),
-                    field: "routes".into(),
-                    message: format!(
-                        "{prefix}: services {} ask for different localPref values {prefs:?}; not announced to this peer",
-                        keys(&p.services)
-                    ),
-                });
-                continue;
-            }
-            for svc in &p.services {
-                plan.services
-                    .entry(svc.clone())
-                    .or_default()
-                    .insert(name.clone());
-            }
-            peer.routes.insert(prefix, Arc::new(p.attrs()));
-        }
-    }
-    plan
 }
 
 /// A prefix of the model as the session's NLRI.
@@ -273,9 +323,10 @@ fn local_pref_conflict(ads: &[&BgpAdvertisement], pool: &Pool) -> Option<String>
     None
 }
 
-/// The attributes of one prefix for one peer, merged across advertisements.
-#[derive(Default)]
-struct Pending {
+/// The attributes of one prefix for one peer, merged across
+/// advertisements (of one service, or of every service that gives it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Pending {
     local_prefs: BTreeSet<Option<u32>>,
     communities: BTreeSet<Community>,
     large: BTreeSet<LargeCommunity>,
@@ -306,9 +357,30 @@ impl Pending {
         self.services.insert(svc.clone());
     }
 
-    fn conflict(&self) -> Option<Vec<u32>> {
-        (self.local_prefs.len() > 1)
-            .then(|| self.local_prefs.iter().map(|lp| lp.unwrap_or(0)).collect())
+    /// Adds what another advertisement or service asks for this prefix.
+    pub(super) fn absorb(&mut self, other: &Self) {
+        self.local_prefs.extend(other.local_prefs.iter().copied());
+        self.communities.extend(other.communities.iter().copied());
+        self.large.extend(other.large.iter().copied());
+        self.services.extend(other.services.iter().cloned());
+    }
+
+    /// The route to send `peer` for `prefix`, or the problem when its
+    /// services ask for different LOCAL_PREFs (it is withheld then).
+    pub(super) fn resolve(&self, peer: &str, prefix: IpPrefix) -> Result<Arc<RouteAttrs>, Problem> {
+        if self.local_prefs.len() > 1 {
+            let prefs: Vec<u32> = self.local_prefs.iter().map(|lp| lp.unwrap_or(0)).collect();
+            return Err(Problem {
+                kind: "BGPPeer",
+                name: peer.to_owned(),
+                field: "routes".into(),
+                message: format!(
+                    "{prefix}: services {} ask for different localPref values {prefs:?}; not announced to this peer",
+                    keys(&self.services)
+                ),
+            });
+        }
+        Ok(Arc::new(self.attrs()))
     }
 
     fn attrs(&self) -> RouteAttrs {

@@ -5,11 +5,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use api::model::L2Advertisement;
+use api::model::{L2Advertisement, Pool};
 use api::validate::Problem;
 use sha2::{Digest, Sha256};
 
-use super::view::{ClusterView, Exclusion, ObjectKey, TrafficPolicy};
+use super::view::{ApiSpeakers, ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
 /// What this node does in layer 2 mode.
@@ -51,7 +51,7 @@ pub enum Interfaces {
 }
 
 impl Interfaces {
-    fn union(&mut self, other: &Self) {
+    pub(super) fn union(&mut self, other: &Self) {
         match (&mut *self, other) {
             (Self::All, _) => {}
             (Self::Only(_), Self::All) => *self = Self::All,
@@ -98,107 +98,21 @@ impl Election {
 /// its advertisements is reported and not announced, as MetalLB refuses
 /// it: the sharing services could elect different nodes.
 pub fn l2_plan(view: &ClusterView) -> L2Plan {
+    let ctx = L2Context::new(view);
     let mut plan = L2Plan {
-        excluded: view.exclusion(&view.node),
+        excluded: ctx.excluded,
+        api_candidates: ctx.api_candidates,
         ..L2Plan::default()
     };
-    let mut speakers: BTreeSet<&str> = match &view.members {
-        Some(members) => members.iter().map(String::as_str).collect(),
-        None => view.nodes.keys().map(String::as_str).collect(),
-    };
-    // An isolated node cannot tell the others dead from unheard. It elects
-    // among the speakers the API shows Ready, so it takes over nothing they
-    // can serve, and it leaves what it wins to a Ready speaker the API
-    // shows answering for it (the others, who see it gone, took it over).
-    let api = view
-        .api_speakers
-        .as_deref()
-        .filter(|_| view.isolated && view.members.is_some());
-    if let Some(api) = api {
-        let before = speakers.len();
-        speakers.extend(api.ready.iter().map(String::as_str));
-        plan.api_candidates = speakers.len() - before;
-    }
     for Assigned { svc, pool } in assigned(view, &mut plan.problems) {
-        let ads: Vec<&L2Advertisement> = view
-            .model
-            .l2_advertisements
-            .iter()
-            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
-            .collect();
-        if ads.is_empty() {
-            continue;
-        }
-        if svc.shared_ip_key().is_some() && ads.iter().any(|ad| !ad.scope.services.is_empty()) {
-            plan.problems.push(service_problem(
-                svc,
-                "metadata.annotations[metallb.io/allow-shared-ip]",
-                "a shared IP cannot be announced by L2Advertisements with serviceSelectors",
-            ));
-            continue;
-        }
-        let mut candidates: Vec<(i64, [u8; 32], &str)> = Vec::new();
-        if svc.has_serving_endpoint() {
-            let with_endpoints = svc.nodes_with_serving_endpoints();
-            // The first IP seeds the order, so that both IPs of a
-            // dual-stack service go to one node, as in MetalLB.
-            let seed = svc.ingress[0].to_string();
-            for &name in &speakers {
-                let Some(node) = view.nodes.get(name) else {
-                    continue;
-                };
-                if view.exclusion(name).is_some()
-                    || !ads.iter().any(|ad| ad.scope.selects_node(&node.labels))
-                    || (svc.external_traffic_policy == TrafficPolicy::Local
-                        && !with_endpoints.contains(name))
-                {
-                    continue;
-                }
-                let score = ads
-                    .iter()
-                    .filter(|ad| ad.scope.selects_node(&node.labels))
-                    .map(|ad| ad.preference(&node.labels))
-                    .sum();
-                let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
-                candidates.push((score, hash, name));
-            }
-        }
-        candidates.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
-        let election = Election {
-            ips: svc.ingress.clone(),
-            candidates: candidates.iter().map(|c| c.2.to_owned()).collect(),
-        };
-        let won = election.winner() == Some(view.node.as_str());
-        plan.elections.insert(svc.key.clone(), election);
-        if !won || plan.excluded.is_some() {
-            continue;
-        }
-        if let Some(other) = api.and_then(|api| {
-            api.l2_announcers
-                .get(&svc.key)?
-                .iter()
-                .find(|n| **n != view.node && api.ready.contains(*n))
-        }) {
-            plan.yielded.insert(svc.key.clone(), other.clone());
-            continue;
-        }
-        let Some(me) = view.this_node() else {
+        let Some(d) = ctx.service(svc, pool, &mut plan.problems) else {
             continue;
         };
-        let mut interfaces: Option<Interfaces> = None;
-        for ad in ads.iter().filter(|ad| ad.scope.selects_node(&me.labels)) {
-            let these = if ad.interfaces.is_empty() {
-                Interfaces::All
-            } else {
-                Interfaces::Only(ad.interfaces.clone())
-            };
-            match &mut interfaces {
-                Some(i) => i.union(&these),
-                None => interfaces = Some(these),
-            }
+        plan.elections.insert(svc.key.clone(), d.election);
+        if let Some(node) = d.yielded {
+            plan.yielded.insert(svc.key.clone(), node);
         }
-        // The winner matched some advertisement's node selectors.
-        let Some(interfaces) = interfaces else {
+        let Some(interfaces) = d.interfaces else {
             continue;
         };
         for &ip in &svc.ingress {
@@ -220,6 +134,155 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
         }
     }
     plan
+}
+
+/// One service's layer 2 decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ServiceL2 {
+    /// Its election, won here or elsewhere.
+    pub(super) election: Election,
+    /// Where this node answers for every IP of the service; `None` when
+    /// it does not (lost, excluded, or yielded).
+    pub(super) interfaces: Option<Interfaces>,
+    /// While isolated: the Ready node this node leaves the service to.
+    pub(super) yielded: Option<String>,
+}
+
+/// What every service's layer 2 decision on this node shares.
+pub(super) struct L2Context<'a> {
+    view: &'a ClusterView,
+    /// The candidates of every election, before a service's own filters.
+    speakers: BTreeSet<&'a str>,
+    /// The API's speakers, used while isolated only.
+    api: Option<&'a ApiSpeakers>,
+    /// See [`L2Plan::api_candidates`].
+    pub(super) api_candidates: usize,
+    /// Set when this node announces nothing.
+    pub(super) excluded: Option<Exclusion>,
+}
+
+impl<'a> L2Context<'a> {
+    pub(super) fn new(view: &'a ClusterView) -> Self {
+        let mut speakers: BTreeSet<&str> = match &view.members {
+            Some(members) => members.iter().map(String::as_str).collect(),
+            None => view.nodes.keys().map(String::as_str).collect(),
+        };
+        // An isolated node cannot tell the others dead from unheard. It
+        // elects among the speakers the API shows Ready, so it takes over
+        // nothing they can serve, and it leaves what it wins to a Ready
+        // speaker the API shows answering for it (the others, who see it
+        // gone, took it over).
+        let api = view
+            .api_speakers
+            .as_deref()
+            .filter(|_| view.isolated && view.members.is_some());
+        let mut api_candidates = 0;
+        if let Some(api) = api {
+            let before = speakers.len();
+            speakers.extend(api.ready.iter().map(String::as_str));
+            api_candidates = speakers.len() - before;
+        }
+        Self {
+            view,
+            speakers,
+            api,
+            api_candidates,
+            excluded: view.exclusion(&view.node),
+        }
+    }
+
+    /// One service's election and what this node does for it; `None`
+    /// when no L2Advertisement selects it, or (reported in `problems`)
+    /// when its shared IP cannot be announced.
+    pub(super) fn service(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+        problems: &mut Vec<Problem>,
+    ) -> Option<ServiceL2> {
+        let view = self.view;
+        let ads: Vec<&L2Advertisement> = view
+            .model
+            .l2_advertisements
+            .iter()
+            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
+            .collect();
+        if ads.is_empty() {
+            return None;
+        }
+        if svc.shared_ip_key().is_some() && ads.iter().any(|ad| !ad.scope.services.is_empty()) {
+            problems.push(service_problem(
+                svc,
+                "metadata.annotations[metallb.io/allow-shared-ip]",
+                "a shared IP cannot be announced by L2Advertisements with serviceSelectors",
+            ));
+            return None;
+        }
+        let mut candidates: Vec<(i64, [u8; 32], &str)> = Vec::new();
+        if svc.has_serving_endpoint() {
+            let with_endpoints = svc.nodes_with_serving_endpoints();
+            // The first IP seeds the order, so that both IPs of a
+            // dual-stack service go to one node, as in MetalLB.
+            let seed = svc.ingress[0].to_string();
+            for &name in &self.speakers {
+                let Some(node) = view.nodes.get(name) else {
+                    continue;
+                };
+                if view.exclusion(name).is_some()
+                    || !ads.iter().any(|ad| ad.scope.selects_node(&node.labels))
+                    || (svc.external_traffic_policy == TrafficPolicy::Local
+                        && !with_endpoints.contains(name))
+                {
+                    continue;
+                }
+                let score = ads
+                    .iter()
+                    .filter(|ad| ad.scope.selects_node(&node.labels))
+                    .map(|ad| ad.preference(&node.labels))
+                    .sum();
+                let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
+                candidates.push((score, hash, name));
+            }
+        }
+        candidates.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
+        let mut out = ServiceL2 {
+            election: Election {
+                ips: svc.ingress.clone(),
+                candidates: candidates.iter().map(|c| c.2.to_owned()).collect(),
+            },
+            ..ServiceL2::default()
+        };
+        let won = out.election.winner() == Some(view.node.as_str());
+        if !won || self.excluded.is_some() {
+            return Some(out);
+        }
+        if let Some(other) = self.api.and_then(|api| {
+            api.l2_announcers
+                .get(&svc.key)?
+                .iter()
+                .find(|n| **n != view.node && api.ready.contains(*n))
+        }) {
+            out.yielded = Some(other.clone());
+            return Some(out);
+        }
+        let Some(me) = view.this_node() else {
+            return Some(out);
+        };
+        for ad in ads.iter().filter(|ad| ad.scope.selects_node(&me.labels)) {
+            let these = if ad.interfaces.is_empty() {
+                Interfaces::All
+            } else {
+                Interfaces::Only(ad.interfaces.clone())
+            };
+            match &mut out.interfaces {
+                Some(i) => i.union(&these),
+                None => out.interfaces = Some(these),
+            }
+        }
+        // The winner matched some advertisement's node selectors, so
+        // `interfaces` is set.
+        Some(out)
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod bfd_gate;
 mod bgp;
 pub mod interfaces;
 pub mod k8s;
+mod keyed;
 mod l2;
 pub mod status;
 mod view;
@@ -30,6 +31,7 @@ use api::model::Pool;
 pub use api::validate::Problem;
 
 pub use self::bgp::{BgpPlan, PeerPlan, Transport, bgp_plan};
+pub use self::keyed::{Changes, Keyed, RouteChange, Via};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
@@ -50,43 +52,57 @@ struct Assigned<'a> {
 /// `loadBalancerClass`, or without IPs (nothing to announce). Skipped with a
 /// problem: services whose IPs are not all in one pool.
 fn assigned<'a>(view: &'a ClusterView, problems: &mut Vec<Problem>) -> Vec<Assigned<'a>> {
-    let mut out = Vec::new();
-    for svc in &view.services {
-        if !svc.load_balancer
-            || svc.load_balancer_class != view.load_balancer_class
-            || svc.ingress.is_empty()
-        {
-            continue;
-        }
-        // MetalLB's `poolFor`, the controller's answer too.
-        let Some(pool) = view.model.pool_for(&svc.ingress) else {
-            problems.push(service_problem(
+    view.services
+        .iter()
+        .filter_map(|svc| {
+            Some(Assigned {
                 svc,
-                "status.loadBalancer.ingress",
-                format!(
-                    "{} not within a single IPAddressPool: not announced",
-                    list(&svc.ingress)
-                ),
-            ));
-            continue;
-        };
-        // The speaker trusts the addresses, as MetalLB's does; a differing
-        // annotation means the controller and this view disagree.
-        if let Some(named) = svc.annotations.get(POOL_ANNOTATION)
-            && *named != pool.name
-        {
-            problems.push(service_problem(
-                svc,
-                &format!("metadata.annotations[{POOL_ANNOTATION}]"),
-                format!(
-                    "names pool {named:?} but the IPs are in pool {:?}; using {:?}",
-                    pool.name, pool.name
-                ),
-            ));
-        }
-        out.push(Assigned { svc, pool });
+                pool: pool_of(view, svc, problems)?,
+            })
+        })
+        .collect()
+}
+
+/// The pool of one service's IPs if this speaker handles it (see
+/// [`assigned`]); `None` for a service it skips.
+fn pool_of<'a>(
+    view: &'a ClusterView,
+    svc: &Service,
+    problems: &mut Vec<Problem>,
+) -> Option<&'a Pool> {
+    if !svc.load_balancer
+        || svc.load_balancer_class != view.load_balancer_class
+        || svc.ingress.is_empty()
+    {
+        return None;
     }
-    out
+    // MetalLB's `poolFor`, the controller's answer too.
+    let Some(pool) = view.model.pool_for(&svc.ingress) else {
+        problems.push(service_problem(
+            svc,
+            "status.loadBalancer.ingress",
+            format!(
+                "{} not within a single IPAddressPool: not announced",
+                list(&svc.ingress)
+            ),
+        ));
+        return None;
+    };
+    // The speaker trusts the addresses, as MetalLB's does; a differing
+    // annotation means the controller and this view disagree.
+    if let Some(named) = svc.annotations.get(POOL_ANNOTATION)
+        && *named != pool.name
+    {
+        problems.push(service_problem(
+            svc,
+            &format!("metadata.annotations[{POOL_ANNOTATION}]"),
+            format!(
+                "names pool {named:?} but the IPs are in pool {:?}; using {:?}",
+                pool.name, pool.name
+            ),
+        ));
+    }
+    Some(pool)
 }
 
 fn service_problem(svc: &Service, field: &str, message: impl Into<String>) -> Problem {

@@ -1,0 +1,581 @@
+//! Keyed desired state: each service is decided on its own, and only the
+//! services that changed are decided again.
+//!
+//! [`bgp_plan`](super::bgp_plan) and [`l2_plan`](super::l2_plan) decide a
+//! whole view at once, which is what a table test wants. The speaker keeps a
+//! [`Keyed`] instead: per service, the routes it asks of each peer and its
+//! layer 2 election; per (peer, prefix) and per IP, the services that give
+//! it and the merged result. [`Keyed::update`] compares the new view with
+//! the one it last decided: when anything but the services differs (the
+//! configuration, the nodes, the members, the Secrets), every service is
+//! decided again; otherwise only the services whose value changed, appeared
+//! or went. It returns the difference, as the drivers take it: per peer the
+//! prefixes to announce or withdraw, per IP the interfaces to answer on or
+//! nothing, and the (protocol, service, IP) announcements that started or
+//! ended.
+//!
+//! The per-service decisions are the same functions the whole plans fold
+//! over (`BgpContext::service_routes`, `L2Context::service`), so the two
+//! cannot drift; `tests::keyed_matches_whole_plans` checks the merge.
+//! Pure: no I/O, no clock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use api::model::{Model, Secrets};
+use bgp::session::{IpPrefix, RouteAttrs};
+
+use super::bgp::{BgpContext, Pending};
+use super::l2::{L2Context, ServiceL2};
+use super::status::{Announcements, ServiceAnnouncement};
+use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
+use super::{Interfaces, PeerPlan, Problem, pool_of};
+
+/// How a service IP is announced from this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Via {
+    /// To BGP peers.
+    Bgp,
+    /// By answering ARP/NDP.
+    Layer2,
+}
+
+/// A route change for one peer: `Some` announces (or changes) the prefix,
+/// `None` withdraws it.
+pub type RouteChange = (IpPrefix, Option<Arc<RouteAttrs>>);
+
+/// What one [`Keyed::update`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Every service was decided again: something other than the services
+    /// changed (or this is the first view).
+    pub all: bool,
+    /// How many services were decided (changed, new, or all of them).
+    pub decided: usize,
+    /// Per peer, the prefixes whose route changed, in prefix order. A peer
+    /// that is new or reconfigured takes [`Keyed::routes`] whole instead.
+    pub routes: BTreeMap<String, Vec<RouteChange>>,
+    /// The IPs this node starts answering for, changes the interfaces of
+    /// (`Some`), or stops answering for (`None`).
+    pub l2: Vec<(IpAddr, Option<Interfaces>)>,
+    /// (protocol, service, IP) announcements that started.
+    pub announced: Vec<(Via, ObjectKey, IpAddr)>,
+    /// (protocol, service, IP) announcements that ended.
+    pub withdrawn: Vec<(Via, ObjectKey, IpAddr)>,
+    /// The services whose [`ServiceAnnouncement`] changed.
+    pub announcements: usize,
+}
+
+/// The desired state of one node, kept per service.
+#[derive(Debug, Default)]
+pub struct Keyed {
+    /// What the last view held besides its services.
+    context: Option<Context>,
+    /// The sessions (their `routes` empty: [`Keyed::routes`] has them).
+    peers: BTreeMap<String, PeerPlan>,
+    /// Problems that belong to no service (peers, advertisements, nodes).
+    shared_problems: Vec<Problem>,
+    excluded: Option<Exclusion>,
+    api_candidates: usize,
+    services: HashMap<ObjectKey, Entry>,
+    /// Services with problems, so listing problems does not walk them all.
+    with_problems: BTreeSet<ObjectKey>,
+    /// Per peer and prefix, what each service asks and the result.
+    routes: BTreeMap<String, BTreeMap<IpPrefix, Prefix>>,
+    /// The prefixes withheld for a LOCAL_PREF conflict.
+    conflicts: BTreeSet<(String, IpPrefix)>,
+    /// Per IP answered from here, the services and their interfaces.
+    l2: BTreeMap<IpAddr, Address>,
+    announcements: Announcements,
+    yielded: BTreeMap<ObjectKey, String>,
+    /// Incremented by every update; entries not seen in it are gone.
+    generation: u64,
+}
+
+/// The view's parts that every service's decision reads.
+#[derive(Debug, PartialEq)]
+struct Context {
+    node: String,
+    nodes: BTreeMap<String, Node>,
+    model: Arc<Model>,
+    secrets: Secrets,
+    members: Option<BTreeSet<String>>,
+    isolated: bool,
+    api_speakers: Option<Arc<ApiSpeakers>>,
+    load_balancer_class: Option<String>,
+    ignore_exclude_lb: bool,
+    l2: bool,
+}
+
+impl Context {
+    fn of(view: &ClusterView, l2: bool) -> Self {
+        Self {
+            node: view.node.clone(),
+            nodes: view.nodes.clone(),
+            model: Arc::clone(&view.model),
+            secrets: view.secrets.clone(),
+            members: view.members.clone(),
+            isolated: view.isolated,
+            api_speakers: view.api_speakers.clone(),
+            load_balancer_class: view.load_balancer_class.clone(),
+            ignore_exclude_lb: view.ignore_exclude_lb,
+            l2,
+        }
+    }
+
+    /// Whether `view` has the same context, without copying it.
+    fn same(&self, view: &ClusterView, l2: bool) -> bool {
+        self.l2 == l2
+            && self.isolated == view.isolated
+            && self.ignore_exclude_lb == view.ignore_exclude_lb
+            && self.node == view.node
+            && self.load_balancer_class == view.load_balancer_class
+            && (Arc::ptr_eq(&self.model, &view.model) || self.model == view.model)
+            && self.members == view.members
+            && self.api_speakers == view.api_speakers
+            && self.secrets == view.secrets
+            && self.nodes == view.nodes
+    }
+}
+
+/// One service and what was decided for it.
+#[derive(Debug)]
+struct Entry {
+    svc: Service,
+    routes: BTreeMap<(String, IpPrefix), Pending>,
+    l2: Option<ServiceL2>,
+    problems: Vec<Problem>,
+    seen: u64,
+}
+
+/// One prefix towards one peer.
+#[derive(Debug, Default)]
+struct Prefix {
+    by_service: BTreeMap<ObjectKey, Pending>,
+    /// What the peer is given: the route, or the LOCAL_PREF conflict that
+    /// withholds it; `None` before the first merge.
+    merged: Option<Result<Arc<RouteAttrs>, Problem>>,
+}
+
+/// One IP this node may answer for.
+#[derive(Debug, Default)]
+struct Address {
+    by_service: BTreeMap<ObjectKey, Interfaces>,
+    merged: Option<Interfaces>,
+}
+
+/// What an update has touched so far.
+#[derive(Default)]
+struct Touched {
+    prefixes: BTreeSet<(String, IpPrefix)>,
+    ips: BTreeSet<IpAddr>,
+    /// Services whose announcement may change, with what they announced
+    /// before the update.
+    services: BTreeMap<ObjectKey, BTreeSet<(Via, IpAddr)>>,
+}
+
+impl Keyed {
+    /// An empty state: the first update decides every service.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decides `view` and returns what changed since the last update.
+    /// `l2` says whether layer 2 is decided at all (it waits at start for
+    /// memberlist, and is off without L2Advertisements).
+    pub fn update(&mut self, view: &ClusterView, l2: bool) -> Changes {
+        self.generation += 1;
+        let all = !self.context.as_ref().is_some_and(|c| c.same(view, l2));
+        let mut shared = Vec::new();
+        let bgp = BgpContext::new(view, &mut shared);
+        let l2ctx = L2Context::new(view);
+        let mut changes = Changes {
+            all,
+            ..Changes::default()
+        };
+        let mut touched = Touched::default();
+        if all {
+            self.context = Some(Context::of(view, l2));
+            self.excluded = bgp.excluded;
+            self.api_candidates = if l2 { l2ctx.api_candidates } else { 0 };
+        }
+        self.shared_problems = shared;
+        for svc in &view.services {
+            if let Some(e) = self.services.get_mut(&svc.key)
+                && e.seen != self.generation
+                && !all
+                && e.svc == *svc
+            {
+                e.seen = self.generation;
+                continue;
+            }
+            let mut problems = Vec::new();
+            let pool = pool_of(view, svc, &mut problems);
+            let routes = pool
+                .map(|pool| bgp.service_routes(svc, pool, &mut problems))
+                .unwrap_or_default();
+            let l2 = pool
+                .filter(|_| l2)
+                .and_then(|pool| l2ctx.service(svc, pool, &mut problems));
+            changes.decided += 1;
+            self.replace(
+                &svc.key,
+                Some(Entry {
+                    svc: svc.clone(),
+                    routes,
+                    l2,
+                    problems,
+                    seen: self.generation,
+                }),
+                &mut touched,
+            );
+        }
+        let gone: Vec<ObjectKey> = self
+            .services
+            .iter()
+            .filter(|(_, e)| e.seen != self.generation)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            self.replace(&key, None, &mut touched);
+        }
+        self.peers = bgp.peers;
+        let prefixes = std::mem::take(&mut touched.prefixes);
+        self.merge_routes(&prefixes, &mut touched, &mut changes);
+        let ips = std::mem::take(&mut touched.ips);
+        self.merge_l2(&ips, &mut touched, &mut changes);
+        self.announce(touched.services, &mut changes);
+        changes
+    }
+
+    /// Puts a service's new decision in place of its old one (`None`: the
+    /// service is gone), noting what that touches.
+    fn replace(&mut self, key: &ObjectKey, new: Option<Entry>, touched: &mut Touched) {
+        self.touch_service(key, touched);
+        if let Some(old) = self.services.remove(key) {
+            for (peer, prefix) in old.routes.into_keys() {
+                if let Some(p) = self.routes.get_mut(&peer).and_then(|r| r.get_mut(&prefix)) {
+                    p.by_service.remove(key);
+                }
+                touched.prefixes.insert((peer, prefix));
+            }
+            if old.l2.is_some_and(|l| l.interfaces.is_some()) {
+                for ip in old.svc.ingress {
+                    if let Some(a) = self.l2.get_mut(&ip) {
+                        a.by_service.remove(key);
+                    }
+                    touched.ips.insert(ip);
+                }
+            }
+            self.yielded.remove(key);
+        }
+        self.with_problems.remove(key);
+        let Some(e) = new else {
+            return;
+        };
+        for ((peer, prefix), pending) in &e.routes {
+            self.routes
+                .entry(peer.clone())
+                .or_default()
+                .entry(*prefix)
+                .or_default()
+                .by_service
+                .insert(key.clone(), pending.clone());
+            touched.prefixes.insert((peer.clone(), *prefix));
+        }
+        if let Some(l2) = &e.l2 {
+            if let Some(interfaces) = &l2.interfaces {
+                for &ip in &e.svc.ingress {
+                    self.l2
+                        .entry(ip)
+                        .or_default()
+                        .by_service
+                        .insert(key.clone(), interfaces.clone());
+                    touched.ips.insert(ip);
+                }
+            }
+            if let Some(node) = &l2.yielded {
+                self.yielded.insert(key.clone(), node.clone());
+            }
+        }
+        if !e.problems.is_empty() {
+            self.with_problems.insert(key.clone());
+        }
+        self.services.insert(key.clone(), e);
+    }
+
+    /// Notes that a service's announcement may change, keeping what it
+    /// announced before (once, before anything of it changed).
+    fn touch_service(&self, key: &ObjectKey, touched: &mut Touched) {
+        if !touched.services.contains_key(key) {
+            touched.services.insert(key.clone(), self.before_of(key));
+        }
+    }
+
+    /// Merges the touched prefixes and records the routes that changed.
+    fn merge_routes(
+        &mut self,
+        prefixes: &BTreeSet<(String, IpPrefix)>,
+        touched: &mut Touched,
+        changes: &mut Changes,
+    ) {
+        for (peer, prefix) in prefixes {
+            let Some(table) = self.routes.get_mut(peer) else {
+                continue;
+            };
+            let Some(p) = table.get_mut(prefix) else {
+                continue;
+            };
+            let before = ok(p.merged.as_ref());
+            let merged = (!p.by_service.is_empty()).then(|| {
+                let mut all = Pending::default();
+                for pending in p.by_service.values() {
+                    all.absorb(pending);
+                }
+                all.resolve(peer, *prefix)
+            });
+            let now = ok(merged.as_ref());
+            // Whether the prefix goes out decides its services' status.
+            let affected: Vec<ObjectKey> = if before.is_some() == now.is_some() {
+                Vec::new()
+            } else {
+                p.by_service.keys().cloned().collect()
+            };
+            let key = (peer.clone(), *prefix);
+            if matches!(merged, Some(Err(_))) {
+                self.conflicts.insert(key);
+            } else {
+                self.conflicts.remove(&key);
+            }
+            if merged.is_some() {
+                p.merged = merged;
+            } else {
+                table.remove(prefix);
+                if table.is_empty() {
+                    self.routes.remove(peer);
+                }
+            }
+            if now != before {
+                changes
+                    .routes
+                    .entry(peer.clone())
+                    .or_default()
+                    .push((*prefix, now));
+            }
+            for key in affected {
+                self.touch_service(&key, touched);
+            }
+        }
+    }
+
+    /// What a service announces now, as (protocol, IP) pairs.
+    fn before_of(&self, key: &ObjectKey) -> BTreeSet<(Via, IpAddr)> {
+        self.before_of_with(key, self.announcements.get(key))
+    }
+
+    /// The (protocol, IP) pairs of announcement `a` of a service.
+    fn before_of_with(
+        &self,
+        key: &ObjectKey,
+        a: Option<&ServiceAnnouncement>,
+    ) -> BTreeSet<(Via, IpAddr)> {
+        match (self.services.get(key), a) {
+            (Some(e), Some(a)) => vias(a)
+                .flat_map(|via| e.svc.ingress.iter().map(move |ip| (via, *ip)))
+                .collect(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// Merges the touched IPs and records the layer 2 changes.
+    fn merge_l2(&mut self, ips: &BTreeSet<IpAddr>, touched: &mut Touched, changes: &mut Changes) {
+        for ip in ips {
+            let Some(a) = self.l2.get_mut(ip) else {
+                continue;
+            };
+            let mut merged: Option<Interfaces> = None;
+            for i in a.by_service.values() {
+                match &mut merged {
+                    Some(m) => m.union(i),
+                    None => merged = Some(i.clone()),
+                }
+            }
+            if merged == a.merged {
+                continue;
+            }
+            changes.l2.push((*ip, merged.clone()));
+            // The status of every service on the IP names the merged
+            // interfaces.
+            let affected: Vec<ObjectKey> = a.by_service.keys().cloned().collect();
+            if merged.is_some() {
+                a.merged = merged;
+            } else {
+                self.l2.remove(ip);
+            }
+            for key in affected {
+                self.touch_service(&key, touched);
+            }
+        }
+    }
+
+    /// Recomputes the announcements of the touched services.
+    fn announce(
+        &mut self,
+        services: BTreeMap<ObjectKey, BTreeSet<(Via, IpAddr)>>,
+        changes: &mut Changes,
+    ) {
+        for (key, before) in services {
+            let now = self.services.get(&key).and_then(|e| self.announcement(e));
+            let after = match &now {
+                Some(_) => self.before_of_with(&key, now.as_ref()),
+                None => BTreeSet::new(),
+            };
+            for &(via, ip) in after.difference(&before) {
+                changes.announced.push((via, key.clone(), ip));
+            }
+            for &(via, ip) in before.difference(&after) {
+                changes.withdrawn.push((via, key.clone(), ip));
+            }
+            if self.announcements.get(&key) != now.as_ref() {
+                changes.announcements += 1;
+                match now {
+                    Some(a) => self.announcements.insert(key, a),
+                    None => self.announcements.remove(&key),
+                };
+            }
+        }
+    }
+
+    /// One service's announcement from this node, as
+    /// [`super::announcements`] derives it from whole plans.
+    fn announcement(&self, e: &Entry) -> Option<ServiceAnnouncement> {
+        let mut a = ServiceAnnouncement::default();
+        if self.excluded.is_none() {
+            for (peer, prefix) in e.routes.keys() {
+                let sent = self
+                    .routes
+                    .get(peer)
+                    .and_then(|t| t.get(prefix))
+                    .is_some_and(|p| matches!(p.merged, Some(Ok(_))));
+                if sent {
+                    a.bgp.insert(peer.clone());
+                }
+            }
+        }
+        if e.l2.as_ref().is_some_and(|l| l.interfaces.is_some()) {
+            let mut names: Option<BTreeSet<String>> = Some(BTreeSet::new());
+            for ip in &e.svc.ingress {
+                match self.l2.get(ip).and_then(|a| a.merged.as_ref()) {
+                    // "All" wins over any list: the status names none.
+                    Some(Interfaces::All) => names = None,
+                    Some(Interfaces::Only(only)) => {
+                        if let Some(n) = &mut names {
+                            n.extend(only.iter().cloned());
+                        }
+                    }
+                    None => {}
+                }
+            }
+            a.l2 = Some(names.map(|n| n.into_iter().collect()).unwrap_or_default());
+        }
+        (a.l2.is_some() || !a.bgp.is_empty()).then_some(a)
+    }
+
+    /// The sessions this node runs (their `routes` empty).
+    pub fn peers(&self) -> &BTreeMap<String, PeerPlan> {
+        &self.peers
+    }
+
+    /// Every route of one peer: what a new or reconfigured session takes.
+    pub fn routes(&self, peer: &str) -> BTreeMap<IpPrefix, Arc<RouteAttrs>> {
+        self.routes
+            .get(peer)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(prefix, p)| match &p.merged {
+                        Some(Ok(attrs)) => Some((*prefix, Arc::clone(attrs))),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// How many routes one peer is to have.
+    pub fn route_count(&self, peer: &str) -> usize {
+        self.routes.get(peer).map_or(0, |t| {
+            t.values()
+                .filter(|p| matches!(p.merged, Some(Ok(_))))
+                .count()
+        })
+    }
+
+    /// The IPs this node answers for, with their interfaces.
+    pub fn l2(&self) -> BTreeMap<IpAddr, Interfaces> {
+        self.l2
+            .iter()
+            .filter_map(|(ip, a)| Some((*ip, a.merged.clone()?)))
+            .collect()
+    }
+
+    /// Per service, what this node announces (its status objects).
+    pub fn announcements(&self) -> &Announcements {
+        &self.announcements
+    }
+
+    /// Every problem of the last view: shared ones first, then per
+    /// service (by key), then LOCAL_PREF conflicts (by peer and prefix).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = self.shared_problems.clone();
+        for key in &self.with_problems {
+            if let Some(e) = self.services.get(key) {
+                out.extend(e.problems.iter().cloned());
+            }
+        }
+        for (peer, prefix) in &self.conflicts {
+            if let Some(Some(Err(problem))) = self
+                .routes
+                .get(peer)
+                .and_then(|t| t.get(prefix))
+                .map(|p| &p.merged)
+            {
+                out.push(problem.clone());
+            }
+        }
+        out
+    }
+
+    /// Why this node announces nothing, if it does not.
+    pub fn excluded(&self) -> Option<Exclusion> {
+        self.excluded
+    }
+
+    /// See [`super::L2Plan::api_candidates`].
+    pub fn api_candidates(&self) -> usize {
+        self.api_candidates
+    }
+
+    /// See [`super::L2Plan::yielded`].
+    pub fn yielded(&self) -> &BTreeMap<ObjectKey, String> {
+        &self.yielded
+    }
+}
+
+/// The route a merge gives, if it is not withheld.
+fn ok(merged: Option<&Result<Arc<RouteAttrs>, Problem>>) -> Option<Arc<RouteAttrs>> {
+    merged.and_then(|m| m.as_ref().ok()).cloned()
+}
+
+/// The protocols of an announcement.
+fn vias(a: &ServiceAnnouncement) -> impl Iterator<Item = Via> {
+    [
+        (!a.bgp.is_empty()).then_some(Via::Bgp),
+        a.l2.is_some().then_some(Via::Layer2),
+    ]
+    .into_iter()
+    .flatten()
+}
+
+#[cfg(test)]
+mod tests;
