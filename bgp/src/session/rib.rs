@@ -6,11 +6,11 @@
 //! grouped by identical attribute set and packed into full UPDATEs. Pure:
 //! no I/O, no clock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 #[cfg(test)]
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -128,11 +128,19 @@ pub struct FlushStats {
 type Group = (Vec<Nlri<Ipv4Prefix>>, Vec<Nlri<Ipv6Prefix>>);
 
 /// The desired and the sent routes of one peer.
+///
+/// A flush after [`AdjRibOut::announce`] and [`AdjRibOut::withdraw`] looks
+/// only at the prefixes they named, so a change to one route of a large
+/// table costs that route, not the table; [`AdjRibOut::set`], a new
+/// session and a ROUTE-REFRESH compare everything.
 #[derive(Debug, Default)]
 pub struct AdjRibOut {
     desired: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
     sent: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
-    dirty: bool,
+    /// Prefixes changed one by one since the last flush.
+    changed: BTreeSet<IpPrefix>,
+    /// Everything may differ: the next flush compares whole tables.
+    full: bool,
 }
 
 impl AdjRibOut {
@@ -140,7 +148,7 @@ impl AdjRibOut {
     pub fn set(&mut self, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
         if routes != self.desired {
             self.desired = routes;
-            self.dirty = true;
+            self.full = true;
         }
     }
 
@@ -148,14 +156,14 @@ impl AdjRibOut {
     pub fn announce(&mut self, prefix: IpPrefix, attrs: Arc<RouteAttrs>) {
         if self.desired.get(&prefix) != Some(&attrs) {
             self.desired.insert(prefix, attrs);
-            self.dirty = true;
+            self.changed.insert(prefix);
         }
     }
 
     /// Removes one desired route.
     pub fn withdraw(&mut self, prefix: &IpPrefix) {
         if self.desired.remove(prefix).is_some() {
-            self.dirty = true;
+            self.changed.insert(*prefix);
         }
     }
 
@@ -171,20 +179,20 @@ impl AdjRibOut {
 
     /// Whether desired and sent may differ.
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.full || !self.changed.is_empty()
     }
 
     /// Marks the peer as having nothing (new session).
     pub(crate) fn reset_sent(&mut self) {
         self.sent.clear();
-        self.dirty = true;
+        self.full = true;
     }
 
     /// Forgets that `family` was sent, so the next flush re-sends it (a
     /// ROUTE-REFRESH, RFC 2918 §4).
     pub(crate) fn resend(&mut self, family: Family) {
         self.sent.retain(|p, _| p.family() != family);
-        self.dirty = true;
+        self.full = true;
     }
 
     /// Encodes the UPDATEs that bring the peer from `sent` to `desired`
@@ -196,25 +204,43 @@ impl AdjRibOut {
         out: &mut BytesMut,
     ) -> FlushStats {
         let mut stats = FlushStats::default();
-        if !self.dirty {
+        if !self.is_dirty() {
             return stats;
         }
-        self.dirty = false;
+        let changed = std::mem::take(&mut self.changed);
+        let full = std::mem::take(&mut self.full);
         let enc = UpdateEncoder::new(*ctx);
-
-        // Withdrawals first, so a route that moved never exists twice.
+        let (desired, sent) = (&self.desired, &self.sent);
         let mut gone4 = Vec::new();
         let mut gone6 = Vec::new();
-        for (prefix, _) in self
-            .sent
-            .iter()
-            .filter(|(p, _)| !self.desired.contains_key(p))
-        {
-            match prefix {
-                IpPrefix::V4(p) => gone4.push(Nlri::new(*p)),
-                IpPrefix::V6(p) => gone6.push(Nlri::new(*p)),
+        let mut gone = |prefix: &IpPrefix| match prefix {
+            IpPrefix::V4(p) => gone4.push(Nlri::new(*p)),
+            IpPrefix::V6(p) => gone6.push(Nlri::new(*p)),
+        };
+        // The routes to send, in prefix order.
+        let mut wanted: Vec<(IpPrefix, &Arc<RouteAttrs>)> = Vec::new();
+        if full {
+            for prefix in sent.keys().filter(|p| !desired.contains_key(p)) {
+                gone(prefix);
+            }
+            for (prefix, attrs) in desired {
+                if sent.get(prefix) != Some(attrs) {
+                    wanted.push((*prefix, attrs));
+                }
+            }
+        } else {
+            for prefix in &changed {
+                match (desired.get(prefix), sent.get(prefix)) {
+                    (None, Some(_)) => gone(prefix),
+                    (Some(attrs), before) if before != Some(attrs) => {
+                        wanted.push((*prefix, attrs));
+                    }
+                    _ => {}
+                }
             }
         }
+
+        // Withdrawals first, so a route that moved never exists twice.
         for n in &gone4 {
             self.sent.remove(&IpPrefix::V4(n.prefix));
         }
@@ -238,12 +264,9 @@ impl AdjRibOut {
         let mut groups: HashMap<&Arc<RouteAttrs>, Group> = HashMap::new();
         let mut order: Vec<&Arc<RouteAttrs>> = Vec::new();
         let mut skipped = Vec::new();
-        for (prefix, attrs) in &self.desired {
-            if self.sent.get(prefix) == Some(attrs) {
-                continue;
-            }
+        for (prefix, attrs) in wanted {
             if !egress.has(prefix.family()) {
-                skipped.push(*prefix);
+                skipped.push(prefix);
                 continue;
             }
             let entry = groups.entry(attrs).or_insert_with(|| {
@@ -251,8 +274,8 @@ impl AdjRibOut {
                 (Vec::new(), Vec::new())
             });
             match prefix {
-                IpPrefix::V4(p) => entry.0.push(Nlri::new(*p)),
-                IpPrefix::V6(p) => entry.1.push(Nlri::new(*p)),
+                IpPrefix::V4(p) => entry.0.push(Nlri::new(p)),
+                IpPrefix::V6(p) => entry.1.push(Nlri::new(p)),
             }
         }
         let mut sent_now = Vec::new();
@@ -528,5 +551,53 @@ mod tests {
         let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
         assert_eq!(stats.announced, 1);
         assert_eq!(updates(&out)[0].nlri.len(), 1);
+    }
+
+    /// A flush after changes one by one sends the very bytes a flush of
+    /// the whole table does, over a seeded history of announcements,
+    /// withdrawals, attribute changes and session resets.
+    #[test]
+    fn changes_one_by_one_flush_as_the_whole_table_does() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let sets = [attrs(1), attrs(2), attrs(3)];
+        let (mut keyed, mut whole) = (AdjRibOut::default(), AdjRibOut::default());
+        let mut sent_something = 0;
+        for round in 0..300 {
+            for _ in 0..next() % 6 {
+                let n = (next() % 40) as u32;
+                let prefix = if next() % 4 == 0 {
+                    IpPrefix::V6(Ipv6Prefix::host(Ipv6Addr::from(
+                        0x2001_0db8_u128 << 96 | u128::from(n),
+                    )))
+                } else {
+                    IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0000 + n)))
+                };
+                if next() % 3 == 0 {
+                    keyed.withdraw(&prefix);
+                } else {
+                    keyed.announce(prefix, sets[(next() % 3) as usize].clone());
+                }
+            }
+            whole.set(keyed.desired().clone());
+            if round % 60 == 59 {
+                keyed.reset_sent();
+                whole.reset_sent();
+            }
+            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+            let one_by_one = keyed.flush(&EncodeCtx::default(), &egress(true), &mut a);
+            let all = whole.flush(&EncodeCtx::default(), &egress(true), &mut b);
+            assert_eq!(one_by_one, all, "round {round}");
+            assert_eq!(a, b, "round {round}");
+            assert_eq!(keyed.sent(), whole.sent(), "round {round}");
+            assert!(!keyed.is_dirty());
+            sent_something += usize::from(!a.is_empty());
+        }
+        assert!(sent_something > 200, "{sent_something}");
     }
 }
