@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use shell::health::{Health, State};
 use shell::http::{Config, Handle, Routes, Server};
 
+use crate::announce::Via;
+
 /// The values the metrics report, refreshed by the reconcile loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
@@ -22,7 +24,7 @@ pub struct Snapshot {
     /// Per BGP peer address.
     pub peers: BTreeMap<String, PeerMetrics>,
     /// What this node announces: (protocol, service, ip).
-    pub announced: BTreeSet<(Protocol, String, IpAddr)>,
+    pub announced: BTreeSet<(Via, String, IpAddr)>,
     /// MetalLB's `metallb_layer2_requests_received`.
     pub l2_requests_received: u64,
     /// MetalLB's `metallb_layer2_responses_sent`.
@@ -141,25 +143,6 @@ pub struct PeerMetrics {
     pub total_sent: u64,
     /// Messages received, any type.
     pub total_received: u64,
-}
-
-/// How a service IP is announced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Protocol {
-    /// BGP.
-    Bgp,
-    /// Layer 2 (ARP/NDP).
-    Layer2,
-}
-
-impl Protocol {
-    /// The label value, as MetalLB writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bgp => "bgp",
-            Self::Layer2 => "layer2",
-        }
-    }
 }
 
 /// The snapshot the server reads and the reconcile loop writes.
@@ -535,7 +518,7 @@ mod tests {
                 },
             )]),
             announced: BTreeSet::from([(
-                Protocol::Bgp,
+                Via::Bgp,
                 "default/web".into(),
                 "192.0.2.10".parse().unwrap(),
             )]),

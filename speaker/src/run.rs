@@ -1,8 +1,10 @@
 //! The reconcile loop: one task that owns the drivers. On every
 //! configuration change or memberlist event it rebuilds the
-//! [`ClusterView`], recomputes [`bgp_plan`] and [`l2_plan`], and applies
-//! the difference to the BGP speaker and the layer 2 announcer. It makes no
-//! announcement decisions of its own: those are the plans'.
+//! [`ClusterView`], hands it to the keyed desired state ([`Keyed`]), which
+//! decides again only the services that changed, and applies what changed
+//! to the BGP speaker (per peer, the prefixes to announce or withdraw) and
+//! the layer 2 announcer (per IP). It makes no announcement decisions of
+//! its own, and keeps no copy of what the drivers were given.
 //!
 //! A BGPPeer with a `bfdProfile` gets a BFD session to its address (RFC
 //! 9384): its BGP session is held down until BFD is Up (unless
@@ -11,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -22,16 +24,13 @@ use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
 use crate::announce::bfd_gate::bfd_session;
-use crate::announce::{
-    ApiSpeakers, ClusterView, Exclusion, Interfaces, ObjectKey, PeerPlan, Problem, announcements,
-    bgp_plan, l2_plan,
-};
+use crate::announce::{ApiSpeakers, Changes, ClusterView, Exclusion, Interfaces, Keyed, Problem};
 use crate::driver::bfd as bfd_driver;
-use crate::driver::bgp::{BgpSpeaker, PeerConfig, PeerEvent, PeerStatus};
+use crate::driver::bgp::{BgpSpeaker, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::driver::peers::{BfdPeers, peer_config};
-use crate::metrics::{self, MemberlistMetrics, PeerMetrics, Protocol};
+use crate::metrics::{self, MemberlistMetrics, PeerMetrics};
 use crate::publish::{self, ConfigResult};
 use crate::source::{Rejected, Reload, Snapshot, file};
 
@@ -127,18 +126,15 @@ pub async fn run(
         bfd: BfdPeers::new(opts.bfd, opts.bgp_without_bfd_up),
         opts,
         snapshot: None,
+        keyed: Keyed::new(),
         bgp,
-        peers: BTreeMap::new(),
         l2: None,
         l2_events: None,
-        l2_applied: BTreeMap::new(),
-        announced: BTreeSet::new(),
         problems: BTreeSet::new(),
         excluded: None,
         metrics,
         kube,
         isolated: false,
-        yielded: BTreeMap::new(),
         peer_retry: None,
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
@@ -254,16 +250,12 @@ struct Reconciler {
     /// Until when layer 2 decisions wait for memberlist to converge at
     /// start (`None`: they don't).
     l2_hold: Option<std::time::Instant>,
+    /// The desired state, per service: what the drivers were given.
+    keyed: Keyed,
     bgp: BgpSpeaker,
-    /// The configuration each BGP peer was given (its routes are the
-    /// driver's alone).
-    peers: BTreeMap<String, PeerConfig>,
     /// Started when a layer 2 announcement is first needed.
     l2: Option<L2Announcer>,
     l2_events: Option<mpsc::UnboundedReceiver<L2Event>>,
-    l2_applied: BTreeMap<IpAddr, Interfaces>,
-    /// (protocol, service, IP) announced from this node.
-    announced: BTreeSet<(Protocol, ObjectKey, IpAddr)>,
     /// Problems reported, so each is logged once while it lasts.
     problems: BTreeSet<String>,
     excluded: Option<Exclusion>,
@@ -272,9 +264,6 @@ struct Reconciler {
     kube: Option<Kube>,
     /// memberlist reaches no member.
     isolated: bool,
-    /// Layer 2 services left, while isolated, to the node the API shows
-    /// answering for them.
-    yielded: BTreeMap<ObjectKey, String>,
     /// The BFD sessions of the BGP peers, and their gate.
     bfd: BfdPeers,
     /// When to try again to configure peers the BGP driver refused.
@@ -381,80 +370,46 @@ impl Reconciler {
             .clone_from(&self.opts.load_balancer_class);
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
-        let bgp = bgp_plan(&view);
-        let l2 = (!view.model.l2_advertisements.is_empty() && self.l2_hold.is_none())
-            .then(|| l2_plan(&view));
-        problems.extend(bgp.problems.iter().cloned());
-        problems.extend(l2.iter().flat_map(|p| p.problems.iter().cloned()));
+        let l2_on = !view.model.l2_advertisements.is_empty() && self.l2_hold.is_none();
+        let changes = self.keyed.update(&view, l2_on);
+        problems.extend(self.keyed.problems());
         self.report(&problems);
-        let excluded = bgp.excluded.or(l2.as_ref().and_then(|p| p.excluded));
+        let excluded = self.keyed.excluded();
         if excluded != self.excluded {
             info!(node = %self.opts.node, reason = ?excluded, "node exclusion changed");
             self.excluded = excluded;
         }
-
-        let (api_candidates, yielded) = l2.as_ref().map_or((0, BTreeMap::new()), |p| {
-            (p.api_candidates, p.yielded.clone())
-        });
-        if yielded != self.yielded {
-            for (service, node) in &yielded {
-                if self.yielded.get(service) != Some(node) {
-                    warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
-                }
-            }
-            self.yielded = yielded;
+        for (service, node) in &changes.yielded {
+            warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
         }
         if let Some(tx) = self.kube.as_ref().map(|k| &k.report) {
-            let now = announcements(&bgp, l2.as_ref());
+            let keyed = &self.keyed;
             tx.send_if_modified(|r| {
-                let changed = r.announcements.as_ref() != Some(&now);
-                r.announcements = Some(now);
-                changed
+                let publish = r.announcements.is_none() || changes.announcements > 0;
+                if publish {
+                    r.announcements = Some(keyed.announcements().clone());
+                }
+                publish
             });
         }
-        let mut announced = BTreeSet::new();
-        let ingress: BTreeMap<&ObjectKey, &[IpAddr]> = view
-            .services
-            .iter()
-            .map(|s| (&s.key, s.ingress.as_slice()))
-            .collect();
-        for key in bgp.services.keys() {
-            for &ip in ingress.get(key).copied().unwrap_or_default() {
-                announced.insert((Protocol::Bgp, key.clone(), ip));
-            }
+        self.apply_bgp(&changes).await;
+        self.apply_l2(&changes);
+        for (via, service, ip) in &changes.announced {
+            info!(protocol = via.as_str(), %service, %ip, "announce");
         }
-        self.apply_bgp(bgp.peers).await;
-        if let Some(l2) = l2 {
-            for (ip, a) in &l2.announce {
-                for key in &a.services {
-                    announced.insert((Protocol::Layer2, key.clone(), *ip));
-                }
-            }
-            self.apply_l2(
-                l2.announce
-                    .into_iter()
-                    .map(|(ip, a)| (ip, a.interfaces))
-                    .collect(),
-            );
-        } else {
-            self.apply_l2(BTreeMap::new());
+        for (via, service, ip) in &changes.withdrawn {
+            info!(protocol = via.as_str(), %service, %ip, "withdraw");
         }
-        for (protocol, service, ip) in announced.difference(&self.announced) {
-            info!(protocol = protocol.as_str(), %service, %ip, "announce");
-        }
-        for (protocol, service, ip) in self.announced.difference(&announced) {
-            info!(protocol = protocol.as_str(), %service, %ip, "withdraw");
-        }
-        self.announced = announced;
         {
             let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
-            m.announced = self
-                .announced
-                .iter()
-                .map(|(p, s, ip)| (*p, s.to_string(), *ip))
-                .collect();
-            m.l2_api_candidates = api_candidates as u64;
-            m.l2_yielded = self.yielded.len() as u64;
+            for (via, service, ip) in &changes.withdrawn {
+                m.announced.remove(&(*via, service.to_string(), *ip));
+            }
+            for (via, service, ip) in &changes.announced {
+                m.announced.insert((*via, service.to_string(), *ip));
+            }
+            m.l2_api_candidates = self.keyed.api_candidates() as u64;
+            m.l2_yielded = self.keyed.yielded().len() as u64;
             m.ready = true;
         }
         self.refresh_metrics().await;
@@ -494,95 +449,98 @@ impl Reconciler {
             .config_errors += new;
     }
 
-    async fn apply_bgp(&mut self, plan: BTreeMap<String, PeerPlan>) {
+    /// Brings the BGP driver to the keyed state: peers removed, added or
+    /// reconfigured (a new session takes its routes whole), and the route
+    /// changes of the others.
+    async fn apply_bgp(&mut self, changes: &Changes) {
+        let plan = self.keyed.peers();
         let gone: Vec<String> = self
-            .peers
-            .keys()
+            .bgp
+            .peers()
             .filter(|n| !plan.contains_key(*n))
-            .cloned()
+            .map(str::to_owned)
             .collect();
         for name in gone {
             info!(peer = %name, "peer removed");
             self.bgp
                 .remove_peer(&name, StopMode::Shutdown(PEER_REMOVED.into()))
                 .await;
-            self.peers.remove(&name);
             self.bfd.set_peer(&mut self.bgp, &name, None).await;
         }
         for (name, peer) in plan {
             self.bfd
-                .set_peer(&mut self.bgp, &name, bfd_session(&peer))
+                .set_peer(&mut self.bgp, name, bfd_session(peer))
                 .await;
-            let config = peer_config(&peer);
-            if self.peers.get(&name) != Some(&config) {
-                if let Err(e) = self.bgp.set_peer(&name, config.clone()).await {
+            let config = peer_config(peer);
+            let address = config.address;
+            match self.bgp.set_peer(name, config).await {
+                Ok(true) => {
+                    info!(peer = %name, %address, "peer configured");
+                    self.bgp.set_routes(name, self.keyed.routes(name));
+                }
+                Ok(false) => {
+                    if let Some(routes) = changes.routes.get(name) {
+                        self.bgp.update_routes(name, routes.clone());
+                    }
+                }
+                Err(e) => {
                     // The driver changed nothing (a running session goes on
-                    // as it was); forget what was applied so the next
-                    // reconcile, at the latest after PEER_RETRY, tries again.
+                    // as it was, and is given its routes whole); the next
+                    // reconcile, at the latest after PEER_RETRY, tries
+                    // again.
                     error!(peer = %name, error = %e, retry_in = ?PEER_RETRY, "cannot configure peer");
                     self.metrics
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .peer_config_errors += 1;
-                    self.peers.remove(&name);
+                    self.bgp.set_routes(name, self.keyed.routes(name));
                     self.peer_retry
                         .get_or_insert_with(|| std::time::Instant::now() + PEER_RETRY);
-                    continue;
                 }
-                info!(peer = %name, address = %config.address, "peer configured");
             }
-            // The driver compares with what it was given, once.
-            self.bgp.set_routes(&name, peer.routes);
-            self.peers.insert(name, config);
         }
     }
 
-    fn apply_l2(&mut self, plan: BTreeMap<IpAddr, Interfaces>) {
-        if !plan.is_empty() && self.l2.is_none() {
+    /// Brings the layer 2 announcer to the keyed state; it is started, and
+    /// given every IP, when the first is to be announced.
+    fn apply_l2(&mut self, changes: &Changes) {
+        let Some(l2) = &self.l2 else {
+            let all = self.keyed.l2();
+            if all.is_empty() {
+                return;
+            }
             match L2Announcer::start(self.opts.l2.clone()) {
                 Ok((l2, events)) => {
+                    for (ip, interfaces) in all {
+                        l2.announce(ip, only(&interfaces));
+                    }
                     self.l2 = Some(l2);
                     self.l2_events = Some(events);
                 }
-                Err(e) => {
-                    error!(error = %e, "cannot start the layer 2 announcer");
-                    return;
-                }
+                // Tried again at the next reconcile.
+                Err(e) => error!(error = %e, "cannot start the layer 2 announcer"),
             }
-        }
-        let Some(l2) = &self.l2 else {
             return;
         };
-        for ip in self.l2_applied.keys() {
-            if !plan.contains_key(ip) {
-                l2.withdraw(*ip);
+        for (ip, interfaces) in &changes.l2 {
+            match interfaces {
+                Some(i) => l2.announce(*ip, only(i)),
+                None => l2.withdraw(*ip),
             }
         }
-        for (ip, interfaces) in &plan {
-            if self.l2_applied.get(ip) != Some(interfaces) {
-                l2.announce(
-                    *ip,
-                    match interfaces {
-                        Interfaces::All => None,
-                        Interfaces::Only(names) => Some(names.clone()),
-                    },
-                );
-            }
-        }
-        self.l2_applied = plan;
     }
 
     /// Copies the drivers' counters into the metrics.
     async fn refresh_metrics(&mut self) {
         let peers: BTreeMap<String, PeerMetrics> = self
-            .peers
-            .iter()
-            .map(|(name, config)| {
+            .bgp
+            .peers()
+            .filter_map(|name| {
                 let status = self.bgp.status(name).unwrap_or_default();
-                (
-                    config.address.to_string(),
-                    peer_metrics(&status, self.bgp.desired_routes(name)),
-                )
+                Some((
+                    self.bgp.address(name)?.to_string(),
+                    peer_metrics(&status, self.keyed.route_count(name)),
+                ))
             })
             .collect();
         let l2 = match &self.l2 {
@@ -612,6 +570,14 @@ impl Reconciler {
             m.l2_responses_sent = s.responses_sent();
             m.l2_gratuitous_sent = s.gratuitous_sent();
         }
+    }
+}
+
+/// The layer 2 driver's form of [`Interfaces`]: `None` answers on all.
+fn only(interfaces: &Interfaces) -> Option<BTreeSet<String>> {
+    match interfaces {
+        Interfaces::All => None,
+        Interfaces::Only(names) => Some(names.clone()),
     }
 }
 

@@ -41,6 +41,16 @@ pub enum Via {
     Layer2,
 }
 
+impl Via {
+    /// The protocol's name as MetalLB writes it (metric labels, events).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bgp => super::status::BGP,
+            Self::Layer2 => super::status::LAYER2,
+        }
+    }
+}
+
 /// A route change for one peer: `Some` announces (or changes) the prefix,
 /// `None` withdraws it.
 pub type RouteChange = (IpPrefix, Option<Arc<RouteAttrs>>);
@@ -65,6 +75,9 @@ pub struct Changes {
     pub withdrawn: Vec<(Via, ObjectKey, IpAddr)>,
     /// The services whose [`ServiceAnnouncement`] changed.
     pub announcements: usize,
+    /// Services this node newly leaves, while isolated, to the node the
+    /// API shows answering for them.
+    pub yielded: Vec<(ObjectKey, String)>,
 }
 
 /// The desired state of one node, kept per service.
@@ -85,6 +98,8 @@ pub struct Keyed {
     routes: BTreeMap<String, BTreeMap<IpPrefix, Prefix>>,
     /// The prefixes withheld for a LOCAL_PREF conflict.
     conflicts: BTreeSet<(String, IpPrefix)>,
+    /// How many routes each peer is given.
+    counts: BTreeMap<String, usize>,
     /// Per IP answered from here, the services and their interfaces.
     l2: BTreeMap<IpAddr, Address>,
     announcements: Announcements,
@@ -229,6 +244,7 @@ impl Keyed {
                     seen: self.generation,
                 }),
                 &mut touched,
+                &mut changes,
             );
         }
         let gone: Vec<ObjectKey> = self
@@ -238,7 +254,7 @@ impl Keyed {
             .map(|(k, _)| k.clone())
             .collect();
         for key in gone {
-            self.replace(&key, None, &mut touched);
+            self.replace(&key, None, &mut touched, &mut changes);
         }
         self.peers = bgp.peers;
         let prefixes = std::mem::take(&mut touched.prefixes);
@@ -251,7 +267,13 @@ impl Keyed {
 
     /// Puts a service's new decision in place of its old one (`None`: the
     /// service is gone), noting what that touches.
-    fn replace(&mut self, key: &ObjectKey, new: Option<Entry>, touched: &mut Touched) {
+    fn replace(
+        &mut self,
+        key: &ObjectKey,
+        new: Option<Entry>,
+        touched: &mut Touched,
+        changes: &mut Changes,
+    ) {
         self.touch_service(key, touched);
         if let Some(old) = self.services.remove(key) {
             for (peer, prefix) in old.routes.into_keys() {
@@ -268,12 +290,15 @@ impl Keyed {
                     touched.ips.insert(ip);
                 }
             }
-            self.yielded.remove(key);
         }
         self.with_problems.remove(key);
         let Some(e) = new else {
+            self.yielded.remove(key);
             return;
         };
+        if e.l2.as_ref().is_none_or(|l| l.yielded.is_none()) {
+            self.yielded.remove(key);
+        }
         for ((peer, prefix), pending) in &e.routes {
             self.routes
                 .entry(peer.clone())
@@ -295,8 +320,10 @@ impl Keyed {
                     touched.ips.insert(ip);
                 }
             }
-            if let Some(node) = &l2.yielded {
-                self.yielded.insert(key.clone(), node.clone());
+            if let Some(node) = &l2.yielded
+                && self.yielded.insert(key.clone(), node.clone()).as_ref() != Some(node)
+            {
+                changes.yielded.push((key.clone(), node.clone()));
             }
         }
         if !e.problems.is_empty() {
@@ -355,6 +382,18 @@ impl Keyed {
                 if table.is_empty() {
                     self.routes.remove(peer);
                 }
+            }
+            match (before.is_some(), now.is_some()) {
+                (false, true) => *self.counts.entry(peer.clone()).or_default() += 1,
+                (true, false) => {
+                    if let Some(n) = self.counts.get_mut(peer) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.counts.remove(peer);
+                        }
+                    }
+                }
+                _ => {}
             }
             if now != before {
                 changes
@@ -504,11 +543,7 @@ impl Keyed {
 
     /// How many routes one peer is to have.
     pub fn route_count(&self, peer: &str) -> usize {
-        self.routes.get(peer).map_or(0, |t| {
-            t.values()
-                .filter(|p| matches!(p.merged, Some(Ok(_))))
-                .count()
-        })
+        self.counts.get(peer).copied().unwrap_or(0)
     }
 
     /// The IPs this node answers for, with their interfaces.

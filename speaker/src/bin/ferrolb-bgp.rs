@@ -334,8 +334,8 @@ async fn run(args: Args) -> Result<()> {
                     if let Some(spec) = line.strip_prefix("announce ") {
                         match parse_route(spec.trim()) {
                             Ok((p, a)) => {
-                                routes.insert(p, a);
-                                names.iter().for_each(|n| speaker.set_routes(n, routes.clone()));
+                                routes.insert(p, Arc::clone(&a));
+                                names.iter().for_each(|n| speaker.update_routes(n, vec![(p, Some(Arc::clone(&a)))]));
                             }
                             Err(e) => emit(&json!({"event": "error", "message": e.to_string()})),
                         }
@@ -343,7 +343,7 @@ async fn run(args: Args) -> Result<()> {
                         match p.trim().parse::<IpPrefix>() {
                             Ok(p) => {
                                 routes.remove(&p);
-                                names.iter().for_each(|n| speaker.set_routes(n, routes.clone()));
+                                names.iter().for_each(|n| speaker.update_routes(n, vec![(p, None)]));
                             }
                             Err(e) => emit(&json!({"event": "error", "message": e.to_string()})),
                         }

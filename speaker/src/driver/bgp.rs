@@ -115,6 +115,7 @@ pub struct PeerStatus {
 
 enum Command {
     SetRoutes(BTreeMap<IpPrefix, Arc<RouteAttrs>>),
+    UpdateRoutes(Vec<(IpPrefix, Option<Arc<RouteAttrs>>)>),
     HoldDown(Notification),
     Release,
     /// Stop; the answer says whether the last messages were flushed
@@ -124,8 +125,6 @@ enum Command {
 
 struct PeerHandle {
     config: PeerConfig,
-    /// The routes last given, kept to carry them over a session reset.
-    routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
     commands: mpsc::UnboundedSender<Command>,
     status: watch::Receiver<PeerStatus>,
     task: JoinHandle<()>,
@@ -178,16 +177,16 @@ impl BgpSpeaker {
     }
 
     /// Adds a peer, or replaces its configuration: an unchanged
-    /// configuration is left alone; a changed one resets the session
-    /// (Cease / Administrative Reset) and starts a new one, keeping its
-    /// routes.
+    /// configuration is left alone (`Ok(false)`); a changed one resets the
+    /// session (Cease / Administrative Reset) and starts a new one
+    /// (`Ok(true)`). A new session has no routes: the caller, who owns
+    /// them, gives them with [`BgpSpeaker::set_routes`].
     ///
     /// # Errors
     /// The listening sockets refused the peer's MD5 key. Nothing changed
     /// then: a running session goes on with its old configuration, so the
     /// caller may report the error and try again.
-    pub async fn set_peer(&mut self, name: &str, config: PeerConfig) -> io::Result<()> {
-        let mut routes = BTreeMap::new();
+    pub async fn set_peer(&mut self, name: &str, config: PeerConfig) -> io::Result<bool> {
         let old = self.peers.get(name).map(|p| {
             (
                 p.config.address.ip(),
@@ -196,7 +195,7 @@ impl BgpSpeaker {
             )
         });
         if let Some((_, _, true)) = old {
-            return Ok(());
+            return Ok(false);
         }
         let (old_ip, old_key) = old.map_or((None, None), |(ip, key, _)| (Some(ip), key));
         let ip = config.address.ip();
@@ -221,10 +220,8 @@ impl BgpSpeaker {
             warn!(peer = name, address = %old_ip, error = %e, "cannot clear the old address's MD5 key");
         }
         if old_ip.is_some() {
-            routes = self
-                .stop_peer(name, StopMode::Reset("configuration changed".into()))
-                .await
-                .unwrap_or_default();
+            self.stop_peer(name, StopMode::Reset("configuration changed".into()))
+                .await;
         }
         let (commands, cmd_rx) = mpsc::unbounded_channel();
         let (incoming_tx, incoming_rx) = mpsc::channel(4);
@@ -245,20 +242,16 @@ impl BgpSpeaker {
             format!("bgp peer {name}"),
             driver.run(cmd_rx, incoming_rx).instrument(span),
         );
-        if !routes.is_empty() {
-            let _ = commands.send(Command::SetRoutes(routes.clone()));
-        }
         self.peers.insert(
             name.to_owned(),
             PeerHandle {
                 config,
-                routes,
                 commands,
                 status,
                 task,
             },
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Sets (`key`) or clears the MD5 key of `peer` on every listener;
@@ -312,16 +305,25 @@ impl BgpSpeaker {
         self.holds.contains_key(name)
     }
 
-    /// Sets the routes the peer should have; they are sent (as the minimal
-    /// UPDATEs) when the session is Established. The driver is the one
-    /// holder of what was given: routes equal to the last given change
-    /// nothing, so callers keep no copy to compare.
+    /// Sets the routes the peer should have, all of them; they are sent
+    /// (as the minimal UPDATEs) when the session is Established. The
+    /// session compares them with what it has, so giving the same routes
+    /// again sends nothing.
     pub fn set_routes(&mut self, name: &str, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
-        if let Some(p) = self.peers.get_mut(name)
-            && p.routes != routes
-        {
-            p.routes = routes.clone();
+        if let Some(p) = self.peers.get(name) {
             let _ = p.commands.send(Command::SetRoutes(routes));
+        }
+    }
+
+    /// Changes some of the peer's routes: `Some` announces or changes a
+    /// prefix, `None` withdraws it. Only these prefixes are compared and
+    /// sent, however many routes the peer has.
+    pub fn update_routes(&mut self, name: &str, changes: Vec<(IpPrefix, Option<Arc<RouteAttrs>>)>) {
+        if changes.is_empty() {
+            return;
+        }
+        if let Some(p) = self.peers.get(name) {
+            let _ = p.commands.send(Command::UpdateRoutes(changes));
         }
     }
 
@@ -330,10 +332,9 @@ impl BgpSpeaker {
         self.peers.get(name).map(|p| p.status.borrow().clone())
     }
 
-    /// How many routes `name` is to advertise (the last set given); 0 for
-    /// an unknown peer.
-    pub fn desired_routes(&self, name: &str) -> usize {
-        self.peers.get(name).map_or(0, |p| p.routes.len())
+    /// The address of a configured peer.
+    pub fn address(&self, name: &str) -> Option<SocketAddr> {
+        self.peers.get(name).map(|p| p.config.address)
     }
 
     /// Names of the configured peers.
@@ -387,13 +388,11 @@ impl BgpSpeaker {
         futures::future::join_all(stops).await
     }
 
-    /// Stops a peer's task; returns the routes it had been given.
-    async fn stop_peer(
-        &mut self,
-        name: &str,
-        mode: StopMode,
-    ) -> Option<BTreeMap<IpPrefix, Arc<RouteAttrs>>> {
-        let p = self.peers.remove(name)?;
+    /// Stops a peer's task.
+    async fn stop_peer(&mut self, name: &str, mode: StopMode) {
+        let Some(p) = self.peers.remove(name) else {
+            return;
+        };
         self.dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -405,7 +404,6 @@ impl BgpSpeaker {
         if let Err(e) = p.task.await {
             warn!(error = %e, peer = name, "peer task failed");
         }
-        Some(p.routes)
     }
 }
 
@@ -557,6 +555,14 @@ impl PeerDriver {
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(Command::SetRoutes(routes)) => self.session.set_routes(routes),
+                    Some(Command::UpdateRoutes(changes)) => {
+                        for (prefix, attrs) in changes {
+                            match attrs {
+                                Some(a) => self.session.announce(prefix, a),
+                                None => self.session.withdraw(&prefix),
+                            }
+                        }
+                    }
                     Some(Command::HoldDown(n)) => {
                         info!(notification = %n, "session held down");
                         self.session.hold_down(now(), n);
