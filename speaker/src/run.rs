@@ -115,26 +115,16 @@ pub async fn run(
         m.node.clone_from(&opts.node);
     }
     let mut r = Reconciler {
-        members: ml.as_ref().map(|_| BTreeSet::from([opts.node.clone()])),
-        ml: ml.clone(),
-        // With memberlist, layer 2 waits for the first members to be known:
-        // deciding alone, every starting node would elect itself for a
-        // moment and send gratuitous ARP for addresses it does not keep.
-        l2_hold: ml
-            .as_ref()
-            .map(|_| std::time::Instant::now() + L2_HOLD_ALONE),
+        membership: Membership::new(ml.clone(), &opts.node),
         bfd: BfdPeers::new(opts.bfd, opts.bgp_without_bfd_up),
         opts,
         snapshot: None,
         keyed: Keyed::new(),
         bgp,
         l2: None,
-        l2_events: None,
-        problems: BTreeSet::new(),
-        excluded: None,
+        reported: Reported::default(),
         metrics,
         kube,
-        isolated: false,
         peer_retry: None,
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
@@ -166,30 +156,22 @@ pub async fn run(
                 };
                 let mut changed = false;
                 for ev in &batch {
-                    if r.member_event(&ev.event) {
-                        changed = true;
-                        if r.l2_hold.is_some() && matches!(ev.event, Event::Up(_)) {
-                            // A join brings the whole member list in one
-                            // exchange: decide shortly after the first member.
-                            let soon = std::time::Instant::now() + L2_HOLD_SETTLE;
-                            r.l2_hold = r.l2_hold.map(|h| h.min(soon));
-                        }
-                    }
+                    changed |= r.membership.event(&ev.event, &r.opts.node, r.kube.as_ref());
                 }
                 if changed {
                     r.reconcile().await;
                 }
             }
             // Only an isolated node's decisions read the API's speakers.
-            () = api_changed(r.kube.as_mut()) => if r.isolated {
+            () = api_changed(r.kube.as_mut()) => if r.membership.isolated {
                 r.reconcile().await;
             },
             () = sleep_opt(r.peer_retry) => {
                 r.peer_retry = None;
                 r.reconcile().await;
             }
-            () = sleep_opt(r.l2_hold) => {
-                r.l2_hold = None;
+            () = sleep_opt(r.membership.l2_hold) => {
+                r.membership.l2_hold = None;
                 r.reconcile().await;
             }
             Some(ev) = bgp_events.recv() => {
@@ -205,7 +187,7 @@ pub async fn run(
                 }
             },
             () = sleep_opt(bfd_deadline) => r.bfd.handle_timeout(&mut r.bgp).await,
-            ev = recv_opt(&mut r.l2_events) => match ev {
+            ev = recv_opt(r.l2.as_mut().map(|(_, events)| events)) => match ev {
                 Some(L2Event::InterfaceError { interface, error }) => {
                     warn!(interface, error, "layer 2 interface failed");
                 }
@@ -229,7 +211,7 @@ pub async fn run(
     r.bgp.shutdown(r.opts.exit.clone()).await;
     // AdminDown, so peers do not take it as a failure (RFC 5882 §3.2).
     r.bfd.shutdown().await;
-    if let Some(l2) = r.l2 {
+    if let Some((l2, _)) = r.l2 {
         l2.shutdown().await;
     }
     match ended {
@@ -238,36 +220,99 @@ pub async fn run(
     }
 }
 
-/// The state behind the loop: what was last applied to each driver.
+/// The state behind the loop: the inputs of the decisions, the keyed
+/// desired state, and the drivers that own what is live.
 struct Reconciler {
     opts: Options,
     /// The last good configuration.
     snapshot: Option<Snapshot>,
-    /// Live memberlist members, this node included; `None` when off.
-    members: Option<BTreeSet<String>>,
-    /// The memberlist handle, for its counters.
-    ml: Option<Memberlist>,
-    /// Until when layer 2 decisions wait for memberlist to converge at
-    /// start (`None`: they don't).
-    l2_hold: Option<std::time::Instant>,
+    membership: Membership,
     /// The desired state, per service: what the drivers were given.
     keyed: Keyed,
     bgp: BgpSpeaker,
-    /// Started when a layer 2 announcement is first needed.
-    l2: Option<L2Announcer>,
-    l2_events: Option<mpsc::UnboundedReceiver<L2Event>>,
-    /// Problems reported, so each is logged once while it lasts.
-    problems: BTreeSet<String>,
-    excluded: Option<Exclusion>,
+    /// Started when a layer 2 announcement is first needed, with its
+    /// events.
+    l2: Option<(L2Announcer, mpsc::UnboundedReceiver<L2Event>)>,
+    reported: Reported,
     metrics: metrics::Shared,
     /// The status objects and the other speakers (Kubernetes mode).
     kube: Option<Kube>,
-    /// memberlist reaches no member.
-    isolated: bool,
     /// The BFD sessions of the BGP peers, and their gate.
     bfd: BfdPeers,
     /// When to try again to configure peers the BGP driver refused.
     peer_retry: Option<std::time::Instant>,
+}
+
+/// What memberlist says, as the decisions read it.
+struct Membership {
+    /// The memberlist handle, for its counters; `None` when off.
+    ml: Option<Memberlist>,
+    /// Live members, this node included; `None` when memberlist is off.
+    members: Option<BTreeSet<String>>,
+    /// memberlist reaches no member.
+    isolated: bool,
+    /// Until when layer 2 decisions wait for memberlist to converge at
+    /// start (`None`: they don't).
+    l2_hold: Option<std::time::Instant>,
+}
+
+impl Membership {
+    fn new(ml: Option<Memberlist>, node: &str) -> Self {
+        Self {
+            members: ml.as_ref().map(|_| BTreeSet::from([node.to_owned()])),
+            // With memberlist, layer 2 waits for the first members to be
+            // known: deciding alone, every starting node would elect itself
+            // for a moment and send gratuitous ARP for addresses it does
+            // not keep.
+            l2_hold: ml
+                .as_ref()
+                .map(|_| std::time::Instant::now() + L2_HOLD_ALONE),
+            ml,
+            isolated: false,
+        }
+    }
+
+    /// Takes one memberlist event (`node` is this node); returns whether
+    /// the member set or isolation changed.
+    fn event(&mut self, event: &Event, node: &str, kube: Option<&Kube>) -> bool {
+        let Some(members) = &mut self.members else {
+            return false;
+        };
+        if let Event::Isolated | Event::Connected = event {
+            let isolated = matches!(event, Event::Isolated);
+            if let Some(k) = kube {
+                k.isolated.send_replace(isolated);
+            }
+            return std::mem::replace(&mut self.isolated, isolated) != isolated;
+        }
+        let Some(member) = event.member() else {
+            return false;
+        };
+        let name = member.name.as_str().to_owned();
+        let changed = match event {
+            Event::Up(_) | Event::Alive(_) | Event::Suspect(_) | Event::Updated(_) => {
+                members.insert(name)
+            }
+            // This node counts as long as it runs.
+            Event::Down(_) | Event::Left(_) => name != node && members.remove(&name),
+            Event::Isolated | Event::Connected => false,
+        };
+        if changed && matches!(event, Event::Up(_)) {
+            // A join brings the whole member list in one exchange: decide
+            // shortly after the first member.
+            let soon = std::time::Instant::now() + L2_HOLD_SETTLE;
+            self.l2_hold = self.l2_hold.map(|h| h.min(soon));
+        }
+        changed
+    }
+}
+
+/// What was logged, so that each problem and exclusion is logged once
+/// while it lasts.
+#[derive(Default)]
+struct Reported {
+    problems: BTreeSet<String>,
+    excluded: Option<Exclusion>,
 }
 
 impl Reconciler {
@@ -323,34 +368,6 @@ impl Reconciler {
         }
     }
 
-    /// Updates the member set; returns whether it changed.
-    fn member_event(&mut self, event: &Event) -> bool {
-        let Some(members) = &mut self.members else {
-            return false;
-        };
-        if let Event::Isolated | Event::Connected = event {
-            let isolated = matches!(event, Event::Isolated);
-            if let Some(k) = &self.kube {
-                k.isolated.send_replace(isolated);
-            }
-            return std::mem::replace(&mut self.isolated, isolated) != isolated;
-        }
-        let Some(member) = event.member() else {
-            return false;
-        };
-        let name = member.name.as_str().to_owned();
-        match event {
-            Event::Up(_) | Event::Alive(_) | Event::Suspect(_) | Event::Updated(_) => {
-                members.insert(name)
-            }
-            Event::Down(_) | Event::Left(_) => {
-                // This node counts as long as it runs.
-                name != self.opts.node && members.remove(&name)
-            }
-            Event::Isolated | Event::Connected => false,
-        }
-    }
-
     async fn reconcile(&mut self) {
         let Some(snap) = &self.snapshot else {
             return;
@@ -363,21 +380,21 @@ impl Reconciler {
             &snap.slices,
             &snap.secrets,
         );
-        view.members.clone_from(&self.members);
-        view.isolated = self.isolated;
+        view.members.clone_from(&self.membership.members);
+        view.isolated = self.membership.isolated;
         view.api_speakers = self.kube.as_ref().map(|k| k.speakers.borrow().clone());
         view.load_balancer_class
             .clone_from(&self.opts.load_balancer_class);
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
-        let l2_on = !view.model.l2_advertisements.is_empty() && self.l2_hold.is_none();
+        let l2_on = !view.model.l2_advertisements.is_empty() && self.membership.l2_hold.is_none();
         let changes = self.keyed.update(&view, l2_on);
         problems.extend(self.keyed.problems());
         self.report(&problems);
         let excluded = self.keyed.excluded();
-        if excluded != self.excluded {
+        if excluded != self.reported.excluded {
             info!(node = %self.opts.node, reason = ?excluded, "node exclusion changed");
-            self.excluded = excluded;
+            self.reported.excluded = excluded;
         }
         for (service, node) in &changes.yielded {
             warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
@@ -431,7 +448,7 @@ impl Reconciler {
         let now: BTreeSet<String> = problems.iter().map(ToString::to_string).collect();
         let mut new = 0u64;
         for p in problems {
-            if !self.problems.contains(&p.to_string()) {
+            if !self.reported.problems.contains(&p.to_string()) {
                 warn!(
                     kind = p.kind,
                     name = %p.name,
@@ -442,7 +459,7 @@ impl Reconciler {
                 new += 1;
             }
         }
-        self.problems = now;
+        self.reported.problems = now;
         self.metrics
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -504,7 +521,7 @@ impl Reconciler {
     /// Brings the layer 2 announcer to the keyed state; it is started, and
     /// given every IP, when the first is to be announced.
     fn apply_l2(&mut self, changes: &Changes) {
-        let Some(l2) = &self.l2 else {
+        let Some((l2, _)) = &self.l2 else {
             let all = self.keyed.l2();
             if all.is_empty() {
                 return;
@@ -514,8 +531,7 @@ impl Reconciler {
                     for (ip, interfaces) in all {
                         l2.announce(ip, only(&interfaces));
                     }
-                    self.l2 = Some(l2);
-                    self.l2_events = Some(events);
+                    self.l2 = Some((l2, events));
                 }
                 // Tried again at the next reconcile.
                 Err(e) => error!(error = %e, "cannot start the layer 2 announcer"),
@@ -544,11 +560,11 @@ impl Reconciler {
             })
             .collect();
         let l2 = match &self.l2 {
-            Some(l2) => l2.stats().await,
+            Some((l2, _)) => l2.stats().await,
             None => None,
         };
         let bfd = self.bfd.stats().await;
-        let ml = match &self.ml {
+        let ml = match &self.membership.ml {
             Some(ml) => ml.stats().await.ok().map(|s| MemberlistMetrics {
                 members: s.members_up as u64 + 1,
                 auth_failures: s.core.auth_failures,
@@ -666,7 +682,7 @@ async fn recv_batch_opt(rx: &mut Option<Events>) -> Option<Vec<MemberEvent>> {
 }
 
 /// Receives from an optional channel; pending forever when there is none.
-async fn recv_opt<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+async fn recv_opt<T>(rx: Option<&mut mpsc::UnboundedReceiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
