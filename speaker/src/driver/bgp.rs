@@ -269,9 +269,19 @@ impl BgpSpeaker {
     }
 
     /// Removes a peer, ending its session as `mode` says, and forgets
-    /// any hold on it.
+    /// any hold on it and its MD5 key on the listeners (else the kernel
+    /// would go on dropping unsigned SYNs from that address, and a later
+    /// peer there without a password could never connect in).
     pub async fn remove_peer(&mut self, name: &str, mode: StopMode) {
         self.holds.remove(name);
+        if let Some(p) = self.peers.get(name)
+            && p.config.connect.md5_key.is_some()
+        {
+            let ip = p.config.address.ip();
+            if let Err(e) = self.key_listeners(ip, None, true) {
+                warn!(peer = name, address = %ip, error = %e, "cannot clear the removed peer's MD5 key");
+            }
+        }
         self.stop_peer(name, mode).await;
     }
 
@@ -1071,6 +1081,23 @@ mod tests {
             speaker.peers["p"].config.connect.md5_key.as_deref(),
             Some(&b"other"[..])
         );
+        speaker.shutdown(StopMode::Shutdown(String::new())).await;
+    }
+
+    /// A removed peer's MD5 key leaves the listeners: an unsigned
+    /// connection from its address is accepted again (with the key in
+    /// place the kernel drops its SYNs, and the connect never completes).
+    #[tokio::test]
+    async fn a_removed_peer_leaves_no_md5_key_on_the_listeners() {
+        let (mut speaker, _events) = BgpSpeaker::new();
+        let listening = speaker.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        speaker.set_peer("p", peer(b"s3cret")).await.unwrap();
+        speaker
+            .remove_peer("p", StopMode::Shutdown(String::new()))
+            .await;
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        socket.connect(listening).await.unwrap();
         speaker.shutdown(StopMode::Shutdown(String::new())).await;
     }
 }
