@@ -4,15 +4,17 @@
 //! Layers: `driver` runs the sans-IO protocol cores of the `bgp`, `arp`,
 //! `ndp` and `memberlist` crates on tokio, moving bytes and timers without
 //! making protocol decisions; `net` is the OS glue (sockets, socket
-//! options), the only place with `unsafe`. `source` reads the cluster
-//! objects (files or the Kubernetes API), `run` is the reconcile loop that
-//! feeds the `announce` decisions to the drivers, `publish` writes the
-//! status objects and events back, and `metrics` serves Prometheus.
+//! options), the only place with `unsafe`, and private to this crate (the
+//! few of its types a driver's API takes are re-exported by that driver).
+//! `source` reads the cluster objects (files or the Kubernetes API), `run`
+//! is the reconcile loop that feeds the `announce` decisions to the
+//! drivers, `publish` writes the status objects and events back, and
+//! `metrics` serves Prometheus.
 
 pub mod announce;
 pub mod driver;
 pub mod metrics;
-pub mod net;
+mod net;
 pub mod publish;
 pub mod run;
 pub mod source;

@@ -33,7 +33,11 @@ use tokio_util::codec::{Decoder, FramedRead};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::net::addrs;
-use crate::net::tcp::{self, ConnectOptions};
+use crate::net::tcp;
+
+// `PeerConfig` carries the socket options (an MD5 key of at most
+// `MAX_MD5_KEY` octets); `net` itself is private to the crate.
+pub use crate::net::tcp::{ConnectOptions, MAX_MD5_KEY};
 
 /// Everything needed to run a session with one peer.
 #[derive(Debug, Clone, PartialEq, Eq)]

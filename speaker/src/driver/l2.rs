@@ -8,10 +8,10 @@
 //! service IPs, optionally on named interfaces only, read the counters, and
 //! receive [`L2Event`]s when the interfaces an IP is announced on change.
 //!
-//! Interfaces and addresses come from rtnetlink ([`crate::net::netlink`]),
+//! Interfaces and addresses come from rtnetlink (`crate::net::netlink`),
 //! with change notifications, so an interface that appears or comes up is
 //! used at once (MetalLB rescans every 10 s). Each selected interface gets
-//! a filtered `AF_PACKET` socket ([`crate::net::packet_socket`]), opened
+//! a filtered `AF_PACKET` socket (`crate::net::packet_socket`), opened
 //! when the first IP is announced there and closed with the last; the
 //! multicast groups the responder asks for (IPv6 solicited-node groups) are
 //! joined on that socket.

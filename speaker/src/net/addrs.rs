@@ -9,7 +9,7 @@ use nix::ifaddrs::getifaddrs;
 /// A global IPv6 address (not link-local, loopback or multicast) on the
 /// interface that has `local`, the first the kernel lists; `None` when the
 /// interface has none or `local` is on no interface.
-pub fn global_v6_beside(local: Ipv4Addr) -> Option<Ipv6Addr> {
+pub(crate) fn global_v6_beside(local: Ipv4Addr) -> Option<Ipv6Addr> {
     let addrs: Vec<(String, IpAddr)> = getifaddrs()
         .ok()?
         .filter_map(|a| {

@@ -1,8 +1,8 @@
 //! OS glue: sockets and socket options. The only module where `unsafe`
 //! is allowed, each block with a `// SAFETY:` comment.
 
-pub mod addrs;
-pub mod netlink;
-pub mod packet_socket;
-pub mod tcp;
-pub mod udp_bfd;
+pub(crate) mod addrs;
+pub(crate) mod netlink;
+pub(crate) mod packet_socket;
+pub(crate) mod tcp;
+pub(crate) mod udp_bfd;

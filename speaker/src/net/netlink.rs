@@ -35,39 +35,39 @@ use crate::net::packet_socket::register;
 
 /// An interface as rtnetlink describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
+pub(crate) struct Link {
     /// Interface index.
-    pub index: u32,
+    pub(crate) index: u32,
     /// Name (`eth0`).
-    pub name: String,
+    pub(crate) name: String,
     /// Hardware address, when it is a 6-octet one.
-    pub mac: Option<[u8; 6]>,
+    pub(crate) mac: Option<[u8; 6]>,
     /// Administratively up (`IFF_UP`).
-    pub up: bool,
+    pub(crate) up: bool,
     /// The loopback interface (`IFF_LOOPBACK`).
-    pub loopback: bool,
+    pub(crate) loopback: bool,
     /// Supports broadcast (`IFF_BROADCAST`).
-    pub broadcast: bool,
+    pub(crate) broadcast: bool,
     /// Ethernet hardware type (`ARPHRD_ETHER`).
-    pub ethernet: bool,
+    pub(crate) ethernet: bool,
     /// The bond or bridge this interface is a member of.
-    pub master: Option<u32>,
+    pub(crate) master: Option<u32>,
 }
 
 /// An address assigned to an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Addr {
+pub(crate) struct Addr {
     /// Interface index.
-    pub index: u32,
+    pub(crate) index: u32,
     /// The local address.
-    pub addr: IpAddr,
+    pub(crate) addr: IpAddr,
     /// Prefix length of its subnet.
-    pub prefix_len: u8,
+    pub(crate) prefix_len: u8,
 }
 
 /// What a netlink message said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     /// An interface exists, or changed.
     NewLink(Link),
     /// An interface is gone.
@@ -84,7 +84,7 @@ pub enum Event {
 
 /// A netlink route socket subscribed to link and address changes.
 #[derive(Debug)]
-pub struct RouteSocket {
+pub(crate) struct RouteSocket {
     fd: AsyncFd<Socket>,
     seq: u32,
     buf: Vec<u8>,
@@ -94,7 +94,7 @@ pub struct RouteSocket {
 impl RouteSocket {
     /// Opens the socket, subscribed to link, IPv4 and IPv6 address groups.
     /// Must be called inside a tokio runtime.
-    pub fn open() -> io::Result<Self> {
+    pub(crate) fn open() -> io::Result<Self> {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
         // A bigger buffer makes ENOBUFS (and so a resync) rarer when many
         // interfaces change at once; the kernel caps it at rmem_max.
@@ -112,23 +112,23 @@ impl RouteSocket {
 
     /// Asks for every interface; the answer ends with [`Event::Done`]. One
     /// dump at a time: wait for `Done` before the next.
-    pub fn request_links(&mut self) -> io::Result<()> {
+    pub(crate) fn request_links(&mut self) -> io::Result<()> {
         self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()))
     }
 
     /// Asks for every address; the answer ends with [`Event::Done`].
-    pub fn request_addrs(&mut self) -> io::Result<()> {
+    pub(crate) fn request_addrs(&mut self) -> io::Result<()> {
         self.request(RouteNetlinkMessage::GetAddress(AddressMessage::default()))
     }
 
     /// Datagrams dropped because they did not come from the kernel.
-    pub fn foreign(&self) -> u64 {
+    pub(crate) fn foreign(&self) -> u64 {
         self.foreign
     }
 
     /// Reads one datagram and parses it into `events`; registers the waker
     /// when nothing is queued.
-    pub fn poll_recv(
+    pub(crate) fn poll_recv(
         &mut self,
         cx: &mut Context<'_>,
         events: &mut Vec<Event>,
@@ -190,7 +190,7 @@ fn from_kernel(from: &SocketAddr) -> bool {
 /// Parses the netlink messages of one datagram. Messages of other types
 /// are skipped, and so are broken ones: a length that does not fit ends the
 /// datagram.
-pub fn parse(mut data: &[u8], events: &mut Vec<Event>) {
+pub(crate) fn parse(mut data: &[u8], events: &mut Vec<Event>) {
     while let Ok(buffer) = NetlinkBuffer::new_checked(data) {
         let len = buffer.length() as usize;
         match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&data[..len]) {

@@ -23,37 +23,37 @@ use tokio::io::unix::AsyncFd;
 
 /// Largest frame read: a 1500-octet MTU frame with its header fits; a longer
 /// one is reported by [`Recv::truncated`].
-pub const RECV_BUF: usize = 2048;
+pub(crate) const RECV_BUF: usize = 2048;
 
 /// A non-blocking `AF_PACKET` socket on one interface, driven by tokio.
 #[derive(Debug)]
-pub struct PacketSocket {
+pub(crate) struct PacketSocket {
     fd: AsyncFd<OwnedFd>,
     ifindex: u32,
 }
 
 /// One frame read by [`PacketSocket::poll_recv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Recv {
+pub(crate) struct Recv {
     /// Octets written to the buffer.
-    pub len: usize,
+    pub(crate) len: usize,
     /// The frame was longer than the buffer (its real length).
-    pub truncated: Option<usize>,
+    pub(crate) truncated: Option<usize>,
 }
 
 /// Kernel counters of one packet socket (`PACKET_STATISTICS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct KernelStats {
+pub(crate) struct KernelStats {
     /// Frames that passed the filter, since the last read.
-    pub packets: u64,
+    pub(crate) packets: u64,
     /// Of those, frames dropped because the receive buffer was full.
-    pub drops: u64,
+    pub(crate) drops: u64,
 }
 
 impl PacketSocket {
     /// Opens a socket on interface `ifindex` with [`FILTER`] attached. Must
     /// be called inside a tokio runtime.
-    pub fn open(ifindex: u32) -> io::Result<Self> {
+    pub(crate) fn open(ifindex: u32) -> io::Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let raw = unsafe {
             libc::socket(
@@ -94,14 +94,9 @@ impl PacketSocket {
         })
     }
 
-    /// The interface this socket is bound to.
-    pub fn ifindex(&self) -> u32 {
-        self.ifindex
-    }
-
     /// Reads one frame into `buf` when one is queued; registers the waker
     /// otherwise. Call again after `Ready` to read the next.
-    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<Recv>> {
+    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<Recv>> {
         loop {
             let mut guard = match self.fd.poll_read_ready(cx) {
                 Poll::Ready(Ok(g)) => g,
@@ -118,7 +113,7 @@ impl PacketSocket {
 
     /// Sends one whole Ethernet frame on the interface, without waiting: a
     /// full transmit queue drops it (`WouldBlock`), as a NIC would.
-    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: `frame` is a valid buffer of `frame.len()` octets; the
         // socket is bound, so no destination address is needed.
         let n = unsafe {
@@ -139,17 +134,17 @@ impl PacketSocket {
     /// solicited-node group 33:33:ff:xx:xx:xx of an announced IPv6 address).
     /// The kernel counts joins per socket, so join once per address and
     /// leave as often.
-    pub fn join_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
+    pub(crate) fn join_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
         self.membership(libc::PACKET_ADD_MEMBERSHIP, mac)
     }
 
     /// Undoes one [`join_multicast`](Self::join_multicast).
-    pub fn leave_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
+    pub(crate) fn leave_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
         self.membership(libc::PACKET_DROP_MEMBERSHIP, mac)
     }
 
     /// Reads and resets the kernel's counters for this socket.
-    pub fn kernel_stats(&self) -> io::Result<KernelStats> {
+    pub(crate) fn kernel_stats(&self) -> io::Result<KernelStats> {
         // SAFETY: tpacket_stats is plain old data; all zeroes is valid.
         let mut st: libc::tpacket_stats = unsafe { mem::zeroed() };
         let mut len = socklen::<libc::tpacket_stats>();
@@ -215,7 +210,7 @@ const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 /// wrong hardware type, a bad checksum or hop limit still reaches the core,
 /// which drops and counts it. A load past the end of the frame makes the
 /// kernel drop it (frames too short to hold the operation or type).
-pub const FILTER: [libc::sock_filter; 11] = [
+pub(crate) const FILTER: [libc::sock_filter; 11] = [
     op(LD_H_ABS, 0, 0, 12),
     op(JEQ_K, 0, 2, 0x0806),
     op(LD_H_ABS, 0, 0, 20),

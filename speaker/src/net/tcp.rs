@@ -34,7 +34,7 @@ pub struct ConnectOptions {
 }
 
 /// Opens a TCP connection to `peer` with `opts`.
-pub async fn connect(peer: SocketAddr, opts: &ConnectOptions) -> io::Result<TcpStream> {
+pub(crate) async fn connect(peer: SocketAddr, opts: &ConnectOptions) -> io::Result<TcpStream> {
     let domain = if peer.is_ipv4() {
         Domain::IPV4
     } else {
@@ -69,7 +69,7 @@ pub async fn connect(peer: SocketAddr, opts: &ConnectOptions) -> io::Result<TcpS
 }
 
 /// Opens a listening socket for BGP (port 179 unless told otherwise).
-pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -94,7 +94,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
 /// IPv4 peer on an IPv6 socket (a dual-stack listener, `[::]:179`) is keyed
 /// by its IPv4-mapped address `::ffff:a.b.c.d`, the form its connections
 /// arrive in; an AF_INET address there is refused with EINVAL.
-pub fn set_md5_key(fd: RawFd, peer: IpAddr, key: &[u8]) -> io::Result<()> {
+pub(crate) fn set_md5_key(fd: RawFd, peer: IpAddr, key: &[u8]) -> io::Result<()> {
     if key.len() > MAX_MD5_KEY {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -172,7 +172,7 @@ fn set_ttl(socket: &Socket, peer: IpAddr, ttl: u32) -> io::Result<()> {
 }
 
 /// GTSM: the kernel drops segments whose TTL / hop limit is below `min`.
-pub fn set_min_ttl(fd: RawFd, peer: IpAddr, min: u8) -> io::Result<()> {
+pub(crate) fn set_min_ttl(fd: RawFd, peer: IpAddr, min: u8) -> io::Result<()> {
     let v = libc::c_int::from(min);
     match peer {
         IpAddr::V4(_) => setsockopt(fd, libc::IPPROTO_IP, libc::IP_MINTTL, &v),

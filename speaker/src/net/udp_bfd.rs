@@ -39,11 +39,11 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 /// UDP destination port of single-hop Control packets (RFC 5881 §4).
-pub const SINGLE_HOP_PORT: u16 = 3784;
+pub(crate) const SINGLE_HOP_PORT: u16 = 3784;
 /// UDP destination port of multihop Control packets (RFC 5883 §5).
-pub const MULTIHOP_PORT: u16 = 4784;
+pub(crate) const MULTIHOP_PORT: u16 = 4784;
 /// Source ports (RFC 5881 §4: 49152 through 65535).
-pub const SOURCE_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
+pub(crate) const SOURCE_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
 /// Receive buffer asked for (`SO_RCVBUF`) on each receiving socket.
 ///
 /// Only the peers' packets reach the queue (see the module doc), at most
@@ -52,44 +52,44 @@ pub const SOURCE_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
 /// several intervals of a hundred peers. The kernel doubles the value for
 /// its bookkeeping and caps it at `net.core.rmem_max` (default 208 KiB, so
 /// 416 KiB); [`listen`] logs what it got.
-pub const RECV_BUFFER: usize = 256 * 1024;
+pub(crate) const RECV_BUFFER: usize = 256 * 1024;
 /// Most peers of one family a receiver's socket filter holds (IPv6: 12
 /// instructions per peer, within the kernel's 4,096).
-pub const MAX_FILTER_PEERS: usize = 340;
+pub(crate) const MAX_FILTER_PEERS: usize = 340;
 
 /// One received datagram.
 #[derive(Debug, Clone, Copy)]
-pub struct Datagram {
+pub(crate) struct Datagram {
     /// Octets received (the first `len` of `buf`).
-    pub len: usize,
+    pub(crate) len: usize,
     /// The payload; longer datagrams are cut (a BFD packet has at most
     /// 255 octets).
-    pub buf: [u8; 256],
+    pub(crate) buf: [u8; 256],
     /// The sender.
-    pub from: SocketAddr,
+    pub(crate) from: SocketAddr,
     /// Received TTL / hop limit; 0 if the kernel gave none.
-    pub ttl: u8,
+    pub(crate) ttl: u8,
     /// Datagrams the kernel dropped for this socket so far (filter,
     /// minimum TTL or full queue), as of this one's arrival; `None` while
     /// there were none.
-    pub kernel_drops: Option<u32>,
+    pub(crate) kernel_drops: Option<u32>,
 }
 
 impl Datagram {
     /// The payload.
-    pub fn data(&self) -> &[u8] {
+    pub(crate) fn data(&self) -> &[u8] {
         &self.buf[..self.len.min(self.buf.len())]
     }
 }
 
 /// A source a receiver takes datagrams from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// The peer's address.
-    pub addr: IpAddr,
+    pub(crate) addr: IpAddr,
     /// The lowest TTL / hop limit accepted from it: 255 single-hop
     /// (RFC 5881 §5), the configured minimum multihop (RFC 5883 §2).
-    pub min_ttl: u8,
+    pub(crate) min_ttl: u8,
 }
 
 /// Opens a receiving socket on `addr` (e.g. `0.0.0.0:3784`, `[::]:3784`)
@@ -97,7 +97,7 @@ pub struct Peer {
 /// datagrams from `peers` (see [`set_peers`]). The filter is attached
 /// before the socket is bound, so nothing else is ever queued. IPv6
 /// sockets are IPv6-only: IPv4 peers have their own socket.
-pub fn listen(addr: SocketAddr, peers: &[Peer]) -> io::Result<UdpSocket> {
+pub(crate) fn listen(addr: SocketAddr, peers: &[Peer]) -> io::Result<UdpSocket> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -136,7 +136,7 @@ pub fn listen(addr: SocketAddr, peers: &[Peer]) -> io::Result<UdpSocket> {
 /// TCP only: on this kernel (6.18) a UDP socket with `IP_MINTTL` 255
 /// still queues TTL 254 (`tests::kernel_drops_other_sources_and_low_ttl`
 /// shows that the filter is what drops it). It is set for kernels that do.
-pub fn set_peers(socket: &UdpSocket, peers: &[Peer]) -> io::Result<()> {
+pub(crate) fn set_peers(socket: &UdpSocket, peers: &[Peer]) -> io::Result<()> {
     let v6 = socket.local_addr()?.is_ipv6();
     let filter = peer_filter(v6, peers)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
@@ -162,9 +162,9 @@ pub fn set_peers(socket: &UdpSocket, peers: &[Peer]) -> io::Result<()> {
 /// The filter would hold too many peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{peers} BFD peers of one family: a socket filter holds at most {MAX_FILTER_PEERS}")]
-pub struct TooManyPeers {
+pub(crate) struct TooManyPeers {
     /// Peers asked for.
-    pub peers: usize,
+    pub(crate) peers: usize,
 }
 
 /// The classic BPF program of a receiver: accept a datagram whose IP
@@ -194,7 +194,10 @@ pub struct TooManyPeers {
 /// Every jump is short, so the program grows linearly and stays within
 /// the kernel's 4,096 instructions for up to [`MAX_FILTER_PEERS`]. A peer
 /// listed twice keeps its lowest minimum.
-pub fn peer_filter(v6: bool, peers: &[Peer]) -> Result<Vec<libc::sock_filter>, TooManyPeers> {
+pub(crate) fn peer_filter(
+    v6: bool,
+    peers: &[Peer],
+) -> Result<Vec<libc::sock_filter>, TooManyPeers> {
     let mut mine: Vec<Peer> = peers
         .iter()
         .copied()
@@ -239,7 +242,7 @@ pub fn peer_filter(v6: bool, peers: &[Peer]) -> Result<Vec<libc::sock_filter>, T
 /// Opens a sending socket for one session towards `peer`: bound to
 /// `local` (or the unspecified address) and a free source port in
 /// 49152-65535, TTL / hop limit 255 (RFC 5881 §5, RFC 5883 §2).
-pub fn sender(peer: IpAddr, local: Option<IpAddr>) -> io::Result<UdpSocket> {
+pub(crate) fn sender(peer: IpAddr, local: Option<IpAddr>) -> io::Result<UdpSocket> {
     let domain = if peer.is_ipv4() {
         Domain::IPV4
     } else {
@@ -271,7 +274,7 @@ pub fn sender(peer: IpAddr, local: Option<IpAddr>) -> io::Result<UdpSocket> {
 }
 
 /// Receives one datagram with its TTL / hop limit.
-pub async fn recv(socket: &UdpSocket) -> io::Result<Datagram> {
+pub(crate) async fn recv(socket: &UdpSocket) -> io::Result<Datagram> {
     socket
         .async_io(Interest::READABLE, || recv_now(socket))
         .await

@@ -1,4 +1,4 @@
-//! Shared pieces of the speaker's namespace integration tests: a
+//! Shared pieces of the BGP namespace integration tests: a
 //! `ferrolb-bgp` process driven over stdin/stdout, and the two-namespace
 //! lab (router <-> node) on one veth link.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]

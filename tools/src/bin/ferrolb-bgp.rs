@@ -22,9 +22,9 @@ use bgp::wire::{Community, HoldTime, LargeCommunity, Origin};
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 use speaker::driver::bgp::{
-    BgpSpeaker, CLOSE_TIMEOUT, PeerClosed, PeerConfig, PeerEvent, PeerStatus,
+    BgpSpeaker, CLOSE_TIMEOUT, ConnectOptions, MAX_MD5_KEY, PeerClosed, PeerConfig, PeerEvent,
+    PeerStatus,
 };
-use speaker::net::tcp::{ConnectOptions, MAX_MD5_KEY};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Announce routes to BGP peers with ferrolb's BGP speaker.
