@@ -9,8 +9,7 @@
 //! `openssl rand -base64 128`, 172 characters) is a passphrase: its key is
 //! the SHA-256 of the line, so an existing MetalLB Secret works unchanged.
 //!
-//! The same format as `ferrolb-memberlist --key-file`, whose private copy
-//! of this parser predates this module.
+//! `ferrolb-memberlist --key-file` reads its keys with this parser too.
 
 use std::path::PathBuf;
 use std::time::Duration;
