@@ -18,19 +18,29 @@
 //! speaker run, and are started again on the same port and data. Nothing
 //! announced may be withdrawn while they are down, no IP may change, and
 //! the churn made after each restart must reach the router.
+//!
+//! The third is the compressed soak: seeded random churn (Services created
+//! and deleted, their endpoints moved, a node excluded and readmitted) with
+//! the real controller and two speakers, and after every step a checker
+//! that compares what FRR has with what the API says should be announced.
+//! Bounded mode: 25 steps; full mode: 30 minutes of steps.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
 mod k8s;
 #[path = "faults/lab.rs"]
 mod lab;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use serde_json::json;
 use testenv::{Component, TestEnv};
 use testnet::{Bridge, Frr, Netns, RunDir, wait_until};
 
-use crate::k8s::{Cluster, Controller, Node, eventually, paths};
+use crate::k8s::{Cluster, Controller, Node, eventually, next_hops, paths, pct};
 use crate::lab::{figure, full, ms};
 
 /// A failure bound for the speaker to see the API again and converge:
@@ -326,5 +336,241 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
     }
     let flaps = dropped(&frr) - drops_before;
     assert_eq!(flaps, 0, "the BGP session must not drop with the API");
+    ctl.stop();
+}
+
+/// A Service of the soak: its traffic policy and the nodes its endpoints
+/// are on.
+struct Churned {
+    local: bool,
+    endpoints: Vec<&'static str>,
+}
+
+/// The soak's speakers: (short name, address).
+const SOAK_NODES: [(&str, &str); 2] = [("node1", "10.0.0.2"), ("node2", "10.0.0.3")];
+
+/// What FRR should have, from the API's side: per Service IP the next
+/// hops (the speakers' addresses), as MetalLB's rules give them: `Cluster`
+/// with any endpoint, every node that is not excluded; `Local`, the nodes
+/// with an endpoint that are not excluded; no endpoint, nothing.
+fn expected(
+    live: &BTreeMap<String, Churned>,
+    ips: &BTreeMap<String, String>,
+    excluded: &BTreeSet<&str>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (name, svc) in live {
+        let Some(ip) = ips.get(name) else { continue };
+        let mut hops: Vec<String> = SOAK_NODES
+            .iter()
+            .filter(|(n, _)| !excluded.contains(n))
+            .filter(|(n, _)| {
+                if svc.local {
+                    svc.endpoints.contains(n)
+                } else {
+                    !svc.endpoints.is_empty()
+                }
+            })
+            .map(|(_, a)| (*a).to_owned())
+            .collect();
+        hops.sort();
+        out.insert(ip.clone(), hops);
+    }
+    out
+}
+
+#[test]
+fn churn_soak_the_router_follows_the_api() {
+    let _slot = lab::serial();
+    let cluster = Cluster::with_class("fs");
+    cluster.apply_fixture("bgp");
+    let run = RunDir::new("faults-k8s-soak");
+    let bridge = Bridge::new("lan");
+    let router = Netns::new("rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let mut conf = String::from(
+        "router bgp 64500\n bgp router-id 10.0.0.1\n no bgp ebgp-requires-policy\n bgp log-neighbor-changes\n",
+    );
+    for (_, addr) in SOAK_NODES {
+        conf.push_str(&format!(" neighbor {addr} remote-as 64512\n"));
+    }
+    conf.push_str(" address-family ipv4 unicast\n  maximum-paths 8\n");
+    let frr = Frr::start(&router, &conf);
+    let nodes: Vec<Node> = SOAK_NODES
+        .iter()
+        .map(|(name, addr)| Node::start(&cluster, &bridge, name, addr, &[], &run))
+        .collect();
+    let ctl = Controller::start(&cluster, "ctl-soak");
+    for (_, addr) in SOAK_NODES {
+        frr.wait_established(addr, T);
+    }
+    let drops_before: u64 = SOAK_NODES
+        .iter()
+        .map(|(_, a)| {
+            frr.vtysh_json(&format!("show bgp neighbors {a} json"))[a]["connectionsDropped"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+
+    let seed: u64 = std::env::var("FERROLB_SOAK_SEED").map_or(1, |v| v.parse().unwrap());
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let soak = full().then(|| Duration::from_secs(30 * 60));
+    let bounded_steps = 25;
+    let mut live: BTreeMap<String, Churned> = BTreeMap::new();
+    // Each live Service's address, as first assigned: it must never change.
+    let mut ips: BTreeMap<String, String> = BTreeMap::new();
+    // Every address a Service held: the router must drop those no live
+    // Service holds.
+    let mut ever: BTreeSet<String> = BTreeSet::new();
+    let mut excluded: BTreeSet<&str> = BTreeSet::new();
+    let mut converge = Vec::new();
+    let mut divergent_samples = 0u64;
+    let mut next = 0;
+    let started = Instant::now();
+    let mut step = 0;
+    loop {
+        match soak {
+            Some(d) if started.elapsed() >= d => break,
+            None if step >= bounded_steps => break,
+            _ => {}
+        }
+        let pick = |rng: &mut SmallRng| -> Vec<&'static str> {
+            SOAK_NODES
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|_| rng.random_bool(0.5))
+                .collect()
+        };
+        let roll = rng.random_range(0..100);
+        let action = if live.len() < 3 || (roll < 30 && live.len() < 10) {
+            let name = format!("c{next}");
+            next += 1;
+            let svc = Churned {
+                local: rng.random_bool(0.5),
+                endpoints: pick(&mut rng),
+            };
+            cluster.apply(cluster.endpoints(&name, &svc.endpoints));
+            cluster.apply(cluster.service(&name, if svc.local { "Local" } else { "Cluster" }));
+            let what = format!(
+                "create {name} local={} endpoints={:?}",
+                svc.local, svc.endpoints
+            );
+            live.insert(name, svc);
+            what
+        } else if roll < 45 {
+            let name = live
+                .keys()
+                .nth(rng.random_range(0..live.len()))
+                .unwrap()
+                .clone();
+            live.remove(&name);
+            ips.remove(&name);
+            cluster.delete(&json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "namespace": cluster.apps},
+            }));
+            cluster.delete(&json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": format!("{name}-1"), "namespace": cluster.apps},
+            }));
+            format!("delete {name}")
+        } else if roll < 88 {
+            let name = live
+                .keys()
+                .nth(rng.random_range(0..live.len()))
+                .unwrap()
+                .clone();
+            let endpoints = pick(&mut rng);
+            cluster.apply(cluster.endpoints(&name, &endpoints));
+            let what = format!("move {name} endpoints={endpoints:?}");
+            live.get_mut(&name).unwrap().endpoints = endpoints;
+            what
+        } else {
+            let label = "node.kubernetes.io/exclude-from-external-load-balancers";
+            if excluded.remove("node2") {
+                cluster.patch_node_labels("node2", json!({ label: null }));
+                "readmit node2".to_owned()
+            } else {
+                excluded.insert("node2");
+                cluster.patch_node_labels("node2", json!({ label: "" }));
+                "exclude node2".to_owned()
+            }
+        };
+        let t0 = Instant::now();
+        let mut samples = 0u64;
+        let converged = wait_until(
+            &format!("step {step} ({action}): the router to match the API"),
+            CONVERGE_BOUND,
+            Duration::from_millis(100),
+            || {
+                samples += 1;
+                // Every live Service has its address (the controller is
+                // running and the pool has room), and keeps it.
+                for name in live.keys() {
+                    let now = cluster.ingress(name).into_iter().next()?;
+                    let first = ips.entry(name.clone()).or_insert_with(|| now.clone());
+                    assert_eq!(*first, now, "{name}'s address changed at step {step}");
+                    ever.insert(now);
+                }
+                let want = expected(&live, &ips, &excluded);
+                let matches = ever.iter().all(|ip| {
+                    let have = next_hops(&paths(&frr, &format!("{ip}/32")));
+                    have == want.get(ip).cloned().unwrap_or_default()
+                });
+                matches.then(Instant::now)
+            },
+        )
+        .unwrap_or_else(|e| {
+            nodes.iter().for_each(Node::dump_log);
+            panic!("{e}")
+        });
+        divergent_samples += samples - 1;
+        converge.push(converged - t0);
+        step += 1;
+    }
+    let flaps: u64 = SOAK_NODES
+        .iter()
+        .map(|(_, a)| {
+            frr.vtysh_json(&format!("show bgp neighbors {a} json"))[a]["connectionsDropped"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum::<u64>()
+        - drops_before;
+    for node in &nodes {
+        let health = lab::get(
+            &node.ns,
+            "127.0.0.1:7472".parse().unwrap(),
+            "/healthz",
+            Duration::from_secs(5),
+        );
+        assert!(
+            health.starts_with("HTTP/1.1 200"),
+            "{}: {health}",
+            node.node
+        );
+    }
+    converge.sort();
+    figure(
+        "churn_soak",
+        &[
+            ("seed", seed.to_string()),
+            ("steps", step.to_string()),
+            (
+                "minutes",
+                format!("{:.1}", started.elapsed().as_secs_f64() / 60.0),
+            ),
+            ("addresses", ever.len().to_string()),
+            ("converge_p50_ms", ms(pct(&converge, 50.0))),
+            ("converge_p99_ms", ms(pct(&converge, 99.0))),
+            ("converge_max_ms", ms(converge[converge.len() - 1])),
+            ("divergent_samples", divergent_samples.to_string()),
+            ("ip_changes", "0".to_owned()),
+            ("bgp_flaps", flaps.to_string()),
+        ],
+    );
+    assert_eq!(flaps, 0, "a BGP session dropped during the churn");
     ctl.stop();
 }
