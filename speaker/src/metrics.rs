@@ -484,6 +484,7 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
     Routes::new(health, move || {
         let mut text = lock(&shared).render();
         text.push_str(&shell::procfs::render());
+        text.push_str(&shell::http::review::render());
         text
     })
 }

@@ -226,25 +226,30 @@ impl Server {
     fn start(self, routes: Routes, secure: Option<Secure>) -> io::Result<Handle> {
         let local = self.listener.local_addr()?;
         let c = &self.config;
-        let message = if secure.is_some() {
-            "secure metrics server listening"
-        } else {
-            "metrics server listening"
-        };
-        let certificate = match secure.as_ref().map(|s| &s.source) {
-            Some(CertSource::Dir(dir)) => dir.display().to_string(),
-            Some(CertSource::SelfSigned) => "self-signed".to_owned(),
-            None => String::new(),
-        };
-        info!(
-            addr = %local,
-            max_connections = c.max_connections,
-            max_connections_per_source = c.max_connections_per_source,
-            header_timeout_ms = millis(c.header_timeout),
-            request_timeout_ms = millis(c.request_timeout),
-            certificate = %certificate,
-            "{message}"
-        );
+        match secure.as_ref().map(|s| &s.source) {
+            None => info!(
+                addr = %local,
+                max_connections = c.max_connections,
+                max_connections_per_source = c.max_connections_per_source,
+                header_timeout_ms = millis(c.header_timeout),
+                request_timeout_ms = millis(c.request_timeout),
+                "metrics server listening"
+            ),
+            Some(source) => info!(
+                addr = %local,
+                max_connections = c.max_connections,
+                max_connections_per_source = c.max_connections_per_source,
+                header_timeout_ms = millis(c.header_timeout),
+                request_timeout_ms = millis(c.request_timeout),
+                certificate = %match source {
+                    CertSource::Dir(dir) => dir.display().to_string(),
+                    CertSource::SelfSigned => "self-signed".to_owned(),
+                },
+                cache_allowed_ttl_ms = millis(review::ALLOWED_TTL),
+                cache_denied_ttl_ms = millis(review::DENIED_TTL),
+                "secure metrics server listening"
+            ),
+        }
         let stop = CancellationToken::new();
         let force = CancellationToken::new();
         let tracker = TaskTracker::new();
