@@ -64,7 +64,7 @@ fn view(services: u32) -> ClusterView {
         model: Arc::new(model),
         services: (0..services)
             .map(|i| Service {
-                key: ObjectKey::new("default", &format!("svc-{i}")),
+                key: ObjectKey::new("default", format!("svc-{i}")),
                 load_balancer: true,
                 external_traffic_policy: TrafficPolicy::Local,
                 ingress: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],
