@@ -152,9 +152,7 @@ impl MetallbArgs {
             }
         }
     }
-}
 
-impl MetallbArgs {
     /// The HTTPS metrics port, when one is asked for (`--port`, not 0).
     #[must_use]
     pub fn secure_port(&self) -> Option<u16> {
@@ -302,5 +300,53 @@ mod tests {
             ..MetallbArgs::default()
         };
         assert!(off.serve_probes(routes()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_https_port_needs_an_api_and_usable_tls_flags() {
+        let routes = || Routes::new(Health::new(), String::new);
+        let off = MetallbArgs {
+            port: Some(0),
+            ..MetallbArgs::default()
+        };
+        assert!(
+            off.serve_secure_metrics(None, routes())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let on = MetallbArgs {
+            port: Some(9120),
+            ..MetallbArgs::default()
+        };
+        let err = on.serve_secure_metrics(None, routes()).await.unwrap_err();
+        assert!(err.starts_with("--port 9120"), "{err}");
+        // A client to nowhere: nothing is asked before the listener starts.
+        let client = || {
+            let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+            Some(kube::Client::try_from(config).unwrap())
+        };
+        for (args, flag) in [
+            (
+                MetallbArgs {
+                    tls_min_version: Some("TLS13".into()),
+                    ..on.clone()
+                },
+                "--tls-min-version",
+            ),
+            (
+                MetallbArgs {
+                    metrics_cert_dir: Some("/nonexistent/ferrolb-certs".into()),
+                    ..on.clone()
+                },
+                "--metrics-cert-dir",
+            ),
+        ] {
+            let err = args
+                .serve_secure_metrics(client(), routes())
+                .await
+                .unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
     }
 }

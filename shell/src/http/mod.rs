@@ -212,12 +212,12 @@ impl Server {
     /// Starts serving `GET /metrics` from `routes` over TLS to requests
     /// whose bearer token `secure`'s gate allows (401 without or with a bad
     /// token, 403 when its user may not get `/metrics`, 500 when the API
-    /// cannot say); every other path is 404. Logs once what of the TLS
+    /// cannot say); every other path is 404. Warns once of what in the TLS
     /// flags rustls cannot honour. A certificate directory is re-read every
     /// [`CERT_RELOAD`] and a changed, valid pair replaces the certificate.
     pub fn spawn_secure(self, routes: Routes, secure: Secure) -> io::Result<Handle> {
         for note in &secure.notes {
-            info!(note = %note, "secure metrics: TLS setting not honoured");
+            warn!(note = %note, "secure metrics: TLS setting not honoured");
         }
         review::started();
         self.start(routes, Some(secure))
