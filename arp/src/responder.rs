@@ -142,7 +142,7 @@ impl responder::Protocol for Arp {
         announced: &Announced<Ipv4Addr>,
         ifindex: u32,
         frame: &[u8],
-    ) -> Result<Transmit, DropReason> {
+    ) -> Result<(Ipv4Addr, Transmit), DropReason> {
         let request = FrameRepr::parse(frame).map_err(|err| {
             trace!(ifindex, %err, "arp frame dropped");
             DropReason::from(&err)
@@ -188,7 +188,7 @@ impl responder::Protocol for Arp {
             },
         };
         trace!(ifindex, %reply, "arp reply");
-        Ok(emit(ifindex, &reply))
+        Ok((arp.target_protocol_addr, emit(ifindex, &reply)))
     }
 
     /// Queues the gratuitous ARPs of one round.

@@ -154,15 +154,18 @@ pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> Strin
 /// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in
 /// background tasks for as long as the runtime runs. Readiness is the
 /// component `lease` ([`Source::is_ready`]). The same answers on MetalLB's
-/// health-probe port ([`MetallbArgs::serve_probes`]). Returns the bound
-/// address.
+/// health-probe port ([`MetallbArgs::serve_probes`]), and `/metrics` over
+/// HTTPS to tokens `client`'s API allows on `--port`
+/// ([`MetallbArgs::serve_secure_metrics`]). Returns the bound address.
 ///
 /// # Errors
-/// When `addr`, or an explicitly given health-probe port, cannot be bound.
+/// When `addr`, an explicitly given health-probe port or `--port` cannot
+/// be bound, or the TLS flags or certificate cannot be used.
 pub async fn spawn(
     addr: SocketAddr,
     source: Arc<dyn Source>,
     metallb: &MetallbArgs,
+    client: kube::Client,
 ) -> std::io::Result<SocketAddr> {
     let health = Health::new();
     let ready = Arc::clone(&source);
@@ -178,12 +181,17 @@ pub async fn spawn(
     let routes = Routes::new(health, move || {
         let mut text = render(&source.pool_counts(), source.is_leader(), source.config());
         text.push_str(&shell::procfs::render());
+        text.push_str(&shell::http::review::render());
         text
     });
     let handle = Server::bind(addr, Config::default())
         .await?
         .spawn(routes.clone())?;
     // Served for as long as the runtime runs, as the metrics are.
+    let _secure = metallb
+        .serve_secure_metrics(Some(client), routes.clone())
+        .await
+        .map_err(std::io::Error::other)?;
     let _probes = metallb
         .serve_probes(routes)
         .await

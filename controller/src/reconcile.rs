@@ -178,7 +178,7 @@ pub async fn run(
         update_errors: AtomicU64::new(0),
     });
     if let Some(addr) = opts.metrics_addr {
-        metrics::spawn(addr, shared.clone(), &opts.metallb).await?;
+        metrics::spawn(addr, shared.clone(), &opts.metallb, client.clone()).await?;
     }
     let lease = opts.lease.clone();
     leader::run(

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::announce::{self, Config, Error};
 use crate::ethernet::{self, EthernetAddress};
-use crate::responder::{AsFrame, Output as ProtocolOutput, Protocol, Responder, Stats};
+use crate::responder::{AsFrame, IpCounters, Output as ProtocolOutput, Protocol, Responder, Stats};
 
 /// An IPv4 and an IPv6 responder that share interfaces and configuration.
 /// `V4` is ARP and `V6` NDP in the speaker.
@@ -161,6 +161,14 @@ impl<V4: Protocol<Addr = Ipv4Addr>, V6: Protocol<Addr = Ipv6Addr>> DualStack<V4,
     pub fn v6_stats(&self) -> &Stats<V6::Drop> {
         self.v6.stats()
     }
+
+    /// The counters of every address ever announced, IPv4 first, each
+    /// family in address order.
+    pub fn ip_counters(&self) -> impl Iterator<Item = (IpAddr, IpCounters)> + '_ {
+        let v4 = self.v4.ip_counters().iter().map(|(a, c)| ((*a).into(), *c));
+        let v6 = self.v6.ip_counters().iter().map(|(a, c)| ((*a).into(), *c));
+        v4.chain(v6)
+    }
 }
 
 fn map<T, K, U, L>(
@@ -239,13 +247,18 @@ mod tests {
                     announced: &Announced<$addr>,
                     ifindex: u32,
                     _frame: &[u8],
-                ) -> Result<Frame<1>, Why> {
+                ) -> Result<($addr, Frame<1>), Why> {
                     announced
                         .iter()
                         .find(|(_, i)| *i == ifindex)
-                        .map(|(a, _)| Frame {
-                            ifindex,
-                            frame: [a.last()],
+                        .map(|(a, _)| {
+                            (
+                                a,
+                                Frame {
+                                    ifindex,
+                                    frame: [a.last()],
+                                },
+                            )
                         })
                         .ok_or(Why::NotOurs)
                 }
@@ -318,6 +331,12 @@ mod tests {
             Some(Transmit::V4(_))
         ));
         assert_eq!(d.v4_stats().responses_sent, 2);
+        // Per address, both families, IPv4 first.
+        let per_ip: Vec<_> = d
+            .ip_counters()
+            .map(|(a, c)| (a, c.responses_sent, c.gratuitous_sent))
+            .collect();
+        assert_eq!(per_ip, [(v4, 2, 1), (v6, 1, 2)]);
         assert_eq!(d.v6_stats().responses_sent, 1);
         assert!(d.withdraw(v6, 1));
         assert!(!d.withdraw(v6, 1));

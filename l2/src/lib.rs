@@ -4,8 +4,9 @@
 //! - [`ethernet`]: the Ethernet II wire view and [`EthernetAddress`];
 //! - [`announce`]: the announced set, the takeover bursts and their timers;
 //! - [`responder`]: the shell a [`Protocol`] plugs into, with its output
-//!   queue, multicast group bookkeeping and [`Stats`] (drop counters in one
-//!   array indexed by the protocol's [`Reason`]);
+//!   queue, multicast group bookkeeping, [`Stats`] (drop counters in one
+//!   array indexed by the protocol's [`Reason`]) and [`IpCounters`] per
+//!   announced address;
 //! - [`dual`]: both families behind one `IpAddr` API ([`DualStack`]).
 //!
 //! This crate does no I/O: it never touches a socket, reads a clock, spawns
@@ -27,4 +28,4 @@ pub mod responder;
 pub use announce::{Announced, Burst, Config, Round, Timer};
 pub use dual::DualStack;
 pub use ethernet::{EtherType, EthernetAddress};
-pub use responder::{AsFrame, Output, Protocol, Reason, Responder, Stats, Transmit};
+pub use responder::{AsFrame, IpCounters, Output, Protocol, Reason, Responder, Stats, Transmit};

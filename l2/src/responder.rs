@@ -6,8 +6,15 @@
 //! Pure: no I/O, no clock (`now` is passed in). The driver hands received
 //! frames to [`Responder::handle_frame`] and drains
 //! [`Responder::poll_output`] after every call.
+//!
+//! Counters per announced address ([`IpCounters`], MetalLB's `ip` label)
+//! are kept in a map whose entry is made when the address is first
+//! announced, so a frame costs one lookup and one increment, never an
+//! allocation. Entries stay after a withdrawal: a counter never goes back
+//! (MetalLB's never drop a label either), and the map holds one entry per
+//! address this node ever announced.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
 use std::time::Instant;
@@ -34,12 +41,13 @@ pub trait Protocol {
     /// shell ([`crate::DualStack`]) hands frames of this type to it.
     const ETHERTYPE: EtherType;
 
-    /// The answer to a frame received on `ifindex`, or why there is none.
+    /// The answer to a frame received on `ifindex`, with the announced
+    /// address it answers for, or why there is none.
     fn answer(
         announced: &Announced<Self::Addr>,
         ifindex: u32,
         frame: &[u8],
-    ) -> Result<Self::Transmit, Self::Drop>;
+    ) -> Result<(Self::Addr, Self::Transmit), Self::Drop>;
 
     /// Hands the frames of one announcement round to `send`.
     fn announcements(round: &Round<Self::Addr>, send: &mut dyn FnMut(Self::Transmit));
@@ -135,6 +143,19 @@ impl<R: Reason> Stats<R> {
     }
 }
 
+/// The counters of one announced address (MetalLB's layer 2 counters,
+/// label `ip`); they only grow (wrapping at `u64::MAX`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IpCounters {
+    /// Requests for this address answered
+    /// (`metallb_layer2_requests_received`).
+    pub requests_received: u64,
+    /// Answers sent for it (`metallb_layer2_responses_sent`).
+    pub responses_sent: u64,
+    /// Announcement frames sent for it (`metallb_layer2_gratuitous_sent`).
+    pub gratuitous_sent: u64,
+}
+
 impl<R: Reason> Default for Stats<R> {
     fn default() -> Self {
         Self {
@@ -202,6 +223,8 @@ pub struct Responder<P: Protocol> {
     /// Groups joined per interface, with how many addresses need each.
     groups: HashMap<(u32, EthernetAddress), u32>,
     stats: Stats<P::Drop>,
+    /// Per address ever announced; made by `announce`, never removed.
+    per_ip: BTreeMap<P::Addr, IpCounters>,
 }
 
 impl<P: Protocol> Responder<P> {
@@ -212,6 +235,7 @@ impl<P: Protocol> Responder<P> {
             outputs: VecDeque::new(),
             groups: HashMap::new(),
             stats: Stats::default(),
+            per_ip: BTreeMap::new(),
         }
     }
 
@@ -245,6 +269,8 @@ impl<P: Protocol> Responder<P> {
     pub fn announce(&mut self, now: Instant, addr: P::Addr, ifindex: u32) -> Result<(), Error> {
         let new = !self.announced.contains(addr, ifindex);
         let round = self.announced.announce(now, addr, ifindex)?;
+        // The counters' entry, once per address: frames only look it up.
+        self.per_ip.entry(addr).or_default();
         if new && let Some(group) = P::group(addr) {
             let n = self.groups.entry((ifindex, group)).or_insert(0);
             if *n == 0 {
@@ -294,9 +320,14 @@ impl<P: Protocol> Responder<P> {
     ) -> Option<P::Transmit> {
         let _ = now;
         match P::answer(&self.announced, ifindex, frame) {
-            Ok(reply) => {
+            Ok((addr, reply)) => {
                 self.stats.requests_received = self.stats.requests_received.wrapping_add(1);
                 self.stats.responses_sent = self.stats.responses_sent.wrapping_add(1);
+                // Answered, so announced, so its entry exists.
+                if let Some(c) = self.per_ip.get_mut(&addr) {
+                    c.requests_received = c.requests_received.wrapping_add(1);
+                    c.responses_sent = c.responses_sent.wrapping_add(1);
+                }
                 Some(reply)
             }
             Err(reason) => {
@@ -329,12 +360,21 @@ impl<P: Protocol> Responder<P> {
         &self.stats
     }
 
+    /// The counters of every address ever announced, in address order.
+    pub fn ip_counters(&self) -> &BTreeMap<P::Addr, IpCounters> {
+        &self.per_ip
+    }
+
     /// Queues the frames of one round and the timer of the next.
     fn queue_round(&mut self, round: &Round<P::Addr>) {
         let outputs = &mut self.outputs;
         let stats = &mut self.stats;
+        let mut ip = self.per_ip.get_mut(&round.addr);
         P::announcements(round, &mut |t| {
             stats.announcements_sent = stats.announcements_sent.wrapping_add(1);
+            if let Some(c) = ip.as_deref_mut() {
+                c.gratuitous_sent = c.gratuitous_sent.wrapping_add(1);
+            }
             outputs.push_back(Output::Transmit(t));
         });
         if let Some((at, timer)) = round.next {
@@ -384,16 +424,21 @@ mod tests {
             announced: &Announced<Ipv6Addr>,
             ifindex: u32,
             frame: &[u8],
-        ) -> Result<Transmit<1>, Why> {
+        ) -> Result<(Ipv6Addr, Transmit<1>), Why> {
             let &[last] = frame else {
                 return Err(Why::Empty);
             };
             let addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last.into());
             announced
                 .lookup(addr, ifindex)
-                .map(|_| Transmit {
-                    ifindex,
-                    frame: [last],
+                .map(|_| {
+                    (
+                        addr,
+                        Transmit {
+                            ifindex,
+                            frame: [last],
+                        },
+                    )
                 })
                 .ok_or(Why::NotOurs)
         }
@@ -494,5 +539,59 @@ mod tests {
             s.drops().collect::<Vec<_>>(),
             [(Why::Empty, 1), (Why::NotOurs, 2)]
         );
+    }
+
+    #[test]
+    fn counts_per_announced_address_and_keeps_them_after_withdrawal() {
+        let (t0, mut r) = responder();
+        assert!(r.ip_counters().is_empty());
+        r.announce(t0, addr(7), 1).unwrap();
+        r.announce(t0, addr(9), 1).unwrap();
+        let _ = drain(&mut r);
+        for _ in 0..3 {
+            assert!(r.handle_frame(t0, 1, &[7]).is_some());
+        }
+        assert!(r.handle_frame(t0, 1, &[9]).is_some());
+        // Not ours, or on another interface: no address counts it.
+        assert!(r.handle_frame(t0, 1, &[8]).is_none());
+        assert!(r.handle_frame(t0, 2, &[9]).is_none());
+        let want = |requests, gratuitous| IpCounters {
+            requests_received: requests,
+            responses_sent: requests,
+            gratuitous_sent: gratuitous,
+        };
+        assert_eq!(
+            r.ip_counters()
+                .iter()
+                .map(|(a, c)| (*a, *c))
+                .collect::<Vec<_>>(),
+            [(addr(7), want(3, 1)), (addr(9), want(1, 1))]
+        );
+        // The next round of a burst counts for its address.
+        let (t1, mut r2) = responder();
+        r2.announce(t1, addr(7), 1).unwrap();
+        let arm = drain(&mut r2)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Arm { at, timer } => Some((at, timer)),
+                _ => None,
+            })
+            .unwrap();
+        r2.handle_timer(arm.0, arm.1);
+        let _ = drain(&mut r2);
+        assert_eq!(r2.ip_counters()[&addr(7)].gratuitous_sent, 2);
+        // A withdrawn address keeps its counters (they never go back), and
+        // counts again when it comes back.
+        assert!(r.withdraw(addr(7), 1));
+        assert!(r.handle_frame(t0, 1, &[7]).is_none());
+        assert_eq!(r.ip_counters()[&addr(7)], want(3, 1));
+        r.announce(t0, addr(7), 1).unwrap();
+        let _ = drain(&mut r);
+        assert!(r.handle_frame(t0, 1, &[7]).is_some());
+        assert_eq!(r.ip_counters()[&addr(7)], want(4, 2));
+        // The totals are the sums.
+        let s = r.stats();
+        assert_eq!(s.requests_received, 5);
+        assert_eq!(s.announcements_sent, 3);
     }
 }

@@ -168,7 +168,7 @@ impl responder::Protocol for Ndp {
         announced: &Announced<Ipv6Addr>,
         ifindex: u32,
         frame: &[u8],
-    ) -> Result<Transmit, DropReason> {
+    ) -> Result<(Ipv6Addr, Transmit), DropReason> {
         let request = FrameRepr::parse(frame).map_err(|err| {
             trace!(ifindex, %err, "ndp frame dropped");
             DropReason::from(&err)
@@ -231,7 +231,7 @@ impl responder::Protocol for Ndp {
             },
         };
         trace!(ifindex, %reply, "neighbor advertisement");
-        Ok(emit(ifindex, &reply))
+        Ok((target_addr, emit(ifindex, &reply)))
     }
 
     /// Queues the unsolicited advertisement of one round (RFC 4861 §7.2.6:

@@ -9,9 +9,13 @@
 //! ([`MetallbArgs::report_unused`]).
 
 use std::net::{Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use tracing::{info, warn};
 
+use crate::http::review::{Gate, KubeReviewer};
+use crate::http::secure::{CertSource, Secure, TlsOptions};
 use crate::http::{Config, Handle, Routes, Server};
 
 /// The port MetalLB's programs answer `/healthz` and `/readyz` on when
@@ -23,9 +27,17 @@ pub const DEFAULT_HEALTH_PROBE_PORT: u16 = 17472;
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "MetalLB compatibility")]
 pub struct MetallbArgs {
-    /// MetalLB's HTTPS metrics port (its manifests pass --port=9120; 0
-    /// disables its metrics). ferrolb serves its metrics over HTTP on
-    /// --metrics-addr instead; this flag is accepted and has no effect.
+    /// Also serve /metrics over HTTPS on this port, on every address, as
+    /// MetalLB does (its manifests pass --port=9120, the port its
+    /// ServiceMonitor and PodMonitor scrape): a request needs an
+    /// `Authorization: Bearer` token that the Kubernetes API authenticates
+    /// (TokenReview) and whose user may `get` the non-resource URL /metrics
+    /// (SubjectAccessReview): 401 without or with a bad token, 403 when not
+    /// allowed. Verdicts are cached (allowed 60 s, refused 10 s). This
+    /// program's service account needs `create` on tokenreviews and
+    /// subjectaccessreviews. Off when absent or 0 (MetalLB's default is
+    /// 9120; ferrolb's plain HTTP on --metrics-addr stays either way). Not
+    /// in the speaker's file mode (no API to ask).
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
     /// Also answer /healthz, /readyz and /metrics on this port, on every
@@ -35,18 +47,28 @@ pub struct MetallbArgs {
     /// warning (--metrics-addr still answers).
     #[arg(long, value_name = "PORT")]
     pub health_probe_port: Option<u16>,
-    /// MetalLB: lowest TLS version of its HTTPS metrics. No effect (no TLS
-    /// listener in ferrolb).
+    /// Lowest TLS version of --port: VersionTLS12 or VersionTLS13 (the
+    /// default, MetalLB's). VersionTLS10 and VersionTLS11 mean TLS 1.2
+    /// (rustls has nothing older; logged).
     #[arg(long, value_name = "VERSION")]
     pub tls_min_version: Option<String>,
-    /// MetalLB: TLS 1.2 cipher suites of its HTTPS metrics. No effect.
+    /// TLS 1.2 cipher suites of --port, Go's names, comma-separated (needs
+    /// --tls-min-version=VersionTLS12; TLS 1.3's suites are all offered,
+    /// as in Go). rustls implements the ECDHE suites with AES-GCM and
+    /// ChaCha20-Poly1305; others (CBC, RSA key exchange, 3DES, RC4) are
+    /// logged once and left out. Default: rustls's.
     #[arg(long, value_name = "LIST")]
     pub tls_cipher_suites: Option<String>,
-    /// MetalLB: TLS curve preferences of its HTTPS metrics. No effect.
+    /// Key exchange groups of --port, Go's numeric CurveIDs in order of
+    /// preference: 29 (X25519), 23 (P-256), 24 (P-384). 25 (P-521) and the
+    /// post-quantum hybrids are logged once and left out (not in rustls
+    /// with ring). Default: rustls's.
     #[arg(long, value_name = "LIST")]
     pub tls_curve_preferences: Option<String>,
-    /// MetalLB: directory of tls.crt/tls.key for its HTTPS metrics. No
-    /// effect.
+    /// Directory holding tls.crt and tls.key (PEM) for --port, as a
+    /// kubernetes.io/tls Secret mounts them; re-read every 10 s, and a
+    /// changed valid pair replaces the certificate without a restart.
+    /// Default: a self-signed certificate made at start.
     #[arg(long, value_name = "DIR")]
     pub metrics_cert_dir: Option<String>,
     /// MetalLB: address of a Go pprof endpoint. No effect (ferrolb has no
@@ -69,25 +91,21 @@ impl MetallbArgs {
     /// Logs, once each at info, the flags that were given and have no
     /// effect in ferrolb.
     pub fn report_unused(&self) {
-        if let Some(port) = self.port {
-            info!(
-                port,
-                "--port (MetalLB's HTTPS metrics port) has no effect: ferrolb serves its metrics over HTTP on --metrics-addr"
-            );
-        }
-        let tls = [
-            ("--tls-min-version", &self.tls_min_version),
-            ("--tls-cipher-suites", &self.tls_cipher_suites),
-            ("--tls-curve-preferences", &self.tls_curve_preferences),
-            ("--metrics-cert-dir", &self.metrics_cert_dir),
-        ];
-        for (flag, value) in tls {
-            if let Some(value) = value {
-                info!(
-                    flag,
-                    value = %value,
-                    "MetalLB flag has no effect: ferrolb has no TLS metrics listener"
-                );
+        if self.secure_port().is_none() {
+            let tls = [
+                ("--tls-min-version", &self.tls_min_version),
+                ("--tls-cipher-suites", &self.tls_cipher_suites),
+                ("--tls-curve-preferences", &self.tls_curve_preferences),
+                ("--metrics-cert-dir", &self.metrics_cert_dir),
+            ];
+            for (flag, value) in tls {
+                if let Some(value) = value {
+                    info!(
+                        flag,
+                        value = %value,
+                        "MetalLB flag has no effect without --port (the HTTPS metrics listener)"
+                    );
+                }
             }
         }
         if let Some(addr) = self.pprof_bind_address.as_ref().filter(|a| !a.is_empty()) {
@@ -133,6 +151,58 @@ impl MetallbArgs {
                 Ok(None)
             }
         }
+    }
+
+    /// The HTTPS metrics port, when one is asked for (`--port`, not 0).
+    #[must_use]
+    pub fn secure_port(&self) -> Option<u16> {
+        self.port.filter(|p| *p != 0)
+    }
+
+    /// Starts the HTTPS metrics listener of `--port` on `[::]:PORT` (IPv4
+    /// too where the host allows it, else `0.0.0.0:PORT`), answering
+    /// `GET /metrics` from `routes` to bearer tokens `client`'s API allows
+    /// (see [`crate::http::review`]); `None` without `--port`.
+    ///
+    /// # Errors
+    /// `--port` without an API client (`client` is `None`), a TLS flag or a
+    /// certificate directory that cannot be used, or a port that cannot be
+    /// bound; each message names the flag.
+    pub async fn serve_secure_metrics(
+        &self,
+        client: Option<kube::Client>,
+        routes: Routes,
+    ) -> Result<Option<Handle>, String> {
+        let Some(port) = self.secure_port() else {
+            return Ok(None);
+        };
+        let client = client.ok_or_else(|| {
+            format!("--port {port}: the HTTPS metrics review bearer tokens with the Kubernetes API, which this mode does not use")
+        })?;
+        let options = TlsOptions::parse(
+            self.tls_min_version.as_deref(),
+            self.tls_cipher_suites.as_deref(),
+            self.tls_curve_preferences.as_deref(),
+        )?;
+        let source = match self.metrics_cert_dir.as_deref().filter(|d| !d.is_empty()) {
+            Some(dir) => CertSource::Dir(PathBuf::from(dir)),
+            None => CertSource::SelfSigned,
+        };
+        let gate = Arc::new(Gate::new(Arc::new(KubeReviewer::new(client, "/metrics"))));
+        let secure = Secure::new(&options, source, gate)?;
+        let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
+        let v4 = SocketAddr::from(([0, 0, 0, 0], port));
+        let server = match Server::bind(v6, Config::default()).await {
+            Ok(server) => Ok(server),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+                Server::bind(v4, Config::default()).await
+            }
+            Err(e) => Err(e),
+        };
+        server
+            .and_then(|s| s.spawn_secure(routes, secure))
+            .map(Some)
+            .map_err(|e| format!("--port {port}: {e}"))
     }
 }
 
@@ -230,5 +300,53 @@ mod tests {
             ..MetallbArgs::default()
         };
         assert!(off.serve_probes(routes()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_https_port_needs_an_api_and_usable_tls_flags() {
+        let routes = || Routes::new(Health::new(), String::new);
+        let off = MetallbArgs {
+            port: Some(0),
+            ..MetallbArgs::default()
+        };
+        assert!(
+            off.serve_secure_metrics(None, routes())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let on = MetallbArgs {
+            port: Some(9120),
+            ..MetallbArgs::default()
+        };
+        let err = on.serve_secure_metrics(None, routes()).await.unwrap_err();
+        assert!(err.starts_with("--port 9120"), "{err}");
+        // A client to nowhere: nothing is asked before the listener starts.
+        let client = || {
+            let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+            Some(kube::Client::try_from(config).unwrap())
+        };
+        for (args, flag) in [
+            (
+                MetallbArgs {
+                    tls_min_version: Some("TLS13".into()),
+                    ..on.clone()
+                },
+                "--tls-min-version",
+            ),
+            (
+                MetallbArgs {
+                    metrics_cert_dir: Some("/nonexistent/ferrolb-certs".into()),
+                    ..on.clone()
+                },
+                "--metrics-cert-dir",
+            ),
+        ] {
+            let err = args
+                .serve_secure_metrics(client(), routes())
+                .await
+                .unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
     }
 }

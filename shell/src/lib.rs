@@ -14,7 +14,9 @@
 //! - [`compat`]: the flags MetalLB's manifests pass to both of its
 //!   programs, and the health-probe listener its pod specs probe.
 //! - [`http`]: the metrics/health HTTP server (hyper), with timeouts,
-//!   connection caps and accept backoff, safe to expose on a host port.
+//!   connection caps and accept backoff, safe to expose on a host port;
+//!   and its HTTPS form for MetalLB's `--port`, whose bearer tokens are
+//!   reviewed by the Kubernetes API ([`http::review`], [`http::secure`]).
 //! - [`procfs`]: the `process_*` metrics every Prometheus client exports.
 //!
 //! This is glue, not a sans-IO core: it owns sockets, clocks and tasks.

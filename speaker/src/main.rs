@@ -306,13 +306,13 @@ async fn start(mut args: Args) -> Result<(), String> {
         .await
         .and_then(|s| s.spawn(routes.clone()))
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
-    let probes = args.metallb.serve_probes(routes).await?;
+    let probes = args.metallb.serve_probes(routes.clone()).await?;
     let memberlist = match args.memberlist_bind {
         Some(bind) => Some(start_memberlist(&args, bind, &tasks)?),
         None => None,
     };
     let (tx, reloads) = mpsc::channel(1);
-    let kube = match &args.config_dir {
+    let (kube, client) = match &args.config_dir {
         Some(dir) => {
             tasks.spawn(
                 "configuration source",
@@ -322,18 +322,25 @@ async fn start(mut args: Args) -> Result<(), String> {
                     tx,
                 ),
             );
-            None
+            (None, None)
         }
-        None => Some(
-            start_kubernetes(
+        None => {
+            let client = kube_client(&args).await?;
+            let kube = start_kubernetes(
                 &args,
+                client.clone(),
                 memberlist.as_ref().map(|(m, _)| m.clone()),
                 tx,
                 &tasks,
             )
-            .await?,
-        ),
+            .await?;
+            (Some(kube), Some(client))
+        }
     };
+    let secure = args
+        .metallb
+        .serve_secure_metrics(client, routes.clone())
+        .await?;
     let opts = Options {
         node: args.node,
         load_balancer_class: args.lb_class,
@@ -370,18 +377,15 @@ async fn start(mut args: Args) -> Result<(), String> {
     if let Some(probes) = probes {
         probes.shutdown().await;
     }
+    if let Some(secure) = secure {
+        secure.shutdown().await;
+    }
     result
 }
 
-/// Connects to the API, starts the watches (and the memberlist seed
-/// feed, the Ready speakers and, while isolated, the ServiceL2Status
-/// reader) and the status writer; returns the loop's link to them.
-async fn start_kubernetes(
-    args: &Args,
-    memberlist: Option<Memberlist>,
-    tx: mpsc::Sender<Reload>,
-    tasks: &Spawner,
-) -> Result<run::Kube, String> {
+/// The Kubernetes client: from --kubeconfig, else as kubectl finds one
+/// (in a Pod, the service account).
+async fn kube_client(args: &Args) -> Result<kube::Client, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -394,7 +398,19 @@ async fn start_kubernetes(
             .await
             .map_err(|e| format!("no Kubernetes API found (and no --config-dir): {e}"))?,
     };
-    let client = kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))?;
+    kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))
+}
+
+/// Connects to the API, starts the watches (and the memberlist seed
+/// feed, the Ready speakers and, while isolated, the ServiceL2Status
+/// reader) and the status writer; returns the loop's link to them.
+async fn start_kubernetes(
+    args: &Args,
+    client: kube::Client,
+    memberlist: Option<Memberlist>,
+    tx: mpsc::Sender<Reload>,
+    tasks: &Spawner,
+) -> Result<run::Kube, String> {
     let (speakers_tx, speakers) = watch::channel(Arc::new(ApiSpeakers::default()));
     let speakers_tx = Arc::new(speakers_tx);
     let (isolated, isolated_rx) = watch::channel(false);

@@ -25,12 +25,10 @@ pub struct Snapshot {
     pub peers: BTreeMap<String, PeerMetrics>,
     /// What this node announces: (protocol, service, ip).
     pub announced: BTreeSet<(Via, String, IpAddr)>,
-    /// MetalLB's `metallb_layer2_requests_received`.
-    pub l2_requests_received: u64,
-    /// MetalLB's `metallb_layer2_responses_sent`.
-    pub l2_responses_sent: u64,
-    /// MetalLB's `metallb_layer2_gratuitous_sent`.
-    pub l2_gratuitous_sent: u64,
+    /// MetalLB's `metallb_layer2_requests_received`,
+    /// `metallb_layer2_responses_sent` and `metallb_layer2_gratuitous_sent`,
+    /// per address this node ever announced (label `ip`).
+    pub l2: BTreeMap<IpAddr, l2::IpCounters>,
     /// Configuration errors seen: rejected reloads' errors and new problems
     /// found while planning.
     pub config_errors: u64,
@@ -258,25 +256,34 @@ impl Snapshot {
                 escape(service)
             );
         }
-        let mut scalars = vec![
+        // MetalLB's names, help and `ip` label.
+        let per_ip: [Family<l2::IpCounters>; 3] = [
             (
                 "metallb_layer2_requests_received",
                 "counter",
-                "Number of layer 2 requests received for owned IPs",
-                self.l2_requests_received,
+                "Number of layer2 requests received for owned IPs",
+                |c| c.requests_received,
             ),
             (
                 "metallb_layer2_responses_sent",
                 "counter",
-                "Number of layer 2 responses sent for owned IPs",
-                self.l2_responses_sent,
+                "Number of layer2 responses sent for owned IPs in response to requests",
+                |c| c.responses_sent,
             ),
             (
                 "metallb_layer2_gratuitous_sent",
                 "counter",
-                "Number of gratuitous layer 2 packets sent for owned IPs",
-                self.l2_gratuitous_sent,
+                "Number of gratuitous layer2 packets sent for owned IPs as a result of failovers",
+                |c| c.gratuitous_sent,
             ),
+        ];
+        for (name, kind, help, value) in per_ip {
+            head(&mut out, name, kind, help);
+            for (ip, c) in &self.l2 {
+                let _ = writeln!(out, "{name}{{ip=\"{ip}\"}} {}", value(c));
+            }
+        }
+        let mut scalars = vec![
             (
                 "metallb_k8s_client_config_loaded_bool",
                 "gauge",
@@ -477,6 +484,7 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
     Routes::new(health, move || {
         let mut text = lock(&shared).render();
         text.push_str(&shell::procfs::render());
+        text.push_str(&shell::http::review::render());
         text
     })
 }
@@ -538,6 +546,24 @@ mod tests {
             }),
             l2_api_candidates: 2,
             l2_yielded: 1,
+            l2: BTreeMap::from([
+                (
+                    "192.0.2.20".parse().unwrap(),
+                    l2::IpCounters {
+                        requests_received: 4,
+                        responses_sent: 4,
+                        gratuitous_sent: 10,
+                    },
+                ),
+                (
+                    "2001:db8::20".parse().unwrap(),
+                    l2::IpCounters {
+                        requests_received: 1,
+                        responses_sent: 1,
+                        gratuitous_sent: 5,
+                    },
+                ),
+            ]),
             ..Snapshot::default()
         };
         let text = snap.render();
@@ -556,7 +582,15 @@ mod tests {
             "metallb_bgp_total_sent{peer=\"10.0.0.1:179\"} 9\n",
             "metallb_bgp_route_refresh_sent{peer=\"10.0.0.1:179\"} 0\n",
             "metallb_speaker_announced{ip=\"192.0.2.10\",node=\"n1\",protocol=\"bgp\",service=\"default/web\"} 1\n",
-            "metallb_layer2_requests_received 0\n",
+            "# TYPE metallb_layer2_requests_received counter\n",
+            "metallb_layer2_requests_received{ip=\"192.0.2.20\"} 4\n",
+            "metallb_layer2_requests_received{ip=\"2001:db8::20\"} 1\n",
+            "# TYPE metallb_layer2_responses_sent counter\n",
+            "metallb_layer2_responses_sent{ip=\"192.0.2.20\"} 4\n",
+            "metallb_layer2_responses_sent{ip=\"2001:db8::20\"} 1\n",
+            "# TYPE metallb_layer2_gratuitous_sent counter\n",
+            "metallb_layer2_gratuitous_sent{ip=\"192.0.2.20\"} 10\n",
+            "metallb_layer2_gratuitous_sent{ip=\"2001:db8::20\"} 5\n",
             "ferrolb_config_errors_total 4\n",
             "ferrolb_config_last_reload_success 1\n",
             "ferrolb_memberlist_members 3\n",

@@ -582,9 +582,7 @@ impl Reconciler {
             (m.bfd_sessions, m.bfd_dropped) = bfd_metrics(&stats, &sessions);
         }
         if let Some(s) = l2 {
-            m.l2_requests_received = s.requests_received();
-            m.l2_responses_sent = s.responses_sent();
-            m.l2_gratuitous_sent = s.gratuitous_sent();
+            m.l2 = s.per_ip;
         }
     }
 }

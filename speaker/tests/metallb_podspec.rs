@@ -26,6 +26,8 @@
 //! [`Forward`] of its port.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../shell/tests/support/https.rs"]
+mod https;
 mod k8s;
 
 use std::collections::BTreeMap;
@@ -316,6 +318,32 @@ impl PodProc {
 
     fn text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET /metrics` over HTTPS on `addr` inside the Pod's network
+    /// namespace, as MetalLB's ServiceMonitor scrapes (any certificate),
+    /// without a token: the status code, or 0 when nothing answers.
+    fn get_https_without_token(&self, addr: &str) -> u16 {
+        let addr = addr.to_owned();
+        self.ns.run_in(move || {
+            let Ok(tcp) = std::net::TcpStream::connect(&addr) else {
+                return 0;
+            };
+            let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+            let config = https::client(https::Trust::Any, false);
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let conn = rustls::ClientConnection::new(config, name).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+            let mut s = String::new();
+            if tls.write_all(req.as_bytes()).is_ok() {
+                let _ = tls.read_to_string(&mut s);
+            }
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0)
+        })
     }
 }
 
@@ -631,11 +659,24 @@ fn metallb_v016_native_pod_specs_start_elect_announce_and_report_healthy() {
             .collect();
         reasons.contains(&"IPAllocated") && reasons.contains(&"nodeAssigned")
     });
+    // MetalLB's HTTPS metrics port (--port=9120, metricshttps) answers
+    // over TLS, and a scrape without a token is refused (MetalLB's native
+    // manifest grants no TokenReviews; its -prometheus variant does).
+    let https_port = ctl_container["ports"][0]["containerPort"].as_u64().unwrap();
+    assert_eq!(ctl_container["ports"][0]["name"], "metricshttps");
+    for p in &all {
+        let addr = format!("127.0.0.1:{https_port}");
+        step(
+            "the HTTPS metrics port to refuse a scrape without a token",
+            &all,
+            &mut || p.get_https_without_token(&addr) == 401,
+        );
+    }
     // Nothing else these programs did was refused by MetalLB's roles (the
     // three refusals they expect and work around are the Lease, the watch
     // of Pods and the events.k8s.io API), no MetalLB flag or variable was
-    // rejected, nothing failed, and the flags without effect were said to
-    // be so.
+    // rejected, nothing failed, the HTTPS metrics listener started, and
+    // the flags without effect were said to be so.
     let expected = [
         "may not use Leases",
         "cannot watch resource \\\"pods\\\"",
@@ -650,7 +691,15 @@ fn metallb_v016_native_pod_specs_start_elect_announce_and_report_healthy() {
                 fail(&format!("{}: {line}", p.log.display()), &all);
             }
         }
-        assert!(text.contains("has no effect"), "{}", p.log.display());
+        assert!(
+            text.contains("secure metrics server listening"),
+            "{}",
+            p.log.display()
+        );
+    }
+    // The speakers' METALLB_HOST is said to have no effect.
+    for s in &speakers {
+        assert!(s.text().contains("has no effect"), "{}", s.log.display());
     }
     // And all three still run.
     let mut ctl = ctl;

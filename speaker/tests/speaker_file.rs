@@ -512,17 +512,40 @@ fn layer2_elected_speaker_answers_arp() {
         panic!("{e}")
     });
     assert_eq!(lladdr, mac, "the VIP must resolve to the elected node");
-    // Counters are copied from the driver every second.
+    // Counters are copied from the driver every second, per address
+    // (MetalLB's `ip` label): the client's requests were answered, and the
+    // takeover was announced.
+    let counter = |m: &str, name: &str| -> u64 {
+        let prefix = format!("{name}{{ip=\"10.0.0.100\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     wait_until(
-        "the ARP responses to be counted",
+        "the ARP requests, responses and announcements to be counted for 10.0.0.100",
         Duration::from_secs(5),
         Duration::from_millis(200),
         || {
             let m = nodes[winner].metrics();
-            (!m.contains("metallb_layer2_responses_sent 0\n")).then_some(())
+            [
+                "metallb_layer2_requests_received",
+                "metallb_layer2_responses_sent",
+                "metallb_layer2_gratuitous_sent",
+            ]
+            .iter()
+            .all(|name| counter(&m, name) >= 1)
+            .then_some(())
         },
     )
     .unwrap();
+    // The node that does not announce counts nothing for it.
+    let other = nodes[1 - winner].metrics();
+    assert_eq!(
+        counter(&other, "metallb_layer2_responses_sent"),
+        0,
+        "{other}"
+    );
 }
 
 /// The memberlist key file is re-read while running: a three-step rotation

@@ -112,6 +112,25 @@ fn template_matches_golden_files() {
     assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux");
     assert_eq!(pod["nodeSelector"]["node-role.kubernetes.io/infra"], "");
     assert!(strings(&pod["containers"][0]["args"]).contains(&"--log-level=debug".to_owned()));
+    // MetalLB's HTTPS metrics: --port=metricsPort with its TLS values, the
+    // port named metricshttps, scraped over HTTPS with Prometheus' token,
+    // which may get /metrics.
+    let args = strings(&pod["containers"][0]["args"]);
+    for arg in ["--port=9120", "--tls-min-version=VersionTLS12"] {
+        assert!(args.contains(&arg.to_owned()), "{arg}: {args:?}");
+    }
+    assert_eq!(pod["containers"][0]["ports"][1]["name"], "metricshttps");
+    let monitor = find(&docs, "ServiceMonitor", "speaker-monitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "metricshttps");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
+    let reader = find(&docs, "ClusterRole", "metallb-system:prometheus-metrics");
+    assert_eq!(reader["rules"][0]["nonResourceURLs"][0], "/metrics");
     for (kind, name) in [
         ("ServiceMonitor", "controller-monitor"),
         ("ServiceMonitor", "speaker-monitor"),

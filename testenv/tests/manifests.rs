@@ -247,6 +247,9 @@ async fn controller_may_do_what_it_calls_and_nothing_more() {
         ("get", "secrets/memberlist", NAMESPACE),
         ("create", "secrets", NAMESPACE),
         ("get", "deployments.apps/controller", NAMESPACE),
+        // The HTTPS metrics (--port): shell::http::review.
+        ("create", "tokenreviews.authentication.k8s.io", ""),
+        ("create", "subjectaccessreviews.authorization.k8s.io", ""),
     ] {
         assert_may(&client, user, verb, resource, ns, true).await;
     }
@@ -314,6 +317,9 @@ async fn speaker_may_do_what_it_calls_and_nothing_more() {
         ("patch", "configurationstates.metallb.io/status", NAMESPACE),
         ("create", "events.events.k8s.io", "app"),
         ("patch", "events.events.k8s.io", "app"),
+        // The HTTPS metrics (--port): shell::http::review.
+        ("create", "tokenreviews.authentication.k8s.io", ""),
+        ("create", "subjectaccessreviews.authorization.k8s.io", ""),
     ]);
     for (verb, resource, ns) in allowed {
         assert_may(&client, user, verb, resource, ns, true).await;
@@ -1016,6 +1022,21 @@ fn assert_probes(c: &Container) {
         .filter_map(|p| Some((p.name.as_deref()?, p.container_port)))
         .collect();
     assert_eq!(ports.get("monitoring"), Some(&METRICS_PORT), "{}", c.name);
+    // MetalLB's HTTPS metrics port, under MetalLB's port name.
+    assert_eq!(
+        ports.get("metricshttps"),
+        Some(&SECURE_METRICS_PORT),
+        "{}",
+        c.name
+    );
+    assert!(
+        c.args
+            .as_ref()
+            .unwrap()
+            .contains(&format!("--port={SECURE_METRICS_PORT}")),
+        "{}",
+        c.name
+    );
     for (probe, path) in [
         (c.liveness_probe.as_ref(), "/healthz"),
         (c.readiness_probe.as_ref(), "/readyz"),
@@ -1079,5 +1100,8 @@ const NAMESPACE: &str = "metallb-system";
 
 /// Both binaries' default metrics port.
 const METRICS_PORT: i32 = 7472;
+
+/// MetalLB's HTTPS metrics port (`--port`), which its monitors scrape.
+const SECURE_METRICS_PORT: i32 = 9120;
 
 const TIMEOUT: Duration = Duration::from_secs(20);

@@ -25,7 +25,16 @@
 //! - **Graceful shutdown.** [`Handle::shutdown`] stops accepting, lets
 //!   requests in flight finish for up to `shutdown_grace`, then closes the
 //!   rest.
+//!
+//! [`Server::spawn_secure`] serves the same metrics over TLS with a bearer
+//! token checked against the Kubernetes API ([`review`], [`secure`]): the
+//! listener MetalLB's ServiceMonitor and PodMonitor scrape. Only
+//! `/metrics` is served there; the limits above hold for it too, the TLS
+//! handshake included (it must end within `header_timeout` of the
+//! accept), and the token review counts toward `request_timeout`.
 
+pub mod review;
+pub mod secure;
 mod slots;
 
 use std::convert::Infallible;
@@ -42,12 +51,15 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, trace, warn};
 
+use self::review::{Gate, Verdict};
+use self::secure::{CertSource, Secure};
 use self::slots::Slots;
 use crate::health::Health;
 
@@ -194,19 +206,63 @@ impl Server {
     /// Starts serving `routes` in background tasks (inside a tokio
     /// runtime).
     pub fn spawn(self, routes: Routes) -> io::Result<Handle> {
+        self.start(routes, None)
+    }
+
+    /// Starts serving `GET /metrics` from `routes` over TLS to requests
+    /// whose bearer token `secure`'s gate allows (401 without or with a bad
+    /// token, 403 when its user may not get `/metrics`, 500 when the API
+    /// cannot say); every other path is 404. Warns once of what in the TLS
+    /// flags rustls cannot honour. A certificate directory is re-read every
+    /// [`CERT_RELOAD`] and a changed, valid pair replaces the certificate.
+    pub fn spawn_secure(self, routes: Routes, secure: Secure) -> io::Result<Handle> {
+        for note in &secure.notes {
+            warn!(note = %note, "secure metrics: TLS setting not honoured");
+        }
+        review::started();
+        self.start(routes, Some(secure))
+    }
+
+    fn start(self, routes: Routes, secure: Option<Secure>) -> io::Result<Handle> {
         let local = self.listener.local_addr()?;
         let c = &self.config;
-        info!(
-            addr = %local,
-            max_connections = c.max_connections,
-            max_connections_per_source = c.max_connections_per_source,
-            header_timeout_ms = millis(c.header_timeout),
-            request_timeout_ms = millis(c.request_timeout),
-            "metrics server listening"
-        );
+        match secure.as_ref().map(|s| &s.source) {
+            None => info!(
+                addr = %local,
+                max_connections = c.max_connections,
+                max_connections_per_source = c.max_connections_per_source,
+                header_timeout_ms = millis(c.header_timeout),
+                request_timeout_ms = millis(c.request_timeout),
+                "metrics server listening"
+            ),
+            Some(source) => info!(
+                addr = %local,
+                max_connections = c.max_connections,
+                max_connections_per_source = c.max_connections_per_source,
+                header_timeout_ms = millis(c.header_timeout),
+                request_timeout_ms = millis(c.request_timeout),
+                certificate = %match source {
+                    CertSource::Dir(dir) => dir.display().to_string(),
+                    CertSource::SelfSigned => "self-signed".to_owned(),
+                },
+                cache_allowed_ttl_ms = millis(review::ALLOWED_TTL),
+                cache_denied_ttl_ms = millis(review::DENIED_TTL),
+                "secure metrics server listening"
+            ),
+        }
         let stop = CancellationToken::new();
         let force = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let (tls, watched) = match secure {
+            Some(s) => (
+                Some(Tls {
+                    acceptor: s.acceptor,
+                    gate: s.gate,
+                }),
+                s.watched,
+            ),
+            None => (None, None),
+        };
         let shared = Arc::new(Shared {
             slots: Mutex::new(Slots::new(c.max_connections, c.max_connections_per_source)),
             permits: Arc::new(Semaphore::new(c.max_connections.max(1))),
@@ -215,7 +271,34 @@ impl Server {
             stop: stop.clone(),
             force: force.clone(),
             tracker: tracker.clone(),
+            tls,
         });
+        if let Some(mut watched) = watched {
+            let stop = stop.clone();
+            tracker.spawn(async move {
+                let mut tick = tokio::time::interval(CERT_RELOAD);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut failing = false;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        () = stop.cancelled() => break,
+                    }
+                    match watched.reload() {
+                        Ok(true) => {
+                            failing = false;
+                            info!(dir = %watched.dir().display(), "secure metrics: certificate reloaded");
+                        }
+                        Ok(false) => failing = false,
+                        Err(e) if !failing => {
+                            failing = true;
+                            warn!(error = %e, "secure metrics: cannot reload the certificate; keeping the one in use");
+                        }
+                        Err(_) => {}
+                    }
+                }
+            });
+        }
         tracker.spawn(accept_loop(self.listener, shared));
         Ok(Handle {
             local,
@@ -226,6 +309,9 @@ impl Server {
         })
     }
 }
+
+/// How often a certificate directory is re-read.
+pub const CERT_RELOAD: Duration = Duration::from_secs(10);
 
 impl Handle {
     /// The address the server listens on.
@@ -262,6 +348,13 @@ struct Shared {
     stop: CancellationToken,
     force: CancellationToken,
     tracker: TaskTracker,
+    /// The secure listener's TLS and token gate.
+    tls: Option<Tls>,
+}
+
+struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    gate: Arc<Gate>,
 }
 
 impl Shared {
@@ -331,29 +424,81 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         trace!(%peer, id, "metrics connection accepted");
         let conn_shared = Arc::clone(&shared);
         shared.tracker.spawn(async move {
-            connection(stream, peer, id, wake, &conn_shared).await;
+            match &conn_shared.tls {
+                None => {
+                    let _ = stream.set_nodelay(true);
+                    connection(stream, peer, id, wake, &conn_shared).await;
+                }
+                Some(tls) => {
+                    if let Some(stream) = handshake(tls, stream, peer, &wake, &conn_shared).await {
+                        connection(stream, peer, id, wake, &conn_shared).await;
+                    }
+                }
+            }
             conn_shared.slots().release(id);
             drop(permit);
         });
     }
 }
 
+/// The TLS handshake of a secure connection, within `header_timeout` of
+/// the accept; `None` when it failed, timed out, or the connection was
+/// evicted or the server stopped meanwhile.
+async fn handshake(
+    tls: &Tls,
+    stream: TcpStream,
+    peer: SocketAddr,
+    wake: &Notify,
+    shared: &Shared,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let _ = stream.set_nodelay(true);
+    let accept = tokio::time::timeout(shared.config.header_timeout, tls.acceptor.accept(stream));
+    tokio::select! {
+        r = accept => match r {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                debug!(%peer, error = %e, "secure metrics: TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                debug!(%peer, "secure metrics: TLS handshake timed out");
+                None
+            }
+        },
+        () = wake.notified() => {
+            debug!(%peer, "metrics connection closed to make room");
+            None
+        }
+        () = shared.stop.cancelled() => None,
+        () = shared.force.cancelled() => None,
+    }
+}
+
 /// Serves one connection until it ends, times out, is evicted, or the
 /// server stops.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     peer: SocketAddr,
     id: u64,
     wake: Arc<Notify>,
     shared: &Arc<Shared>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let cfg = &shared.config;
-    let _ = stream.set_nodelay(true);
     let served = Arc::new(AtomicU32::new(0));
     let svc_shared = Arc::clone(shared);
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let n = served.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-        std::future::ready(Ok::<_, Infallible>(answer(&svc_shared, id, n, &req)))
+        let shared = Arc::clone(&svc_shared);
+        async move {
+            shared.slots().touch(id, Instant::now());
+            let reply = match &shared.tls {
+                None => Reply::from(shared.routes.respond(req.method(), req.uri().path())),
+                Some(tls) => secure_reply(&shared.routes, &tls.gate, &req).await,
+            };
+            Ok::<_, Infallible>(answer(&shared, id, n, reply))
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -395,12 +540,63 @@ async fn connection(
     }
 }
 
+/// What to answer: status, content type, body.
+struct Reply {
+    status: StatusCode,
+    content_type: &'static str,
+    body: String,
+}
+
+impl From<(StatusCode, &'static str, String)> for Reply {
+    fn from((status, content_type, body): (StatusCode, &'static str, String)) -> Self {
+        Self {
+            status,
+            content_type,
+            body,
+        }
+    }
+}
+
+/// The secure listener's answer: `/metrics` only, to a token the gate
+/// allows.
+async fn secure_reply(routes: &Routes, gate: &Gate, req: &Request<Incoming>) -> Reply {
+    const TEXT: &str = "text/plain";
+    let method = req.method();
+    if method != Method::GET && method != Method::HEAD {
+        return routes.respond(method, "/metrics").into();
+    }
+    if req.uri().path() != "/metrics" {
+        return (StatusCode::NOT_FOUND, TEXT, "not found\n".to_owned()).into();
+    }
+    match gate.check(req.headers()).await {
+        Ok(Verdict::Allowed { .. }) => routes.respond(method, "/metrics").into(),
+        Ok(Verdict::Unauthenticated) => {
+            (StatusCode::UNAUTHORIZED, TEXT, "Unauthorized\n".to_owned()).into()
+        }
+        Ok(Verdict::Forbidden { user }) => (
+            StatusCode::FORBIDDEN,
+            TEXT,
+            format!("Authorization denied for user {user}: it may not get /metrics\n"),
+        )
+            .into(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            TEXT,
+            "the bearer token could not be reviewed\n".to_owned(),
+        )
+            .into(),
+    }
+}
+
 /// The response to one request; its body reports back when hyper is done
 /// with it.
-fn answer(shared: &Arc<Shared>, id: u64, nth: u32, req: &Request<Incoming>) -> Response<Reply> {
-    shared.slots().touch(id, Instant::now());
-    let (status, content_type, body) = shared.routes.respond(req.method(), req.uri().path());
-    let mut resp = Response::new(Reply {
+fn answer(shared: &Arc<Shared>, id: u64, nth: u32, reply: Reply) -> Response<Body1> {
+    let Reply {
+        status,
+        content_type,
+        body,
+    } = reply;
+    let mut resp = Response::new(Body1 {
         data: Some(Bytes::from(body)),
         done: Some(Handed {
             shared: Arc::clone(shared),
@@ -413,6 +609,9 @@ fn answer(shared: &Arc<Shared>, id: u64, nth: u32, req: &Request<Incoming>) -> R
     if status == StatusCode::METHOD_NOT_ALLOWED {
         headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
     if nth >= shared.config.max_requests_per_connection {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
@@ -420,7 +619,7 @@ fn answer(shared: &Arc<Shared>, id: u64, nth: u32, req: &Request<Incoming>) -> R
 }
 
 /// A response body of one chunk.
-struct Reply {
+struct Body1 {
     data: Option<Bytes>,
     done: Option<Handed>,
 }
@@ -438,7 +637,7 @@ impl Drop for Handed {
     }
 }
 
-impl Body for Reply {
+impl Body for Body1 {
     type Data = Bytes;
     type Error = Infallible;
 

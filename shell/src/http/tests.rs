@@ -236,3 +236,125 @@ fn state_lines_in_the_health_bodies() {
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(body, "failed: x: why\n");
 }
+
+#[path = "../../tests/support/https.rs"]
+mod https;
+
+mod secure_listener {
+    use std::future::Future;
+    use std::pin::Pin;
+
+    use super::https::{self, Trust};
+    use super::*;
+    use crate::http::review::{Gate, Reviewer, Verdict};
+    use crate::http::secure::{CertSource, Secure, TlsOptions};
+
+    /// Tokens by name: `good` may read, `other` may not, `boom` cannot be
+    /// reviewed, anything else is not a token.
+    struct Table;
+
+    impl Reviewer for Table {
+        fn review<'a>(
+            &'a self,
+            token: &'a str,
+        ) -> Pin<Box<dyn Future<Output = Result<Verdict, String>> + Send + 'a>> {
+            Box::pin(async move {
+                match token {
+                    "good" => Ok(Verdict::Allowed { user: "g".into() }),
+                    "other" => Ok(Verdict::Forbidden {
+                        user: "system:serviceaccount:ns:other".into(),
+                    }),
+                    "boom" => Err("apiserver unreachable".into()),
+                    _ => Ok(Verdict::Unauthenticated),
+                }
+            })
+        }
+    }
+
+    async fn start_secure(config: Config, options: &TlsOptions) -> Handle {
+        let secure = Secure::new(
+            options,
+            CertSource::SelfSigned,
+            Arc::new(Gate::new(Arc::new(Table))),
+        )
+        .unwrap();
+        Server::bind("127.0.0.1:0".parse().unwrap(), config)
+            .await
+            .unwrap()
+            .spawn_secure(
+                Routes::new(Health::new(), || "a_metric 1\n".to_owned()),
+                secure,
+            )
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_metrics_to_allowed_tokens_only() {
+        let server = start_secure(Config::default(), &TlsOptions::default()).await;
+        let addr = server.local_addr();
+        let any = https::client(Trust::Any, false);
+        let get = |path: &'static str, token: Option<&'static str>| {
+            let any = Arc::clone(&any);
+            async move { https::get(&any, addr, path, token).await.unwrap() }
+        };
+        let (code, r) = get("/metrics", None).await;
+        assert_eq!(code, 401, "{r}");
+        assert!(r.contains("www-authenticate: Bearer\r\n"), "{r}");
+        assert_eq!(get("/metrics", Some("nope")).await.0, 401);
+        let (code, r) = get("/metrics", Some("other")).await;
+        assert_eq!(code, 403, "{r}");
+        assert!(r.contains("system:serviceaccount:ns:other"), "{r}");
+        assert_eq!(get("/metrics", Some("boom")).await.0, 500);
+        let (code, r) = get("/metrics", Some("good")).await;
+        assert_eq!(code, 200, "{r}");
+        assert_eq!(https::body(&r), "a_metric 1\n");
+        // Only /metrics, and only GET and HEAD, whoever asks.
+        assert_eq!(get("/healthz", Some("good")).await.0, 404);
+        assert_eq!(get("/readyz", None).await.0, 404);
+        let post = https::request(&any, addr, "POST", "/metrics", Some("good"))
+            .await
+            .unwrap();
+        assert_eq!(post.0, 405, "{}", post.1);
+        // MetalLB's default minimum is TLS 1.3: a TLS 1.2 client is refused.
+        let old = https::client(Trust::Any, true);
+        let e = https::get(&old, addr, "/metrics", Some("good"))
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("handshake"), "{e}");
+        // Plain HTTP gets no HTTP answer.
+        let plain = get_from(source(1), addr, "GET", "/metrics").await;
+        assert!(!plain.starts_with("HTTP/1.1"), "{plain}");
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn tls12_is_offered_when_asked_for() {
+        let options = TlsOptions::parse(
+            Some("VersionTLS12"),
+            Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"),
+            None,
+        )
+        .unwrap();
+        let server = start_secure(Config::default(), &options).await;
+        let old = https::client(Trust::Any, true);
+        let (code, _) = https::get(&old, server.local_addr(), "/metrics", Some("good"))
+            .await
+            .unwrap();
+        assert_eq!(code, 200);
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_silent_handshake_is_closed_after_the_header_timeout() {
+        let config = Config {
+            header_timeout: Duration::from_millis(300),
+            ..Config::default()
+        };
+        let server = start_secure(config.clone(), &TlsOptions::default()).await;
+        let t0 = Instant::now();
+        let mut silent = connect_from(source(1), server.local_addr()).await;
+        closed(&mut silent).await;
+        assert!(t0.elapsed() >= config.header_timeout, "{:?}", t0.elapsed());
+        server.shutdown().await;
+    }
+}

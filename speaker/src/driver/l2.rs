@@ -105,12 +105,14 @@ pub enum L2Event {
 }
 
 /// Counters of the responders and the driver, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct L2Stats {
     /// The ARP responder's counters.
     pub arp: arp::Stats,
     /// The NDP responder's counters.
     pub ndp: ndp::Stats,
+    /// Per address ever announced (MetalLB's `ip` label), both families.
+    pub per_ip: BTreeMap<IpAddr, l2::IpCounters>,
     /// Frames longer than the receive buffer, dropped unread.
     pub oversize: u64,
     /// Replies and announcements the kernel refused to send.
@@ -618,9 +620,13 @@ impl Driver {
         L2Stats {
             arp: *self.responder.v4_stats(),
             ndp: *self.responder.v6_stats(),
+            per_ip: self.responder.ip_counters().collect(),
             interfaces: self.sockets.len(),
             netlink_foreign: self.netlink.foreign(),
-            ..self.stats
+            oversize: self.stats.oversize,
+            send_errors: self.stats.send_errors,
+            recv_errors: self.stats.recv_errors,
+            kernel_drops: self.stats.kernel_drops,
         }
     }
 

@@ -169,6 +169,18 @@ fn event_json(ev: &L2Event) -> serde_json::Value {
 }
 
 fn stats_json(st: &L2Stats) -> serde_json::Value {
+    let per_ip: serde_json::Map<String, serde_json::Value> = st
+        .per_ip
+        .iter()
+        .map(|(ip, c)| {
+            let counters = json!({
+                "requests_received": c.requests_received,
+                "responses_sent": c.responses_sent,
+                "gratuitous_sent": c.gratuitous_sent,
+            });
+            (ip.to_string(), counters)
+        })
+        .collect();
     json!({
         "event": "stats",
         "requests_received": st.requests_received(),
@@ -182,6 +194,7 @@ fn stats_json(st: &L2Stats) -> serde_json::Value {
         "netlink_foreign": st.netlink_foreign,
         "arp": protocol_json(&st.arp),
         "ndp": protocol_json(&st.ndp),
+        "per_ip": per_ip,
     })
 }
 
