@@ -266,7 +266,9 @@ pub fn replay_order(services: &[K8sService]) -> Vec<&K8sService> {
     v
 }
 
-fn service_plan(service: String, outcome: Outcome) -> ServicePlan {
+/// What `controller plan` prints for a Service with this outcome (also
+/// `kubectl ferrolb`'s answer for it).
+pub fn service_plan(service: String, outcome: Outcome) -> ServicePlan {
     let plan = ServicePlan {
         service,
         status: "pending",

@@ -4,8 +4,9 @@
 //!
 //! No allocation decision is made here. Startup follows the allocator's
 //! restart rule: pools and namespaces are listed, then every Service, and
-//! they are offered to the allocator in [`plan::replay_order`] (those with
-//! `status.loadBalancer.ingress` first) before the controller starts.
+//! [`State::start`] offers them to the allocator in
+//! [`crate::plan::replay_order`] (those with `status.loadBalancer.ingress`
+//! first) before the controller starts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -32,7 +33,6 @@ use crate::alloc::ServiceKey;
 use crate::convert::{self, ANNOTATION_ALLOCATED_FROM_POOL};
 use crate::leader;
 use crate::metrics;
-use crate::plan;
 use crate::pools;
 use crate::state::{Outcome, PoolCounts, State};
 
@@ -256,16 +256,17 @@ async fn lead(
         fence.clone(),
     );
     let update = {
-        let mut st = shared.state();
-        let (_, _, update) = st.set_pool_objects(&pools.items);
-        for ns in &namespaces.items {
-            st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
-        }
-        let assigned = st
-            .replay(&plan::replay_order(&services.items))
+        let (st, outcomes, update) = State::start(
+            opts.lb_class.clone(),
+            &pools.items,
+            &namespaces.items,
+            &services.items,
+        );
+        let assigned = outcomes
             .iter()
             .filter(|(_, o)| matches!(o, Outcome::Assigned { .. }))
             .count();
+        *shared.state() = st;
         info!(
             pools = pools.items.len(),
             services = services.items.len(),

@@ -9,9 +9,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
-use k8s_openapi::api::core::v1::Service as K8sService;
+use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
+use kube::ResourceExt;
 
-use crate::alloc::{AllocError, Allocator, Assignment, Family, Pool, ServiceKey};
+use crate::alloc::{AllocError, Allocator, Assignment, Considered, Family, Pool, ServiceKey};
 use crate::convert::{self, Capacity, Reading};
 use crate::plan;
 use crate::pools::{self, Keeper};
@@ -76,6 +77,45 @@ impl State {
         Self {
             lb_class,
             ..Self::default()
+        }
+    }
+
+    /// A controller's state when it starts leading: the IPAddressPool
+    /// objects ([`State::set_pool_objects`]), the namespaces' labels, then
+    /// every Service replayed in [`plan::replay_order`]. `controller run`
+    /// starts so; `kubectl ferrolb` runs it over the objects it lists to
+    /// give the controller's answer. Returns the state, each Service's
+    /// outcome (in [`State::replay`]'s order) and the pool update (the
+    /// refused objects).
+    pub fn start<'a>(
+        lb_class: Option<String>,
+        pools: &[IPAddressPool],
+        namespaces: &[Namespace],
+        services: &'a [K8sService],
+    ) -> (Self, Vec<(&'a K8sService, Outcome)>, pools::Update) {
+        let mut st = Self::new(lb_class);
+        let (_, _, update) = st.set_pool_objects(pools);
+        for ns in namespaces {
+            st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
+        }
+        let outcomes = st.replay(&plan::replay_order(services));
+        (st, outcomes, update)
+    }
+
+    /// Every pool as the allocator weighs it for `svc` now
+    /// ([`Allocator::consider`]), read the way [`State::sync`] reads it;
+    /// `None` when it is not a LoadBalancer Service of our class with a
+    /// valid request (its [`Outcome`] says why).
+    pub fn consider(&self, svc: &K8sService) -> Option<Vec<Considered>> {
+        let key = convert::key(svc);
+        let labels = self
+            .namespace_labels
+            .get(&key.namespace)
+            .cloned()
+            .unwrap_or_default();
+        match convert::service(svc, self.lb_class.as_deref(), &labels) {
+            Reading::LoadBalancer(s) => Some(self.alloc.consider(&s)),
+            _ => None,
         }
     }
 

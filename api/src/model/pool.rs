@@ -77,12 +77,46 @@ impl ServiceAllocation {
         namespace_labels: &BTreeMap<String, String>,
         service_labels: &BTreeMap<String, String>,
     ) -> bool {
+        self.refusal(namespace, namespace_labels, service_labels)
+            .is_none()
+    }
+
+    /// Why [`ServiceAllocation::selects`] refuses a service, as a sentence
+    /// naming the list that leaves it out; `None` when it selects it.
+    pub fn refusal(
+        &self,
+        namespace: &str,
+        namespace_labels: &BTreeMap<String, String>,
+        service_labels: &BTreeMap<String, String>,
+    ) -> Option<String> {
         let any_namespace = self.namespaces.is_empty() && self.namespace_selectors.is_empty();
         let namespace_ok = any_namespace
             || self.namespaces.iter().any(|n| n == namespace)
             || (!self.namespace_selectors.is_empty()
                 && self.namespace_selectors.matches(namespace_labels));
-        namespace_ok && self.service_selectors.matches(service_labels)
+        if !namespace_ok {
+            let names = format!("[{}]", self.namespaces.join(", "));
+            let selectors = &self.namespace_selectors;
+            return Some(match (self.namespaces.is_empty(), selectors.is_empty()) {
+                (false, true) => {
+                    format!("namespace {namespace} is not in serviceAllocation.namespaces {names}")
+                }
+                (true, _) => format!(
+                    "namespace {namespace} is not selected by serviceAllocation.namespaceSelectors {selectors}"
+                ),
+                (false, false) => format!(
+                    "namespace {namespace} is neither in serviceAllocation.namespaces {names} \
+                     nor selected by its namespaceSelectors {selectors}"
+                ),
+            });
+        }
+        if !self.service_selectors.matches(service_labels) {
+            return Some(format!(
+                "the service's labels match no serviceAllocation.serviceSelectors {}",
+                self.service_selectors
+            ));
+        }
+        None
     }
 }
 
@@ -154,5 +188,47 @@ mod tests {
         a.service_selectors = Selectors(vec![web]);
         assert!(!a.selects("shop", &labels(&[]), &labels(&[])));
         assert!(a.selects("shop", &labels(&[]), &labels(&[("app", "web")])));
+    }
+
+    #[test]
+    fn a_refusal_names_the_list_that_leaves_the_service_out() {
+        let team_a = Selector {
+            match_labels: labels(&[("team", "a")]),
+            ..Selector::default()
+        };
+        let mut a = ServiceAllocation {
+            namespaces: vec!["shop".into(), "blog".into()],
+            ..ServiceAllocation::default()
+        };
+        let none = labels(&[]);
+        assert_eq!(
+            a.refusal("x", &none, &none).as_deref(),
+            Some("namespace x is not in serviceAllocation.namespaces [shop, blog]")
+        );
+        a.namespace_selectors = Selectors(vec![team_a]);
+        assert_eq!(
+            a.refusal("x", &none, &none).as_deref(),
+            Some(
+                "namespace x is neither in serviceAllocation.namespaces [shop, blog] \
+                 nor selected by its namespaceSelectors [team=a]"
+            )
+        );
+        a.namespaces.clear();
+        assert_eq!(
+            a.refusal("x", &none, &none).as_deref(),
+            Some("namespace x is not selected by serviceAllocation.namespaceSelectors [team=a]")
+        );
+        a.service_selectors = Selectors(vec![Selector {
+            match_labels: labels(&[("app", "web")]),
+            ..Selector::default()
+        }]);
+        assert_eq!(
+            a.refusal("x", &labels(&[("team", "a")]), &none).as_deref(),
+            Some("the service's labels match no serviceAllocation.serviceSelectors [app=web]")
+        );
+        assert_eq!(
+            a.refusal("x", &labels(&[("team", "a")]), &labels(&[("app", "web")])),
+            None
+        );
     }
 }

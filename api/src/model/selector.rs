@@ -142,6 +142,42 @@ impl Selectors {
     }
 }
 
+impl fmt::Display for Selector {
+    /// As kubectl prints a selector: `app=web,zone in (a,b),!legacy`;
+    /// the empty selector is `<all>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = self
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        for r in &self.requirements {
+            parts.push(match r.operator {
+                Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
+                Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+                Operator::Exists => r.key.clone(),
+                Operator::DoesNotExist => format!("!{}", r.key),
+            });
+        }
+        if parts.is_empty() {
+            f.write_str("<all>")
+        } else {
+            f.write_str(&parts.join(","))
+        }
+    }
+}
+
+impl fmt::Display for Selectors {
+    /// Each selector in brackets, separated by ` or `; none is `<all>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("<all>");
+        }
+        let texts: Vec<String> = self.0.iter().map(|s| format!("[{s}]")).collect();
+        f.write_str(&texts.join(" or "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +232,27 @@ mod tests {
             r#""Equals" is not one of In, NotIn, Exists, DoesNotExist"#
         );
         assert!(Selectors::parse(&[LabelSelector::default(), bad]).is_err());
+    }
+
+    #[test]
+    fn selectors_print_as_kubectl_writes_them() {
+        let s = sel(
+            vec![
+                req("zone", "In", &["a", "b"]),
+                req("rack", "NotIn", &["r9"]),
+                req("edge", "Exists", &[]),
+                req("legacy", "DoesNotExist", &[]),
+            ],
+            &[("app", "web")],
+        );
+        assert_eq!(
+            s.to_string(),
+            "app=web,zone in (a,b),rack notin (r9),edge,!legacy"
+        );
+        assert_eq!(Selector::default().to_string(), "<all>");
+        assert_eq!(Selectors::default().to_string(), "<all>");
+        let two = Selectors(vec![sel(vec![], &[("a", "1")]), sel(vec![], &[("b", "2")])]);
+        assert_eq!(two.to_string(), "[a=1] or [b=2]");
     }
 
     #[test]

@@ -227,6 +227,87 @@ fn quoted(ips: &[IpAddr]) -> String {
     format!("[{}]", v.join(" "))
 }
 
+/// One pool as the allocator weighs it for a service
+/// ([`Allocator::consider`]): whether the service may take from it, and
+/// what it would get there. Plain data, to explain a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Considered {
+    /// The pool.
+    pub pool: String,
+    /// Whether the service may take from it, and in which tier.
+    pub eligibility: Eligibility,
+    /// For a pool the service may take from, per address it asks for (one
+    /// per family it wants, or each requested address), what the pool has;
+    /// empty for a refused pool.
+    pub offers: Vec<Offer>,
+}
+
+/// Whether a service may take addresses from a pool: the rule
+/// [`Allocator::assign`] applies to each pool, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eligibility {
+    /// It holds every requested address and its rules allow them.
+    Requested,
+    /// The `address-pool` annotation names it and it selects the service.
+    Annotated,
+    /// Its `serviceAllocation` selects the service: tried first, with the
+    /// other such pools, by priority (0 or none last), then by name.
+    Selected {
+        /// `serviceAllocation.priority`.
+        priority: i32,
+    },
+    /// No `serviceAllocation`: tried by name only when no pool that
+    /// selects the service could serve it.
+    General,
+    /// The service may not take from it.
+    Refused(Refusal),
+}
+
+impl Eligibility {
+    /// Whether the service may take from the pool.
+    pub fn is_candidate(&self) -> bool {
+        !matches!(self, Self::Refused(_))
+    }
+}
+
+/// Why a service may not take addresses from a pool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The service requests addresses, and this pool does not hold them
+    /// all (or another pool, first by name, does too).
+    #[error("does not hold the requested addresses")]
+    NotRequested,
+    /// A requested address ends in .0 or .255 and the pool has
+    /// `avoidBuggyIPs`.
+    #[error("{} requested, and the pool has avoidBuggyIPs", quoted(.0))]
+    BuggyRequest(Vec<IpAddr>),
+    /// The `address-pool` annotation names another pool.
+    #[error("the service's address-pool annotation names pool {0}")]
+    OtherAnnotated(String),
+    /// `autoAssign: false`, and the service neither names the pool nor
+    /// requests its addresses.
+    #[error("autoAssign is false")]
+    AutoAssignOff,
+    /// Its `serviceAllocation` does not select the service; the sentence
+    /// says which list leaves it out.
+    #[error("{0}")]
+    NotSelected(String),
+}
+
+/// What a pool has for one address a service asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// This address: free, already the service's, or shareable with the
+    /// services holding it.
+    Address(IpAddr),
+    /// The pool has no range of the family.
+    NoRange(Family),
+    /// Every usable address of the family is taken, and none can be shared.
+    Full(Family),
+    /// A requested address is held by a service it cannot be shared with.
+    InUse(IpAddr),
+}
+
 /// How a service uses an address, for sharing decisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Use {
@@ -328,10 +409,16 @@ impl PoolState {
 
     /// Whether the pool's `serviceAllocation`, if any, selects `svc`.
     fn selects(&self, svc: &Service) -> bool {
+        self.refusal(svc).is_none()
+    }
+
+    /// Why the pool's `serviceAllocation` does not select `svc`, if it
+    /// does not.
+    fn refusal(&self, svc: &Service) -> Option<String> {
         self.pool
             .allocation
             .as_ref()
-            .is_none_or(|a| a.selects(&svc.key.namespace, &svc.namespace_labels, &svc.labels))
+            .and_then(|a| a.refusal(&svc.key.namespace, &svc.namespace_labels, &svc.labels))
     }
 
     /// The first usable address of `family` in `spec.addresses` order that
@@ -566,6 +653,66 @@ impl Allocator {
         out
     }
 
+    /// Every pool as the allocator weighs it for `svc`, without changing
+    /// anything: the pools it may take from in the order [`Allocator::assign`]
+    /// tries them (requested or annotated; then the tier that selects it by
+    /// priority; then the general tier), then the refused ones by name, each
+    /// with its reason. Offers count what `svc` holds as its own, so for a
+    /// service that holds addresses they show what it keeps. An unknown
+    /// annotated pool is in no entry ([`AllocError::UnknownPool`]).
+    pub fn consider(&self, svc: &Service) -> Vec<Considered> {
+        let (fams, _) = Self::wanted(svc);
+        let me = Use::of(svc);
+        let prefer = self
+            .assignments
+            .get(&svc.key)
+            .map_or_else(|| svc.current.clone(), |a| a.ips.clone());
+        let mut out: Vec<(i64, Considered)> = self
+            .pools
+            .iter()
+            .map(|(name, p)| {
+                let eligibility = self.eligibility(svc, p);
+                let rank = match &eligibility {
+                    Eligibility::Requested | Eligibility::Annotated => 0,
+                    Eligibility::Selected { .. } => priority_rank(&p.pool).min(i64::MAX - 2),
+                    Eligibility::General => i64::MAX - 1,
+                    Eligibility::Refused(_) => i64::MAX,
+                };
+                let offers = match eligibility {
+                    Eligibility::Refused(_) => Vec::new(),
+                    Eligibility::Requested => svc
+                        .requested
+                        .iter()
+                        .map(|ip| match self.incompatible_user(*ip, &me) {
+                            Some(_) => Offer::InUse(*ip),
+                            None => Offer::Address(*ip),
+                        })
+                        .collect(),
+                    _ => fams
+                        .iter()
+                        .map(|f| {
+                            if !p.has_family(*f) {
+                                Offer::NoRange(*f)
+                            } else {
+                                self.usable(name, *f, &me, &prefer)
+                                    .map_or(Offer::Full(*f), Offer::Address)
+                            }
+                        })
+                        .collect(),
+                };
+                let considered = Considered {
+                    pool: name.clone(),
+                    eligibility,
+                    offers,
+                };
+                (rank, considered)
+            })
+            .collect();
+        // Stable: names break ties, as in `candidates`.
+        out.sort_by_key(|(rank, _)| *rank);
+        out.into_iter().map(|(_, c)| c).collect()
+    }
+
     // --- internals -----------------------------------------------------
 
     /// The families the service wants, in order, and whether the second
@@ -671,6 +818,67 @@ impl Allocator {
         a
     }
 
+    /// The one per-pool rule: whether `svc` may take from `p`, and why
+    /// not. A service that requests addresses may take them only from the
+    /// pool that holds them all ([`api::model::pool_for`]), if they avoid
+    /// its buggy addresses, it is the annotated pool (if any) and it
+    /// selects the service; one with an `address-pool` annotation only from
+    /// that pool, if it selects it; the others from auto-assign pools that
+    /// select them (first) or have no `serviceAllocation`.
+    fn eligibility(&self, svc: &Service, p: &PoolState) -> Eligibility {
+        let name = &p.pool.name;
+        let refused = Eligibility::Refused;
+        let other_annotated = svc.pool.as_ref().filter(|a| *a != name);
+        if !svc.requested.is_empty() {
+            if self.pool_holding(&svc.requested).as_ref() != Some(name) {
+                return refused(Refusal::NotRequested);
+            }
+            let buggy: Vec<IpAddr> = svc
+                .requested
+                .iter()
+                .copied()
+                .filter(|ip| p.buggy(*ip))
+                .collect();
+            if !buggy.is_empty() {
+                return refused(Refusal::BuggyRequest(buggy));
+            }
+            if let Some(a) = other_annotated {
+                return refused(Refusal::OtherAnnotated(a.clone()));
+            }
+            return match p.refusal(svc) {
+                Some(why) => refused(Refusal::NotSelected(why)),
+                None => Eligibility::Requested,
+            };
+        }
+        if let Some(a) = other_annotated {
+            return refused(Refusal::OtherAnnotated(a.clone()));
+        }
+        if svc.pool.is_some() {
+            // Named, even with autoAssign off; it must select the service.
+            return match p.refusal(svc) {
+                Some(why) => refused(Refusal::NotSelected(why)),
+                None => Eligibility::Annotated,
+            };
+        }
+        if !p.pool.auto_assign {
+            return refused(Refusal::AutoAssignOff);
+        }
+        match (&p.pool.allocation, p.refusal(svc)) {
+            (None, _) => Eligibility::General,
+            (Some(_), Some(why)) => refused(Refusal::NotSelected(why)),
+            (Some(a), None) => Eligibility::Selected {
+                priority: a.priority,
+            },
+        }
+    }
+
+    /// A service holding `ip` that `me` may not share it with.
+    fn incompatible_user(&self, ip: IpAddr, me: &Use) -> Option<&Use> {
+        self.users
+            .get(&ip)
+            .and_then(|us| us.iter().find(|u| u.key != me.key && !u.compatible(me)))
+    }
+
     /// Candidate pools for auto-assignment: tiers tried in turn (the pools
     /// that select the service, then the general ones), each in preference
     /// order.
@@ -680,21 +888,18 @@ impl Allocator {
                 .pools
                 .get(name)
                 .ok_or_else(|| AllocError::UnknownPool(name.clone()))?;
-            if !p.selects(svc) {
-                return Err(AllocError::NotCompatible(name.clone()));
-            }
-            return Ok(vec![vec![name.clone()]]);
+            return match self.eligibility(svc, p) {
+                Eligibility::Annotated => Ok(vec![vec![name.clone()]]),
+                _ => Err(AllocError::NotCompatible(name.clone())),
+            };
         }
         let mut selected: Vec<(i64, &String)> = Vec::new();
         let mut plain: Vec<String> = Vec::new();
         for (name, p) in &self.pools {
-            if !p.pool.auto_assign {
-                continue;
-            }
-            match &p.pool.allocation {
-                Some(_) if p.selects(svc) => selected.push((priority_rank(&p.pool), name)),
-                Some(_) => {}
-                None => plain.push(name.clone()),
+            match self.eligibility(svc, p) {
+                Eligibility::Selected { .. } => selected.push((priority_rank(&p.pool), name)),
+                Eligibility::General => plain.push(name.clone()),
+                _ => {}
             }
         }
         selected.sort();
@@ -813,28 +1018,28 @@ impl Allocator {
             )));
         }
         // MetalLB's Assign: the pool that holds them all (not counting
-        // a .0/.255 of a pool that avoids them), its serviceAllocation,
-        // then the annotated pool.
+        // a .0/.255 of a pool that avoids them), the annotated pool, then
+        // its serviceAllocation; `eligibility` checks them in that order.
         let pool = self
             .pool_holding(req)
-            .filter(|name| !req.iter().any(|ip| self.pools[name].buggy(*ip)))
             .ok_or_else(|| AllocError::NotAllowed(req.clone()))?;
-        if svc.pool.as_ref().is_some_and(|p| *p != pool) {
-            return Err(AllocError::WrongPool {
-                ips: req.clone(),
-                pool: svc.pool.clone().unwrap_or_default(),
-            });
-        }
-        if !self.pools[&pool].selects(svc) {
-            return Err(AllocError::NotCompatible(pool));
+        match self.eligibility(svc, &self.pools[&pool]) {
+            Eligibility::Requested => {}
+            Eligibility::Refused(Refusal::OtherAnnotated(annotated)) => {
+                return Err(AllocError::WrongPool {
+                    ips: req.clone(),
+                    pool: annotated,
+                });
+            }
+            Eligibility::Refused(Refusal::NotSelected(_)) => {
+                return Err(AllocError::NotCompatible(pool));
+            }
+            // BuggyRequest; the pool holds them, so nothing else.
+            _ => return Err(AllocError::NotAllowed(req.clone())),
         }
         let me = Use::of(svc);
         for ip in req {
-            if let Some(u) = self
-                .users
-                .get(ip)
-                .and_then(|us| us.iter().find(|u| u.key != svc.key && !u.compatible(&me)))
-            {
+            if let Some(u) = self.incompatible_user(*ip, &me) {
                 return Err(AllocError::InUse {
                     ip: *ip,
                     by: u.key.clone(),

@@ -536,3 +536,203 @@ fn property_no_conflicting_sharing_and_stable_replay() {
         }
     }
 }
+
+/// `consider` gives every pool its reason, in the order `assign` tries
+/// them, and the pool `assign` picks is the first one whose offers are all
+/// addresses.
+#[test]
+fn consider_gives_each_pool_its_reason() {
+    let mut team = pool("team", &["10.0.1.0/30"]);
+    team.allocation = Some(ServiceAllocation {
+        priority: 10,
+        namespaces: vec!["a".into()],
+        ..Default::default()
+    });
+    let mut gold = pool("gold", &["10.0.2.0/30"]);
+    gold.allocation = Some(ServiceAllocation {
+        priority: 5,
+        service_selectors: Selectors(vec![Selector {
+            match_labels: [("tier".to_owned(), "gold".to_owned())].into(),
+            ..Selector::default()
+        }]),
+        ..Default::default()
+    });
+    let mut manual = pool("manual", &["10.0.3.0/30"]);
+    manual.auto_assign = false;
+    let mut buggy = pool("buggy", &["10.0.4.0/30"]);
+    buggy.avoid_buggy_ips = true;
+    let full = pool("full", &["10.0.5.0/32"]);
+    let v6 = pool("v6", &["fc00::/126"]);
+    let mut a = Allocator::new(vec![team, gold, manual, buggy, full, v6]);
+    a.assign(&svc("z", "holder")).unwrap();
+    assert_eq!(a.assignment(&svc("z", "holder").key).unwrap().pool, "buggy");
+
+    use Eligibility::*;
+    use Offer::*;
+    let not_a = "namespace b is not in serviceAllocation.namespaces [a]";
+    let not_gold = "the service's labels match no serviceAllocation.serviceSelectors [tier=gold]";
+    let plain = svc("b", "x");
+    let mut in_a = svc("a", "x");
+    in_a.labels.insert("tier".into(), "gold".into());
+    let mut annotated = svc("b", "x");
+    annotated.pool = Some("manual".into());
+    let mut requested = svc("b", "x");
+    requested.requested = vec![ip("10.0.4.0")];
+    let mut shared = svc("b", "x");
+    shared.requested = vec![ip("10.0.4.1")];
+    let mut dual = svc("b", "x");
+    dual.families = vec![Family::V4, Family::V6];
+    dual.policy = FamilyPolicy::PreferDualStack;
+    type Row<'a> = (&'a str, Eligibility, Vec<Offer>);
+    let rows: Vec<(&str, Service, Vec<Row<'_>>)> = vec![
+        (
+            "auto: selecting pools first, general ones by name, refusals last",
+            plain,
+            vec![
+                ("buggy", General, vec![Address(ip("10.0.4.2"))]),
+                ("full", General, vec![Address(ip("10.0.5.0"))]),
+                ("v6", General, vec![NoRange(Family::V4)]),
+                (
+                    "gold",
+                    Refused(Refusal::NotSelected(not_gold.into())),
+                    vec![],
+                ),
+                ("manual", Refused(Refusal::AutoAssignOff), vec![]),
+                ("team", Refused(Refusal::NotSelected(not_a.into())), vec![]),
+            ],
+        ),
+        (
+            "priority order inside the selecting tier",
+            in_a,
+            vec![
+                (
+                    "gold",
+                    Selected { priority: 5 },
+                    vec![Address(ip("10.0.2.0"))],
+                ),
+                (
+                    "team",
+                    Selected { priority: 10 },
+                    vec![Address(ip("10.0.1.0"))],
+                ),
+                ("buggy", General, vec![Address(ip("10.0.4.2"))]),
+                ("full", General, vec![Address(ip("10.0.5.0"))]),
+                ("v6", General, vec![NoRange(Family::V4)]),
+                ("manual", Refused(Refusal::AutoAssignOff), vec![]),
+            ],
+        ),
+        (
+            "the annotated pool only, even with autoAssign off",
+            annotated,
+            vec![
+                ("manual", Annotated, vec![Address(ip("10.0.3.0"))]),
+                (
+                    "buggy",
+                    Refused(Refusal::OtherAnnotated("manual".into())),
+                    vec![],
+                ),
+                (
+                    "full",
+                    Refused(Refusal::OtherAnnotated("manual".into())),
+                    vec![],
+                ),
+                (
+                    "gold",
+                    Refused(Refusal::OtherAnnotated("manual".into())),
+                    vec![],
+                ),
+                (
+                    "team",
+                    Refused(Refusal::OtherAnnotated("manual".into())),
+                    vec![],
+                ),
+                (
+                    "v6",
+                    Refused(Refusal::OtherAnnotated("manual".into())),
+                    vec![],
+                ),
+            ],
+        ),
+        (
+            "a requested .0 of a pool that avoids it",
+            requested,
+            vec![
+                (
+                    "buggy",
+                    Refused(Refusal::BuggyRequest(vec![ip("10.0.4.0")])),
+                    vec![],
+                ),
+                ("full", Refused(Refusal::NotRequested), vec![]),
+                ("gold", Refused(Refusal::NotRequested), vec![]),
+                ("manual", Refused(Refusal::NotRequested), vec![]),
+                ("team", Refused(Refusal::NotRequested), vec![]),
+                ("v6", Refused(Refusal::NotRequested), vec![]),
+            ],
+        ),
+        (
+            "a requested address another service holds",
+            shared,
+            vec![
+                ("buggy", Requested, vec![InUse(ip("10.0.4.1"))]),
+                ("full", Refused(Refusal::NotRequested), vec![]),
+                ("gold", Refused(Refusal::NotRequested), vec![]),
+                ("manual", Refused(Refusal::NotRequested), vec![]),
+                ("team", Refused(Refusal::NotRequested), vec![]),
+                ("v6", Refused(Refusal::NotRequested), vec![]),
+            ],
+        ),
+        (
+            "one offer per family",
+            dual,
+            vec![
+                (
+                    "buggy",
+                    General,
+                    vec![Address(ip("10.0.4.2")), NoRange(Family::V6)],
+                ),
+                (
+                    "full",
+                    General,
+                    vec![Address(ip("10.0.5.0")), NoRange(Family::V6)],
+                ),
+                (
+                    "v6",
+                    General,
+                    vec![NoRange(Family::V4), Address(ip("fc00::"))],
+                ),
+                (
+                    "gold",
+                    Refused(Refusal::NotSelected(not_gold.into())),
+                    vec![],
+                ),
+                ("manual", Refused(Refusal::AutoAssignOff), vec![]),
+                ("team", Refused(Refusal::NotSelected(not_a.into())), vec![]),
+            ],
+        ),
+    ];
+    for (name, s, want) in rows {
+        let got = a.consider(&s);
+        let got: Vec<Row<'_>> = got
+            .iter()
+            .map(|c| (c.pool.as_str(), c.eligibility.clone(), c.offers.clone()))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        // Read-only: the same answer twice, and `assign` agrees with it.
+        assert_eq!(a.consider(&s).len(), want.len(), "{name}");
+        let first_whole = want.iter().find(|(_, e, offers)| {
+            e.is_candidate() && offers.iter().all(|o| matches!(o, Address(_)))
+        });
+        let mut b = a.clone();
+        match (b.assign(&s), first_whole) {
+            (Ok(got), Some((pool, _, _))) => assert_eq!(got.pool, *pool, "{name}"),
+            (Err(_), None) => {}
+            // PreferDualStack falls back to one family.
+            (Ok(got), None) => assert_eq!(got.ips, [ip("10.0.4.2")], "{name}"),
+            (Err(e), Some(_)) => panic!("{name}: {e}"),
+        }
+    }
+    assert_eq!(
+        Refusal::BuggyRequest(vec![ip("10.0.4.0")]).to_string(),
+        r#"["10.0.4.0"] requested, and the pool has avoidBuggyIPs"#
+    );
+}

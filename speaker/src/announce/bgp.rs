@@ -202,9 +202,8 @@ impl<'a> BgpContext<'a> {
     }
 
     /// One service's routes from this node: per (peer, prefix), what it
-    /// asks for, not yet merged with other services'. Empty when the node
-    /// is excluded, no advertisement selects the service, or it has no
-    /// serving endpoint (under `Local`, none on this node). A LOCAL_PREF
+    /// asks for, not yet merged with other services'. Empty when the
+    /// service is withheld ([`BgpContext::advertisements`]); a LOCAL_PREF
     /// conflict between its advertisements goes to `problems`.
     pub(super) fn service_routes(
         &self,
@@ -213,29 +212,14 @@ impl<'a> BgpContext<'a> {
         problems: &mut Vec<Problem>,
     ) -> BTreeMap<(String, IpPrefix), Pending> {
         let mut out = BTreeMap::new();
-        if self.excluded.is_some() {
-            return out;
-        }
-        let for_service: Vec<&BgpAdvertisement> = self
-            .ads
-            .iter()
-            .copied()
-            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
-            .collect();
-        if for_service.is_empty() {
-            return out;
-        }
-        if let Some(message) = local_pref_conflict(&for_service, pool) {
-            problems.push(service_problem(svc, "metadata.labels", message));
-            return out;
-        }
-        let serving = match svc.external_traffic_policy {
-            TrafficPolicy::Cluster => svc.has_serving_endpoint(),
-            TrafficPolicy::Local => svc.has_serving_endpoint_on(self.node),
+        let for_service = match self.advertisements(svc, pool) {
+            Ok(ads) => ads,
+            Err(Withheld::LocalPrefConflict(message)) => {
+                problems.push(service_problem(svc, "metadata.labels", message));
+                return out;
+            }
+            Err(_) => return out,
         };
-        if !serving {
-            return out;
-        }
         for &ip in &svc.ingress {
             for ad in &for_service {
                 let prefix = ip_prefix(ad.prefix(ip));
@@ -250,6 +234,77 @@ impl<'a> BgpContext<'a> {
             }
         }
         out
+    }
+
+    /// The advertisements that make this node announce `svc` (of `pool`),
+    /// or why it announces none of its routes: the node is excluded, no
+    /// advertisement selects the pool, this node and the service, two of
+    /// them conflict on LOCAL_PREF, or it has no serving endpoint (under
+    /// `Local`, none on this node). Checked in that order.
+    pub(super) fn advertisements(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+    ) -> Result<Vec<&'a BgpAdvertisement>, Withheld> {
+        if let Some(e) = self.excluded {
+            return Err(Withheld::Excluded(e));
+        }
+        let for_service: Vec<&BgpAdvertisement> = self
+            .ads
+            .iter()
+            .copied()
+            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
+            .collect();
+        if for_service.is_empty() {
+            return Err(Withheld::NoAdvertisement);
+        }
+        if let Some(message) = local_pref_conflict(&for_service, pool) {
+            return Err(Withheld::LocalPrefConflict(message));
+        }
+        match svc.external_traffic_policy {
+            TrafficPolicy::Cluster if !svc.has_serving_endpoint() => {
+                Err(Withheld::NoServingEndpoint)
+            }
+            TrafficPolicy::Local if !svc.has_serving_endpoint_on(self.node) => {
+                Err(Withheld::NoLocalEndpoint)
+            }
+            _ => Ok(for_service),
+        }
+    }
+}
+
+/// Why a node announces none of a service's routes over BGP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Withheld {
+    /// The node announces nothing.
+    Excluded(Exclusion),
+    /// No BGPAdvertisement selects the service's pool, this node and the
+    /// service.
+    NoAdvertisement,
+    /// Two of its advertisements ask for different LOCAL_PREFs for the
+    /// same prefixes (MetalLB skips the service then); the message names
+    /// them.
+    LocalPrefConflict(String),
+    /// `externalTrafficPolicy: Cluster` and no endpoint anywhere can serve.
+    NoServingEndpoint,
+    /// `externalTrafficPolicy: Local` and no endpoint on this node can
+    /// serve.
+    NoLocalEndpoint,
+}
+
+impl fmt::Display for Withheld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Excluded(e) => write!(f, "the node is excluded: {e}"),
+            Self::NoAdvertisement => {
+                f.write_str("no BGPAdvertisement selects the pool, this node and the service")
+            }
+            Self::LocalPrefConflict(message) => f.write_str(message),
+            Self::NoServingEndpoint => f.write_str("the service has no serving endpoint"),
+            Self::NoLocalEndpoint => f.write_str(
+                "externalTrafficPolicy is Local and no serving endpoint is on this node",
+            ),
+        }
     }
 }
 

@@ -43,7 +43,7 @@ pub(super) struct Fixture {
 
 impl Fixture {
     /// The view with the model of `config`, and the validation problems.
-    fn build(&self) -> (ClusterView, Vec<super::Problem>) {
+    pub(super) fn build(&self) -> (ClusterView, Vec<super::Problem>) {
         let (model, problems) = validate::config(&self.config);
         let view = ClusterView {
             model: Arc::new(model),

@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::net::IpAddr;
 
 use api::model::{L2Advertisement, Pool};
@@ -201,23 +202,18 @@ impl<'a> L2Context<'a> {
         problems: &mut Vec<Problem>,
     ) -> Option<ServiceL2> {
         let view = self.view;
-        let ads: Vec<&L2Advertisement> = view
-            .model
-            .l2_advertisements
-            .iter()
-            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
-            .collect();
-        if ads.is_empty() {
-            return None;
-        }
-        if svc.shared_ip_key().is_some() && ads.iter().any(|ad| !ad.scope.services.is_empty()) {
-            problems.push(service_problem(
-                svc,
-                "metadata.annotations[metallb.io/allow-shared-ip]",
-                "a shared IP cannot be announced by L2Advertisements with serviceSelectors",
-            ));
-            return None;
-        }
+        let ads = match self.advertisements(svc, pool) {
+            Ok(ads) => ads,
+            Err(L2Withheld::SharedIpWithServiceSelectors) => {
+                problems.push(service_problem(
+                    svc,
+                    "metadata.annotations[metallb.io/allow-shared-ip]",
+                    "a shared IP cannot be announced by L2Advertisements with serviceSelectors",
+                ));
+                return None;
+            }
+            Err(L2Withheld::NoAdvertisement) => return None,
+        };
         let mut candidates: Vec<(i64, [u8; 32], &str)> = Vec::new();
         if svc.has_serving_endpoint() {
             let with_endpoints = svc.nodes_with_serving_endpoints();
@@ -225,21 +221,9 @@ impl<'a> L2Context<'a> {
             // dual-stack service go to one node, as in MetalLB.
             let seed = svc.ingress[0].to_string();
             for &name in &self.speakers {
-                let Some(node) = view.nodes.get(name) else {
+                let Ok(score) = self.candidacy(svc, &ads, &with_endpoints, name) else {
                     continue;
                 };
-                if view.exclusion(name).is_some()
-                    || !ads.iter().any(|ad| ad.scope.selects_node(&node.labels))
-                    || (svc.external_traffic_policy == TrafficPolicy::Local
-                        && !with_endpoints.contains(name))
-                {
-                    continue;
-                }
-                let score = ads
-                    .iter()
-                    .filter(|ad| ad.scope.selects_node(&node.labels))
-                    .map(|ad| ad.preference(&node.labels))
-                    .sum();
                 let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
                 candidates.push((score, hash, name));
             }
@@ -282,6 +266,123 @@ impl<'a> L2Context<'a> {
         // The winner matched some advertisement's node selectors, so
         // `interfaces` is set.
         Some(out)
+    }
+}
+
+impl<'a> L2Context<'a> {
+    /// The L2Advertisements that select `svc` (of `pool`), or why it has
+    /// no election.
+    pub(super) fn advertisements(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+    ) -> Result<Vec<&'a L2Advertisement>, L2Withheld> {
+        let ads: Vec<&L2Advertisement> = self
+            .view
+            .model
+            .l2_advertisements
+            .iter()
+            .filter(|ad| ad.scope.selects_pool(pool) && ad.scope.selects_service(&svc.labels))
+            .collect();
+        if ads.is_empty() {
+            return Err(L2Withheld::NoAdvertisement);
+        }
+        if svc.shared_ip_key().is_some() && ads.iter().any(|ad| !ad.scope.services.is_empty()) {
+            return Err(L2Withheld::SharedIpWithServiceSelectors);
+        }
+        Ok(ads)
+    }
+
+    /// Whether node `name` is a candidate in the election of `svc`, whose
+    /// advertisements are `ads` and whose serving endpoints are on
+    /// `with_endpoints`: its preference score, or why not. The caller
+    /// checks first that the service has a serving endpoint at all.
+    pub(super) fn candidacy(
+        &self,
+        svc: &Service,
+        ads: &[&L2Advertisement],
+        with_endpoints: &BTreeSet<&str>,
+        name: &str,
+    ) -> Result<i64, NotCandidate> {
+        let view = self.view;
+        if !self.speakers.contains(name) {
+            return Err(NotCandidate::NotMember);
+        }
+        let Some(node) = view.nodes.get(name) else {
+            return Err(NotCandidate::NotInView);
+        };
+        if let Some(e) = view.exclusion(name) {
+            return Err(NotCandidate::Excluded(e));
+        }
+        let selecting: Vec<&&L2Advertisement> = ads
+            .iter()
+            .filter(|ad| ad.scope.selects_node(&node.labels))
+            .collect();
+        if selecting.is_empty() {
+            return Err(NotCandidate::NodeSelectors);
+        }
+        if svc.external_traffic_policy == TrafficPolicy::Local && !with_endpoints.contains(name) {
+            return Err(NotCandidate::NoLocalEndpoint);
+        }
+        Ok(selecting.iter().map(|ad| ad.preference(&node.labels)).sum())
+    }
+}
+
+/// Why a service has no layer 2 election.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L2Withheld {
+    /// No L2Advertisement selects its pool and the service.
+    NoAdvertisement,
+    /// Its IP is shared (`allow-shared-ip`) and one of its advertisements
+    /// has `serviceSelectors`: the sharing services could elect different
+    /// nodes, so MetalLB announces it nowhere.
+    SharedIpWithServiceSelectors,
+}
+
+impl fmt::Display for L2Withheld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoAdvertisement => "no L2Advertisement selects the pool and the service",
+            Self::SharedIpWithServiceSelectors => {
+                "a shared IP cannot be announced by L2Advertisements with serviceSelectors"
+            }
+        })
+    }
+}
+
+/// Why a node is not a candidate in a service's layer 2 election.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotCandidate {
+    /// Not a live memberlist member (while isolated: nor a speaker the API
+    /// shows Ready).
+    NotMember,
+    /// No Node object of that name.
+    NotInView,
+    /// The node announces nothing.
+    Excluded(Exclusion),
+    /// None of the service's advertisements selects the node
+    /// (`nodeSelectors`).
+    NodeSelectors,
+    /// `externalTrafficPolicy: Local` and no serving endpoint on the node.
+    NoLocalEndpoint,
+    /// The service has no serving endpoint anywhere: no node is.
+    NoServingEndpoint,
+}
+
+impl fmt::Display for NotCandidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotMember => f.write_str("no live speaker on the node"),
+            Self::NotInView => f.write_str("no such Node"),
+            Self::Excluded(e) => write!(f, "the node is excluded: {e}"),
+            Self::NodeSelectors => {
+                f.write_str("the nodeSelectors of the service's L2Advertisements do not match it")
+            }
+            Self::NoLocalEndpoint => f.write_str(
+                "externalTrafficPolicy is Local and no serving endpoint is on this node",
+            ),
+            Self::NoServingEndpoint => f.write_str("the service has no serving endpoint"),
+        }
     }
 }
 

@@ -18,6 +18,7 @@
 
 pub mod bfd_gate;
 mod bgp;
+pub mod explain;
 pub mod interfaces;
 pub mod k8s;
 mod keyed;
@@ -31,6 +32,7 @@ use api::model::Pool;
 pub use api::validate::Problem;
 
 pub use self::bgp::{BgpPlan, PeerPlan, Transport, bgp_plan};
+use self::explain::Skipped;
 pub use self::keyed::{Changes, Keyed, RouteChange, Via};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
@@ -70,11 +72,23 @@ fn pool_of<'a>(
     svc: &Service,
     problems: &mut Vec<Problem>,
 ) -> Option<&'a Pool> {
-    if !svc.load_balancer
-        || svc.load_balancer_class != view.load_balancer_class
-        || svc.ingress.is_empty()
-    {
-        return None;
+    handled(view, svc, problems).ok()
+}
+
+/// [`pool_of`], with the reason when the speaker skips the service.
+fn handled<'a>(
+    view: &'a ClusterView,
+    svc: &Service,
+    problems: &mut Vec<Problem>,
+) -> Result<&'a Pool, Skipped> {
+    if !svc.load_balancer {
+        return Err(Skipped::NotLoadBalancer);
+    }
+    if svc.load_balancer_class != view.load_balancer_class {
+        return Err(Skipped::OtherClass(svc.load_balancer_class.clone()));
+    }
+    if svc.ingress.is_empty() {
+        return Err(Skipped::NoIngress);
     }
     // MetalLB's `poolFor`, the controller's answer too.
     let Some(pool) = view.model.pool_for(&svc.ingress) else {
@@ -86,7 +100,7 @@ fn pool_of<'a>(
                 list(&svc.ingress)
             ),
         ));
-        return None;
+        return Err(Skipped::NoPool);
     };
     // The speaker trusts the addresses, as MetalLB's does; a differing
     // annotation means the controller and this view disagree.
@@ -102,7 +116,7 @@ fn pool_of<'a>(
             ),
         ));
     }
-    Some(pool)
+    Ok(pool)
 }
 
 fn service_problem(svc: &Service, field: &str, message: impl Into<String>) -> Problem {

@@ -3,6 +3,7 @@
 //! file source from YAML. No I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -83,6 +84,15 @@ pub enum Exclusion {
     /// The node has the label
     /// `node.kubernetes.io/exclude-from-external-load-balancers`.
     ExcludeLabel,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NetworkUnavailable => f.write_str("its NetworkUnavailable condition is True"),
+            Self::ExcludeLabel => write!(f, "it has the label {EXCLUDE_LABEL}"),
+        }
+    }
 }
 
 /// A cluster node, as far as announcements care.

@@ -400,7 +400,9 @@ pub struct SpeakerPods {
     pub ready: BTreeSet<String>,
 }
 
-fn speaker_pods(pods: &[Arc<Pod>]) -> SpeakerPods {
+/// What the speaker Pods (those of the `--memberlist-labels` selector) tell;
+/// `kubectl ferrolb` reads them with this too.
+pub fn speaker_pods(pods: &[Arc<Pod>]) -> SpeakerPods {
     let live = || {
         pods.iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -473,7 +475,7 @@ pub async fn l2_claims(
 pub const CLAIMS_POLL: Duration = Duration::from_secs(2);
 
 /// By service, the nodes the statuses name.
-fn l2_announcers(statuses: &[ServiceL2Status]) -> BTreeMap<ObjectKey, BTreeSet<String>> {
+pub fn l2_announcers(statuses: &[ServiceL2Status]) -> BTreeMap<ObjectKey, BTreeSet<String>> {
     let mut out: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
     for s in statuses.iter().filter_map(|o| o.status.as_ref()) {
         if s.node.is_empty() || s.service_name.is_empty() {
