@@ -21,7 +21,7 @@ use bgp::session::{State, StopMode};
 use memberlist::Event;
 use shell::task::Supervisor;
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::announce::bfd_gate::bfd_session;
 use crate::announce::{ApiSpeakers, Changes, ClusterView, Exclusion, Interfaces, Keyed, Problem};
@@ -372,6 +372,8 @@ impl Reconciler {
         let Some(snap) = &self.snapshot else {
             return;
         };
+        let start = std::time::Instant::now();
+        debug!("reconcile start");
         let (mut view, mut problems) = ClusterView::from_k8s(
             &self.opts.node,
             snap.model.clone(),
@@ -388,7 +390,15 @@ impl Reconciler {
         view.ignore_exclude_lb = self.opts.ignore_exclude_lb;
 
         let l2_on = !view.model.l2_advertisements.is_empty() && self.membership.l2_hold.is_none();
+        let viewed = start.elapsed();
         let changes = self.keyed.update(&view, l2_on);
+        debug!(
+            decided = changes.decided,
+            all = changes.all,
+            view_us = viewed.as_micros(),
+            keyed_us = (start.elapsed() - viewed).as_micros(),
+            "reconcile decided"
+        );
         problems.extend(self.keyed.problems());
         self.report(&problems);
         let excluded = self.keyed.excluded();
@@ -430,6 +440,7 @@ impl Reconciler {
             m.ready = true;
         }
         self.refresh_metrics().await;
+        debug!(took_us = start.elapsed().as_micros(), "reconcile done");
     }
 
     /// Reports the configuration result (Kubernetes mode).

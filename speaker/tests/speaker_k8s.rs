@@ -22,7 +22,9 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use testnet::{Bridge, Frr, Netns, RunDir, Signal, wait_until};
 
-use crate::k8s::{Cluster, Node, eventually, next_hops, paths, summary};
+use crate::k8s::{
+    Cluster, Node, eventually, log_field, log_sequence, log_time, next_hops, paths, summary,
+};
 
 const T: Duration = Duration::from_secs(30);
 /// Deadline for a change to reach the router or the API: it only bounds a
@@ -590,6 +592,7 @@ fn bench_status_to_route_and_rss() {
     std::thread::sleep(Duration::from_secs(2));
     let rounds: usize = std::env::var("BENCH_ROUNDS").map_or(20, |v| v.parse().unwrap());
     let mut lat = Vec::new();
+    let mut stages: Vec<Vec<Duration>> = vec![Vec::new(); STAGES.len()];
     for k in 0..rounds {
         let i = services + k;
         cluster.apply(slice(i));
@@ -599,6 +602,7 @@ fn bench_status_to_route_and_rss() {
             .unwrap_or_default()
             .lines()
             .count();
+        let log_from = std::fs::metadata(&node.log).unwrap().len();
         let (s, _) = svc(i, true);
         let api: Api<k8s_openapi::api::core::v1::Service> =
             Api::namespaced(cluster.client.clone(), &cluster.apps);
@@ -627,13 +631,83 @@ fn bench_status_to_route_and_rss() {
             },
         );
         let d = Duration::from_secs_f64((at - wall).max(0.0));
-        eprintln!("status-to-update round {k}: {d:?}");
-        lat.push(d);
         std::thread::sleep(Duration::from_millis(200));
+        let trace = stage_times(&node.log, log_from, routers[0]);
+        let breakdown = trace.as_ref().map_or_else(String::new, |(times, notes)| {
+            let mut marks = vec![wall];
+            marks.extend(times);
+            marks.push(at);
+            let mut out = String::new();
+            for (s, w) in marks.windows(2).enumerate() {
+                let d = Duration::from_secs_f64((w[1] - w[0]).max(0.0));
+                stages[s].push(d);
+                out.push_str(&format!(" | {} {:.2}", STAGES[s], d.as_secs_f64() * 1e3));
+            }
+            format!("{out} | {notes}")
+        });
+        eprintln!("status-to-update round {k}: {d:?}{breakdown}");
+        lat.push(d);
     }
     dump.stop();
     summary("status written -> first UPDATE at the router", lat);
+    if stages[0].is_empty() {
+        eprintln!("no per-stage breakdown: the speaker's log has no stage events");
+    }
+    for (name, v) in STAGES.iter().zip(stages) {
+        if !v.is_empty() {
+            summary(&format!("  stage {name}"), v);
+        }
+    }
     drop(birds);
+}
+
+/// The stages of [`bench_status_to_route_and_rss`], each ending at an
+/// event of the speaker's debug log (the first after the previous one),
+/// the first starting when the test writes the status, the last ending at
+/// the router's tcpdump.
+const STAGES: [&str; 8] = [
+    "write->watch",
+    "watch->snapshot",
+    "snapshot->reconcile",
+    "reconcile->decided",
+    "decided->handed",
+    "handed->peer task",
+    "peer task->socket",
+    "socket->router",
+];
+
+/// From the speaker's log after `from` (octets), the times of the stage
+/// events of one change towards the peer at `router` (the ends of
+/// [`STAGES`] but the last), and the timing fields the events carry.
+/// `None` when the log lacks one (a build without these events).
+fn stage_times(log: &std::path::Path, from: u64, router: &str) -> Option<(Vec<f64>, String)> {
+    let text = std::fs::read(log).ok()?;
+    let text = String::from_utf8_lossy(text.get(usize::try_from(from).ok()?..)?);
+    let peer = format!("peer={router}:179");
+    // The router is the first peer, `r0`; KEEPALIVEs are 19 octets.
+    let name = |line: &str| log_field(line, "peer") == Some("r0");
+    let update = |line: &str| log_field(line, "octets").is_some_and(|n| n != "19");
+    let steps: [&dyn Fn(&str) -> bool; 7] = [
+        &|l| l.contains("watch event") && l.contains("reflector Service}"),
+        &|l| l.contains("snapshot sent"),
+        &|l| l.contains("reconcile start"),
+        &|l| l.contains("reconcile decided"),
+        &|l| l.contains("handed to peer task") && name(l),
+        &|l| l.contains("route changes received") && l.contains(&peer),
+        &|l| l.contains("written to the socket") && l.contains(&peer) && update(l),
+    ];
+    let seq = log_sequence(&text, &steps)?;
+    let notes: Vec<String> = [
+        (1, "waited_us"),
+        (1, "built_us"),
+        (3, "decided"),
+        (3, "view_us"),
+        (3, "keyed_us"),
+    ]
+    .iter()
+    .filter_map(|&(i, f)| Some(format!("{f}={}", log_field(seq[i].1, f)?)))
+    .collect();
+    Some((seq.iter().map(|(t, _)| *t).collect(), notes.join(" ")))
 }
 
 /// Issue 14 finding 3: a node whose memberlist reaches nobody (blocked by
@@ -812,4 +886,21 @@ fn l2_lab(cluster: &Cluster, tag: &str, ready: bool) -> (RunDir, Bridge, Netns, 
         })
         .collect();
     (run, bridge, client, nodes)
+}
+
+#[test]
+fn log_time_reads_tracing_timestamps() {
+    let t = log_time("2026-11-22T21:39:51.123456Z DEBUG x: y").unwrap();
+    // date -u -d 2026-11-22T21:39:51Z +%s
+    assert!((t - 1_795_383_591.123_456).abs() < 1e-6, "{t}");
+    assert_eq!(log_time("1970-01-01T00:00:00.000000Z"), Some(0.0));
+    assert_eq!(log_time("2000-03-01T00:00:00.5Z"), Some(951_868_800.5));
+    assert_eq!(
+        log_field(
+            "t DEBUG bgp{peer=10.0.0.1:179 name=\"r0\"}: m decided=1 all=false",
+            "name"
+        ),
+        Some("r0")
+    );
+    assert_eq!(log_field("t m decided=1 all=false", "decided"), Some("1"));
 }

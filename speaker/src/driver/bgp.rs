@@ -325,6 +325,11 @@ impl BgpSpeaker {
     /// again sends nothing.
     pub fn set_routes(&mut self, name: &str, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
         if let Some(p) = self.peers.get(name) {
+            debug!(
+                peer = name,
+                prefixes = routes.len(),
+                "routes handed to peer task"
+            );
             let _ = p.commands.send(Command::SetRoutes(routes));
         }
     }
@@ -337,6 +342,11 @@ impl BgpSpeaker {
             return;
         }
         if let Some(p) = self.peers.get(name) {
+            debug!(
+                peer = name,
+                changes = changes.len(),
+                "route changes handed to peer task"
+            );
             let _ = p.commands.send(Command::UpdateRoutes(changes));
         }
     }
@@ -570,6 +580,7 @@ impl PeerDriver {
                 cmd = commands.recv() => match cmd {
                     Some(Command::SetRoutes(routes)) => self.session.set_routes(routes),
                     Some(Command::UpdateRoutes(changes)) => {
+                        debug!(changes = changes.len(), "route changes received");
                         for (prefix, attrs) in changes {
                             match attrs {
                                 Some(a) => self.session.announce(prefix, a),
@@ -683,16 +694,19 @@ impl PeerDriver {
         let (writer, rx) = mpsc::unbounded_channel();
         let unsent = Arc::new(AtomicUsize::new(0));
         let blocked = Arc::new(AtomicBool::new(false));
-        let write_task = tokio::spawn(write_loop(
-            id,
-            write,
-            rx,
-            WriterState {
-                unsent: Arc::clone(&unsent),
-                blocked: Arc::clone(&blocked),
-            },
-            self.conn_tx.clone(),
-        ));
+        let write_task = tokio::spawn(
+            write_loop(
+                id,
+                write,
+                rx,
+                WriterState {
+                    unsent: Arc::clone(&unsent),
+                    blocked: Arc::clone(&blocked),
+                },
+                self.conn_tx.clone(),
+            )
+            .in_current_span(),
+        );
         let extended = Arc::new(AtomicBool::new(false));
         let frames = BgpFrames {
             extended: Arc::clone(&extended),
@@ -911,6 +925,7 @@ async fn write_loop(
             let _ = progress.send(ConnEvent::Closed(id)).await;
             return false;
         }
+        debug!(conn = %id, octets = bytes.len(), "written to the socket");
         let cost = queued_cost(&bytes);
         let left = state
             .unsent

@@ -20,7 +20,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use api::model::ObjectKey;
 use api::v1beta1::{
@@ -209,8 +209,10 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
         return;
     }
     info!("kubernetes caches synced");
+    let mut woken = Instant::now();
     loop {
         changed.mark_unchanged();
+        let start = Instant::now();
         let (config, snap) = caches.snapshot();
         let (model, problems) = validate::config(&config);
         let reload = if problems.is_empty() {
@@ -224,12 +226,19 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
                 cluster: Some(Box::new(snap)),
             })
         };
+        let built = start.elapsed();
         if tx.send(reload).await.is_err() {
             return;
         }
+        debug!(
+            waited_us = (start - woken).as_micros(),
+            built_us = built.as_micros(),
+            "snapshot sent"
+        );
         if changed.changed().await.is_err() {
             return;
         }
+        woken = Instant::now();
         tokio::time::sleep(COALESCE).await;
     }
 }
@@ -267,6 +276,7 @@ where
                 Ok(Some(ev)) => {
                     // The initial list pings once, when it is complete.
                     if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                        debug!(kind, "watch event");
                         changed.send_replace(());
                     }
                 }

@@ -617,3 +617,54 @@ pub fn summary(name: &str, mut v: Vec<Duration>) {
         v[v.len() - 1]
     );
 }
+
+/// The wall-clock time of a speaker log line, in seconds since the epoch:
+/// its first word, the RFC 3339 UTC timestamp `tracing`'s text format
+/// writes (`2026-11-22T21:39:51.123456Z`). The same host's clock as
+/// tcpdump's `-tt` and `SystemTime::now()`.
+pub fn log_time(line: &str) -> Option<f64> {
+    let ts = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(str::parse::<i64>);
+    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut t = time.splitn(3, ':');
+    let (h, min) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let s: f64 = t.next()?.parse().ok()?;
+    // Days from 1970-01-01 to y-m-day (proleptic Gregorian calendar).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3_600 + min * 60) as f64 + s)
+}
+
+/// The lines of `log` that match `steps` in order: for each step, the
+/// first line after the previous match that it accepts, with its time.
+/// `None` when a step finds no line.
+pub fn log_sequence<'a>(
+    log: &'a str,
+    steps: &[&dyn Fn(&str) -> bool],
+) -> Option<Vec<(f64, &'a str)>> {
+    let mut lines = log.lines();
+    steps
+        .iter()
+        .map(|step| {
+            let line = lines.by_ref().find(|l| step(l))?;
+            Some((log_time(line)?, line))
+        })
+        .collect()
+}
+
+/// The value of the `name=` field of a log line.
+pub fn log_field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {name}="))? + name.len() + 2;
+    line[at..]
+        .split([' ', '}'])
+        .next()
+        .map(|v| v.trim_matches('"'))
+}
