@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::model::ObjectKey;
+use api::model::{Model, ObjectKey};
 use api::v1beta1::{
     BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceL2Status,
 };
@@ -80,7 +80,7 @@ pub fn start(
     seeds: Option<mpsc::UnboundedSender<SpeakerPods>>,
     tasks: &Spawner,
 ) -> Stores {
-    let (changed_tx, changed) = watch::channel(());
+    let (changed_tx, changed) = watch::channel(0);
     let all = |c: &Client| c.clone();
     let ns = opts.namespace.as_str();
     let nodes = reflect::<Node>(tasks, Api::all(all(client)), &changed_tx, trim_node);
@@ -153,10 +153,8 @@ impl Caches {
             && self.communities.wait_until_ready().await.is_ok()
     }
 
-    /// The current contents, sorted by namespace and name so that the
-    /// plans see a stable order: the metallb.io objects, and the snapshot
-    /// of the others (its model still empty).
-    fn snapshot(&self) -> (Config, Snapshot) {
+    /// The metallb.io objects, validated together.
+    fn configuration(&self) -> Validated {
         let config = Config {
             pools: sorted(&self.pools),
             peers: sorted(&self.peers),
@@ -167,16 +165,29 @@ impl Caches {
             // Watches read configuration kinds only.
             status_only: Vec::new(),
         };
-        let snapshot = Snapshot {
+        let (model, problems) = validate::config(&config);
+        if problems.is_empty() {
+            Ok(Arc::new(model))
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The other objects, sorted by namespace and name so that the plans
+    /// see a stable order, as a snapshot whose model is still empty.
+    fn cluster(&self) -> Snapshot {
+        Snapshot {
             model: Arc::default(),
             nodes: shared(&self.nodes),
             services: shared(&self.services),
             slices: shared(&self.slices),
             secrets: shared(&self.secrets),
-        };
-        (config, snapshot)
+        }
     }
 }
+
+/// The configuration, or why it was refused.
+type Validated = Result<Arc<Model>, Vec<validate::Problem>>;
 
 /// The cache's objects, shared.
 fn shared<K>(store: &Store<K>) -> Vec<Arc<K>>
@@ -203,28 +214,37 @@ where
 }
 
 /// Builds and sends a snapshot after the caches are complete and after
-/// every change, coalescing bursts.
-async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::Sender<Reload>) {
+/// every change, coalescing bursts. `changed` carries the count of
+/// metallb.io events: the configuration is validated again only when it
+/// moved, otherwise the last result is sent again, the same `Arc<Model>`
+/// (which tells the keyed state, by pointer, that it did not change).
+async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::Sender<Reload>) {
     if !caches.ready().await {
         return;
     }
     info!("kubernetes caches synced");
     let mut woken = Instant::now();
+    let mut last: Option<(u64, Validated)> = None;
     loop {
-        changed.mark_unchanged();
+        // Read before the caches: a later event moves it again.
+        let generation = *changed.borrow_and_update();
         let start = Instant::now();
-        let (config, snap) = caches.snapshot();
-        let (model, problems) = validate::config(&config);
-        let reload = if problems.is_empty() {
-            Ok(Snapshot {
-                model: Arc::new(model),
-                ..snap
-            })
-        } else {
-            Err(Rejected {
+        let revalidate = last.as_ref().is_none_or(|(g, _)| *g != generation);
+        let configuration = match &last {
+            Some((_, v)) if !revalidate => v.clone(),
+            _ => {
+                let v = caches.configuration();
+                last = Some((generation, v.clone()));
+                v
+            }
+        };
+        let snap = caches.cluster();
+        let reload = match configuration {
+            Ok(model) => Ok(Snapshot { model, ..snap }),
+            Err(problems) => Err(Rejected {
                 errors: problems.into_iter().map(file::Error::Invalid).collect(),
                 cluster: Some(Box::new(snap)),
-            })
+            }),
         };
         let built = start.elapsed();
         if tx.send(reload).await.is_err() {
@@ -233,6 +253,7 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
         debug!(
             waited_us = (start - woken).as_micros(),
             built_us = built.as_micros(),
+            validated = revalidate,
             "snapshot sent"
         );
         if changed.changed().await.is_err() {
@@ -244,11 +265,12 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<()>, tx: mpsc::S
 }
 
 /// Runs one reflector: keeps `Store` current and pings `changed` on every
-/// event. `trim` drops fields the speaker never reads.
+/// event, counting it when `K` is a metallb.io kind (the configuration).
+/// `trim` drops fields the speaker never reads.
 fn reflect<K>(
     tasks: &Spawner,
     api: Api<K>,
-    changed: &watch::Sender<()>,
+    changed: &watch::Sender<u64>,
     trim: fn(&mut K),
 ) -> Store<K>
 where
@@ -258,6 +280,7 @@ where
     let (reader, writer) = reflector::store();
     let changed = changed.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let configuration = K::group(&K::DynamicType::default()) == CONFIGURATION_GROUP;
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(move |o: &mut K| {
@@ -277,7 +300,7 @@ where
                     // The initial list pings once, when it is complete.
                     if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
                         debug!(kind, "watch event");
-                        changed.send_replace(());
+                        ping(&changed, configuration);
                     }
                 }
                 Ok(None) => return,
@@ -294,6 +317,16 @@ where
         }
     });
     reader
+}
+
+/// Tells the snapshot task that a cache changed, and whether it was one of
+/// the configuration's (metallb.io kinds).
+fn ping(changed: &watch::Sender<u64>, configuration: bool) {
+    changed.send_modify(|generation| {
+        if configuration {
+            *generation += 1;
+        }
+    });
 }
 
 /// Keeps of a Node what the view reads: labels, conditions, addresses.
@@ -522,12 +555,136 @@ pub fn seed_addrs(ips: &BTreeSet<IpAddr>, port: u16, own: SocketAddr) -> Vec<Soc
         .collect()
 }
 
+/// The API group of the configuration kinds (IPAddressPool, BGPPeer, ...).
+const CONFIGURATION_GROUP: &str = "metallb.io";
+
 /// kubectl's copy of the last applied object: large, never read.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[cfg(test)]
 mod tests {
+    use kube::runtime::reflector::store::Writer;
+    use serde_json::json;
+
     use super::*;
+
+    /// Caches fed by hand instead of by watches.
+    struct Lab {
+        services: Writer<Service>,
+        pools: Writer<IPAddressPool>,
+        changed: watch::Sender<u64>,
+    }
+
+    /// A store whose initial list is complete (and empty), and its writer.
+    fn listed<K>() -> (Store<K>, Writer<K>)
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone,
+    {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        (store, writer)
+    }
+
+    impl Lab {
+        /// The snapshot task over empty caches, and where it sends.
+        fn start() -> (Self, mpsc::Receiver<Reload>) {
+            let (services, services_w) = listed();
+            let (pools, pools_w) = listed();
+            let caches = Caches {
+                nodes: listed().0,
+                services,
+                slices: listed().0,
+                secrets: listed().0,
+                pools,
+                peers: listed().0,
+                bgp_ads: listed().0,
+                l2_ads: listed().0,
+                profiles: listed().0,
+                communities: listed().0,
+            };
+            let (changed, rx) = watch::channel(0);
+            let (tx, reloads) = mpsc::channel(1);
+            tokio::spawn(snapshots(caches, rx, tx));
+            let lab = Self {
+                services: services_w,
+                pools: pools_w,
+                changed,
+            };
+            (lab, reloads)
+        }
+
+        fn service(&mut self, name: &str) {
+            let s: Service = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "apps"},
+                "spec": {"type": "LoadBalancer"},
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            self.services.apply_watcher_event(&watcher::Event::Apply(s));
+            ping(&self.changed, false);
+        }
+
+        fn pool(&mut self, name: &str, addresses: &str) {
+            let p: IPAddressPool = serde_json::from_value(json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+                "metadata": {"name": name, "namespace": "metallb-system"},
+                "spec": {"addresses": [addresses]},
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            self.pools.apply_watcher_event(&watcher::Event::Apply(p));
+            ping(&self.changed, true);
+        }
+    }
+
+    async fn next(reloads: &mut mpsc::Receiver<Reload>) -> Reload {
+        reloads
+            .recv()
+            .await
+            .unwrap_or_else(|| panic!("the snapshot task ended"))
+    }
+
+    fn model(reload: Reload) -> (Arc<Model>, usize) {
+        match reload {
+            Ok(s) => (s.model, s.services.len()),
+            Err(e) => panic!("refused: {e:?}"),
+        }
+    }
+
+    fn refused(reload: Reload) -> (Vec<String>, usize) {
+        match reload {
+            Ok(s) => panic!("accepted: {s:?}"),
+            Err(r) => (
+                r.errors.iter().map(ToString::to_string).collect(),
+                r.cluster.map_or(0, |c| c.services.len()),
+            ),
+        }
+    }
+
+    /// Issue 18: a change to a Service, a Node or an EndpointSlice does not
+    /// validate the configuration again; the snapshot carries the same
+    /// `Arc<Model>` (the keyed state then sees, by pointer, that the
+    /// configuration did not change). A metallb.io change does; an invalid
+    /// configuration is reported again, with the current objects.
+    #[tokio::test(start_paused = true)]
+    async fn the_model_is_validated_again_only_when_the_configuration_changed() {
+        let (mut lab, mut reloads) = Lab::start();
+        lab.pool("pool", "198.51.100.0/24");
+        let (first, _) = model(next(&mut reloads).await);
+        lab.service("web");
+        let (same, services) = model(next(&mut reloads).await);
+        assert!(Arc::ptr_eq(&first, &same));
+        assert_eq!(services, 1);
+        lab.pool("pool", "198.51.101.0/24");
+        let (moved, _) = model(next(&mut reloads).await);
+        assert_ne!(*moved, *first);
+        lab.pool("bad", "not an address");
+        let (errors, services) = refused(next(&mut reloads).await);
+        assert_eq!(services, 1);
+        assert!(errors.iter().any(|e| e.contains("bad")), "{errors:?}");
+        lab.service("db");
+        assert_eq!(refused(next(&mut reloads).await), (errors, 2));
+    }
 
     #[test]
     fn seeds_skip_own_address() {
