@@ -10,9 +10,11 @@
 //! never reads (managed fields, node images, last-applied annotations) are
 //! dropped as objects arrive, to keep the caches small.
 //!
-//! Changes are coalesced for [`COALESCE`] (a burst such as the initial
-//! list becomes one snapshot) and the metallb.io objects are validated
-//! together as the file source does: an inconsistent set is reported and
+//! A change after a quiet spell is sent at once; changes that follow a
+//! snapshot within [`COALESCE`] wait for the end of that window and go
+//! together, so a burst (a rollout, a relist) is one snapshot per window.
+//! The metallb.io objects are validated together as the file source does,
+//! and only when one of them changed: an inconsistent set is reported and
 //! the last good snapshot stays in force.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +22,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use api::model::{Model, ObjectKey};
 use api::v1beta1::{
@@ -38,14 +40,15 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use shell::task::Spawner;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Snapshot, file, trim_secret};
 use crate::announce::ApiSpeakers;
 
-/// How long changes are gathered before a snapshot is built: short enough
-/// that a status update reaches the routers in a few milliseconds, long
-/// enough that a burst (the initial lists, a rollout) is one reconcile.
+/// The shortest time between two snapshots: changes within it of the last
+/// one are gathered until it ends, so a burst (a rollout, a relist) costs
+/// one reconcile per window, while a lone change goes at once.
 pub const COALESCE: Duration = Duration::from_millis(5);
 
 /// Where and what to watch.
@@ -214,7 +217,9 @@ where
 }
 
 /// Builds and sends a snapshot after the caches are complete and after
-/// every change, coalescing bursts. `changed` carries the count of
+/// every change, at most one per [`COALESCE`], and only when `tx` has
+/// room for it (so it holds every change until the moment it is taken).
+/// `changed` carries the count of
 /// metallb.io events: the configuration is validated again only when it
 /// moved, otherwise the last result is sent again, the same `Arc<Model>`
 /// (which tells the keyed state, by pointer, that it did not change).
@@ -226,6 +231,11 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::
     let mut woken = Instant::now();
     let mut last: Option<(u64, Validated)> = None;
     loop {
+        // Built once the reconcile loop can take it: while it works on the
+        // last one, changes keep gathering here.
+        let Ok(permit) = tx.reserve().await else {
+            return;
+        };
         // Read before the caches: a later event moves it again.
         let generation = *changed.borrow_and_update();
         let start = Instant::now();
@@ -247,9 +257,7 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::
             }),
         };
         let built = start.elapsed();
-        if tx.send(reload).await.is_err() {
-            return;
-        }
+        permit.send(reload);
         debug!(
             waited_us = (start - woken).as_micros(),
             built_us = built.as_micros(),
@@ -260,7 +268,11 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::
             return;
         }
         woken = Instant::now();
-        tokio::time::sleep(COALESCE).await;
+        // A lone change goes at once; one close behind the last snapshot
+        // waits for the end of its window, gathering the rest of a burst.
+        if let Some(wait) = (start + COALESCE).checked_duration_since(woken) {
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
@@ -659,6 +671,43 @@ mod tests {
                 r.cluster.map_or(0, |c| c.services.len()),
             ),
         }
+    }
+
+    /// Issue 18: a change after a quiet spell is sent at once (it used to
+    /// wait [`COALESCE`] first); a burst of 1,000 changes, 10 µs apart, is
+    /// at most one snapshot per [`COALESCE`], and the last holds them all.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_change_goes_at_once_and_a_burst_is_one_snapshot_per_window() {
+        let (mut lab, mut reloads) = Lab::start();
+        model(next(&mut reloads).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let t = Instant::now();
+        lab.service("lone");
+        assert_eq!(model(next(&mut reloads).await).1, 1);
+        assert_eq!(t.elapsed(), Duration::ZERO);
+
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let t = Instant::now();
+        let mut snapshots = 0;
+        for i in 0..1000 {
+            lab.service(&format!("s{i}"));
+            tokio::time::advance(Duration::from_micros(10)).await;
+            while reloads.try_recv().is_ok() {
+                snapshots += 1;
+            }
+        }
+        loop {
+            snapshots += 1;
+            if model(next(&mut reloads).await).1 == 1001 {
+                break;
+            }
+        }
+        let windows = t.elapsed().as_micros() / COALESCE.as_micros();
+        assert!(
+            snapshots <= windows + 1,
+            "{snapshots} snapshots in {:?}",
+            t.elapsed()
+        );
     }
 
     /// Issue 18: a change to a Service, a Node or an EndpointSlice does not
