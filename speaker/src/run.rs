@@ -409,6 +409,12 @@ impl Reconciler {
         for (service, node) in &changes.yielded {
             warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
         }
+        self.apply_bgp(&changes).await;
+        self.apply_l2(&changes);
+        // The status writer (publish.rs) shares this thread and builds every
+        // status body when woken: let the peer tasks, then their writers,
+        // put the routes on the wire first.
+        tokio::task::yield_now().await;
         if let Some(tx) = self.kube.as_ref().map(|k| &k.report) {
             let keyed = &self.keyed;
             tx.send_if_modified(|r| {
@@ -419,8 +425,6 @@ impl Reconciler {
                 publish
             });
         }
-        self.apply_bgp(&changes).await;
-        self.apply_l2(&changes);
         for (via, service, ip) in &changes.announced {
             info!(protocol = via.as_str(), %service, %ip, "announce");
         }
