@@ -63,13 +63,15 @@ fn view(services: u32) -> ClusterView {
             .collect(),
         model: Arc::new(model),
         services: (0..services)
-            .map(|i| Service {
-                key: ObjectKey::new("default", format!("svc-{i}")),
-                load_balancer: true,
-                external_traffic_policy: TrafficPolicy::Local,
-                ingress: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],
-                endpoints: NODES.iter().map(|n| endpoint(n)).collect(),
-                ..Service::default()
+            .map(|i| {
+                Arc::new(Service {
+                    key: ObjectKey::new("default", format!("svc-{i}")),
+                    load_balancer: true,
+                    external_traffic_policy: TrafficPolicy::Local,
+                    ingress: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],
+                    endpoints: NODES.iter().map(|n| endpoint(n)).collect(),
+                    ..Service::default()
+                })
             })
             .collect(),
         members: Some(NODES.iter().map(|n| (*n).to_owned()).collect()),
@@ -79,7 +81,7 @@ fn view(services: u32) -> ClusterView {
 
 /// Moves service 0's only endpoint to the other of n1 and n2.
 fn flip(view: &mut ClusterView) {
-    let svc = &mut view.services[0];
+    let svc = Arc::make_mut(&mut view.services[0]);
     let on_n1 = svc.endpoints.len() == 1 && svc.endpoints[0].node.as_deref() == Some("n1");
     svc.endpoints = vec![endpoint(if on_n1 { "n2" } else { "n1" })];
 }

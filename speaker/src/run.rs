@@ -24,7 +24,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::announce::bfd_gate::bfd_session;
-use crate::announce::{ApiSpeakers, Changes, ClusterView, Exclusion, Interfaces, Keyed, Problem};
+use crate::announce::k8s::Converted;
+use crate::announce::{ApiSpeakers, Changes, Exclusion, Interfaces, Keyed, Problem};
 use crate::driver::bfd as bfd_driver;
 use crate::driver::bgp::{BgpSpeaker, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
@@ -119,6 +120,7 @@ pub async fn run(
         bfd: BfdPeers::new(opts.bfd, opts.bgp_without_bfd_up),
         opts,
         snapshot: None,
+        converted: Converted::default(),
         keyed: Keyed::new(),
         bgp,
         l2: None,
@@ -227,6 +229,8 @@ struct Reconciler {
     /// The last good configuration.
     snapshot: Option<Snapshot>,
     membership: Membership,
+    /// The services of the last view, converted from the snapshot's.
+    converted: Converted,
     /// The desired state, per service: what the drivers were given.
     keyed: Keyed,
     bgp: BgpSpeaker,
@@ -374,7 +378,7 @@ impl Reconciler {
         };
         let start = std::time::Instant::now();
         debug!("reconcile start");
-        let (mut view, mut problems) = ClusterView::from_k8s(
+        let (mut view, mut problems) = self.converted.view(
             &self.opts.node,
             snap.model.clone(),
             &snap.nodes,

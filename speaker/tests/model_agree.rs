@@ -202,7 +202,7 @@ fn view(model: &Arc<Model>, case: &Case, me: &str, services: &[Service]) -> Clus
             })
             .collect(),
         model: Arc::clone(model),
-        services: services.to_vec(),
+        services: services.iter().cloned().map(Arc::new).collect(),
         ..ClusterView::default()
     }
 }

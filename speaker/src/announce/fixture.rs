@@ -193,6 +193,11 @@ pub(super) fn ready(node: &str) -> Endpoint {
     }
 }
 
+/// A view's services, shared as the view holds them.
+pub(super) fn services(list: impl IntoIterator<Item = Service>) -> Vec<Arc<Service>> {
+    list.into_iter().map(Arc::new).collect()
+}
+
 /// A LoadBalancer service `default/name` with `ips` and a ready endpoint
 /// on each of `endpoint_nodes`.
 pub(super) fn svc(name: &str, ips: &[&str], endpoint_nodes: &[&str]) -> Service {

@@ -3,7 +3,8 @@
 //! these; the file source builds the view from YAML instead.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -25,7 +26,9 @@ impl ClusterView {
     ///
     /// The objects may be owned or shared (`Arc`, as the Kubernetes
     /// source's caches hold them). EndpointSlices are grouped by service
-    /// first, so the cost is linear in the number of objects.
+    /// first, so the cost is linear in the number of objects. The reconcile
+    /// loop uses [`Converted::view`] instead, which converts only the
+    /// services that changed since the last view.
     pub fn from_k8s<N, S, E, X>(
         this_node: &str,
         model: Arc<Model>,
@@ -40,9 +43,115 @@ impl ClusterView {
         E: Borrow<discoveryv1::EndpointSlice>,
         X: Borrow<corev1::Secret>,
     {
-        let mut by_service: BTreeMap<(&str, &str), Vec<&discoveryv1::EndpointSlice>> =
-            BTreeMap::new();
-        for slice in slices.iter().map(Borrow::borrow) {
+        let objects = Objects {
+            nodes,
+            services,
+            slices,
+            secrets,
+        };
+        objects.view(this_node, model, |s, group| {
+            service(s.borrow(), group.iter().map(|e| (*e).borrow())).map(Arc::new)
+        })
+    }
+}
+
+/// The services of the last view, by the objects they were converted
+/// from. [`Converted::view`] converts again only a Service whose object or
+/// EndpointSlices are not the same (`Arc`s) as last time, and hands on the
+/// others' `Arc<Service>`: after one change, one conversion, and the keyed
+/// state finds every other service unchanged by pointer.
+#[derive(Debug, Default)]
+pub struct Converted {
+    /// By the address of the Service object, which the entry holds (so the
+    /// address cannot be another object's while it is here).
+    services: HashMap<usize, Conversion>,
+    generation: u64,
+}
+
+/// One Service object, its EndpointSlices and what they gave.
+#[derive(Debug)]
+struct Conversion {
+    object: Arc<corev1::Service>,
+    slices: Vec<Arc<discoveryv1::EndpointSlice>>,
+    result: Result<Arc<Service>, Problem>,
+    /// The last view that had it.
+    seen: u64,
+}
+
+impl Converted {
+    /// The same view as [`ClusterView::from_k8s`] gives for these
+    /// objects, converting only the Services (with their EndpointSlices)
+    /// that changed since the last call.
+    pub fn view(
+        &mut self,
+        this_node: &str,
+        model: Arc<Model>,
+        nodes: &[Arc<corev1::Node>],
+        services: &[Arc<corev1::Service>],
+        slices: &[Arc<discoveryv1::EndpointSlice>],
+        secrets: &[Arc<corev1::Secret>],
+    ) -> (ClusterView, Vec<Problem>) {
+        self.generation += 1;
+        let generation = self.generation;
+        let objects = Objects {
+            nodes,
+            services,
+            slices,
+            secrets,
+        };
+        let memo = &mut self.services;
+        let out = objects.view(this_node, model, |s, group| {
+            let same = |c: &Conversion| {
+                Arc::ptr_eq(&c.object, s)
+                    && c.slices.len() == group.len()
+                    && c.slices.iter().zip(group).all(|(a, b)| Arc::ptr_eq(a, b))
+            };
+            let c = match memo.entry(Arc::as_ptr(s).addr()) {
+                Entry::Occupied(o) if same(o.get()) => o.into_mut(),
+                entry => {
+                    let c = Conversion {
+                        object: Arc::clone(s),
+                        slices: group.iter().map(|e| Arc::clone(e)).collect(),
+                        result: service(s, group.iter().map(|e| &***e)).map(Arc::new),
+                        seen: generation,
+                    };
+                    entry.insert_entry(c).into_mut()
+                }
+            };
+            c.seen = generation;
+            c.result.clone()
+        });
+        self.services.retain(|_, c| c.seen == generation);
+        out
+    }
+}
+
+/// The Kubernetes objects a view is built from.
+struct Objects<'a, N, S, E, X> {
+    nodes: &'a [N],
+    services: &'a [S],
+    slices: &'a [E],
+    secrets: &'a [X],
+}
+
+impl<N, S, E, X> Objects<'_, N, S, E, X>
+where
+    N: Borrow<corev1::Node>,
+    S: Borrow<corev1::Service>,
+    E: Borrow<discoveryv1::EndpointSlice>,
+    X: Borrow<corev1::Secret>,
+{
+    /// The view, with `convert` turning each `LoadBalancer` Service and
+    /// its EndpointSlices into the view's.
+    fn view(
+        &self,
+        this_node: &str,
+        model: Arc<Model>,
+        mut convert: impl FnMut(&S, &[&E]) -> Result<Arc<Service>, Problem>,
+    ) -> (ClusterView, Vec<Problem>) {
+        let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::new();
+        for e in self.slices {
+            let slice = e.borrow();
             let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
             if let Some(name) = slice
                 .metadata
@@ -50,37 +159,39 @@ impl ClusterView {
                 .as_ref()
                 .and_then(|l| l.get(SERVICE_NAME_LABEL))
             {
-                by_service.entry((ns, name)).or_default().push(slice);
+                by_service.entry((ns, name)).or_default().push(e);
             }
         }
         let mut problems = Vec::new();
-        let view = Self {
+        let view = ClusterView {
             node: this_node.to_owned(),
-            nodes: nodes
+            nodes: self
+                .nodes
                 .iter()
                 .map(|n| node(n.borrow()))
                 .map(|n| (n.name.clone(), n))
                 .collect(),
             model,
-            secrets: secrets
+            secrets: self
+                .secrets
                 .iter()
                 .filter_map(|s| secret_password(s.borrow()))
                 .collect(),
-            services: services
+            services: self
+                .services
                 .iter()
-                .map(Borrow::borrow)
-                .filter(|s: &&corev1::Service| {
-                    s.spec.as_ref().and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
+                .filter(|s| {
+                    let spec = (*s).borrow().spec.as_ref();
+                    spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
                 })
                 .filter_map(|s| {
+                    let meta = &s.borrow().metadata;
                     let key = (
-                        s.metadata.namespace.as_deref().unwrap_or_default(),
-                        s.metadata.name.as_deref().unwrap_or_default(),
+                        meta.namespace.as_deref().unwrap_or_default(),
+                        meta.name.as_deref().unwrap_or_default(),
                     );
                     let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
-                    service(s, group.iter().copied())
-                        .map_err(|p| problems.push(p))
-                        .ok()
+                    convert(s, group).map_err(|p| problems.push(p)).ok()
                 })
                 .collect(),
             members: None,
@@ -246,6 +357,9 @@ const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
 
     use super::*;
     use k8s_openapi::ByteString;
@@ -500,5 +614,127 @@ mod tests {
         assert_eq!(view.secrets.len(), 1);
         assert_eq!(view.members, None);
         assert_eq!(members(["a", "b"]).len(), 2);
+    }
+
+    /// A Service `apps/name`: LoadBalancer or not, with one ingress IP
+    /// (sometimes one that does not parse).
+    fn random_service(rng: &mut SmallRng, name: &str) -> corev1::Service {
+        let ip = match rng.random_range(0..20) {
+            0 => "bad".to_owned(),
+            n => format!("192.0.2.{n}"),
+        };
+        let mut s = k8s_service(&[&ip]);
+        s.metadata = meta(Some("apps"), name, &[]);
+        if rng.random_bool(0.1)
+            && let Some(spec) = s.spec.as_mut()
+        {
+            spec.type_ = Some("ClusterIP".into());
+        }
+        s
+    }
+
+    /// Issue 18: after every step of seeded random histories (Services
+    /// and EndpointSlices added, changed, copied unchanged into a new
+    /// object, moved between services, removed), the view converted
+    /// incrementally is the view built from scratch, with the same
+    /// problems; and a service whose objects were all left alone keeps its
+    /// `Arc` (it was not converted again).
+    #[test]
+    fn converted_views_are_views_from_scratch() {
+        const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+        let mut reused = 0;
+        for seed in 0..30 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut services: BTreeMap<&str, Arc<corev1::Service>> = BTreeMap::new();
+            let mut slices: BTreeMap<String, Arc<discoveryv1::EndpointSlice>> = BTreeMap::new();
+            let mut converted = Converted::default();
+            let mut last: BTreeMap<ObjectKey, Arc<Service>> = BTreeMap::new();
+            for step in 0..200 {
+                let name = NAMES[rng.random_range(0..NAMES.len())];
+                // The services whose objects this step touches.
+                let mut touched = BTreeSet::from([name]);
+                match rng.random_range(0..100) {
+                    0..30 => {
+                        services.insert(name, Arc::new(random_service(&mut rng, name)));
+                    }
+                    30..40 => {
+                        if let Some(s) = services.get(name) {
+                            let copy = Arc::new((**s).clone());
+                            services.insert(name, copy);
+                        }
+                    }
+                    40..50 => {
+                        services.remove(name);
+                    }
+                    50..85 => {
+                        let slice_name = format!("sl{}", rng.random_range(0..8));
+                        let nodes = ["n1", "n2", "n3"];
+                        let eps = (0..rng.random_range(0..3))
+                            .map(|_| {
+                                let node = nodes[rng.random_range(0..nodes.len())];
+                                ep(node, Some(rng.random_bool(0.7)), None, None)
+                            })
+                            .collect();
+                        let mut new = slice("apps", name, eps);
+                        new.metadata.name = Some(slice_name.clone());
+                        if let Some(old) = slices.insert(slice_name, Arc::new(new)) {
+                            touched.insert(service_of(&old));
+                        }
+                    }
+                    _ => {
+                        let slice_name = format!("sl{}", rng.random_range(0..8));
+                        if let Some(old) = slices.remove(&slice_name) {
+                            touched.insert(service_of(&old));
+                        }
+                    }
+                }
+                let svcs: Vec<_> = services.values().cloned().collect();
+                let sl: Vec<_> = slices.values().cloned().collect();
+                let (view, problems) = converted.view("n1", Arc::default(), &[], &svcs, &sl, &[]);
+                let (scratch, scratch_problems) = ClusterView::from_k8s(
+                    "n1",
+                    Arc::default(),
+                    &[] as &[corev1::Node],
+                    &svcs,
+                    &sl,
+                    &[] as &[corev1::Secret],
+                );
+                let at = format!("seed {seed} step {step}");
+                assert_eq!(view.services, scratch.services, "{at}");
+                assert_eq!(problems, scratch_problems, "{at}");
+                for svc in &view.services {
+                    if let Some(before) = last.get(&svc.key)
+                        && !touched.contains(svc.key.name.as_str())
+                    {
+                        assert!(
+                            Arc::ptr_eq(before, svc),
+                            "{at}: {} converted again",
+                            svc.key
+                        );
+                        reused += 1;
+                    }
+                }
+                last = view
+                    .services
+                    .iter()
+                    .map(|s| (s.key.clone(), Arc::clone(s)))
+                    .collect();
+            }
+        }
+        assert!(reused > 10_000, "{reused}");
+    }
+
+    /// The name of the service an EndpointSlice belongs to.
+    fn service_of(slice: &discoveryv1::EndpointSlice) -> &'static str {
+        let name = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            .map_or("", String::as_str);
+        ["a", "b", "c", "d", "e", "f"]
+            .into_iter()
+            .find(|n| *n == name)
+            .unwrap_or("")
     }
 }

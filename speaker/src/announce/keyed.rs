@@ -157,7 +157,7 @@ impl Context {
 /// One service and what was decided for it.
 #[derive(Debug)]
 struct Entry {
-    svc: Service,
+    svc: Arc<Service>,
     routes: BTreeMap<(String, IpPrefix), Pending>,
     l2: Option<ServiceL2>,
     problems: Vec<Problem>,
@@ -220,7 +220,7 @@ impl Keyed {
             if let Some(e) = self.services.get_mut(&svc.key)
                 && e.seen != self.generation
                 && !all
-                && e.svc == *svc
+                && (Arc::ptr_eq(&e.svc, svc) || e.svc == *svc)
             {
                 e.seen = self.generation;
                 continue;
@@ -237,7 +237,7 @@ impl Keyed {
             self.replace(
                 &svc.key,
                 Some(Entry {
-                    svc: svc.clone(),
+                    svc: Arc::clone(svc),
                     routes,
                     l2,
                     problems,
@@ -283,7 +283,7 @@ impl Keyed {
                 touched.prefixes.insert((peer, prefix));
             }
             if old.l2.is_some_and(|l| l.interfaces.is_some()) {
-                for ip in old.svc.ingress {
+                for &ip in &old.svc.ingress {
                     if let Some(a) = self.l2.get_mut(&ip) {
                         a.by_service.remove(key);
                     }

@@ -23,8 +23,10 @@ pub struct ClusterView {
     /// Values of the Secrets that BGPPeers name in `passwordSecret` (the
     /// `password` key), by namespace and name.
     pub secrets: Secrets,
-    /// The services, with their endpoints.
-    pub services: Vec<Service>,
+    /// The services, with their endpoints. Shared: a service that did not
+    /// change keeps its `Arc` from one view to the next
+    /// ([`super::k8s::Converted`]), which the keyed state compares first.
+    pub services: Vec<Arc<Service>>,
     /// The live memberlist members, by node name; `None` when memberlist is
     /// disabled, in which case every node is assumed to run a speaker (as
     /// MetalLB does).

@@ -61,7 +61,7 @@ fn fields(plan: &BgpPlan) -> Vec<(&'static str, &str, &str)> {
 #[test]
 fn announces_service_ip_to_every_peer() {
     let mut v = base();
-    v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
     let plan = bgp(&v);
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     assert_eq!(plan.excluded, None);
@@ -280,7 +280,7 @@ fn bad_peers_are_reported_and_others_run() {
     for (breaks, field) in table {
         let mut v = base();
         breaks(&mut v.config.peers[1].spec);
-        v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+        v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
         let plan = bgp(&v);
         assert_eq!(fields(&plan), [("BGPPeer", "ebgp", field)], "{field}");
         assert!(!plan.peers.contains_key("ebgp"), "{field}");
@@ -316,7 +316,7 @@ fn advertisement_node_selectors() {
         let mut v = base();
         v.nodes.get_mut(ME).unwrap().labels = labels(node_labels);
         ad(&mut v).node_selectors = selectors.clone();
-        v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
+        v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
         let plan = bgp(&v);
         assert_eq!(
             !plan.peers["ibgp"].routes.is_empty(),
@@ -332,7 +332,7 @@ fn service_selectors() {
     ad(&mut v).service_selectors = vec![sel(&[("bgp", "yes")])];
     let mut picked = svc("picked", &["192.0.2.10"], &["n1"]);
     picked.labels = labels(&[("bgp", "yes")]);
-    v.services = vec![picked, svc("other", &["192.0.2.11"], &["n1"])];
+    v.services = services([picked, svc("other", &["192.0.2.11"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"]);
     assert_eq!(plan.services.keys().collect::<Vec<_>>(), [&key("picked")]);
@@ -362,10 +362,10 @@ fn pool_selection() {
         v.config.pools = pools();
         ad(&mut v).ip_address_pools = names.iter().map(|n| (*n).into()).collect();
         ad(&mut v).ip_address_pool_selectors = selectors;
-        v.services = vec![
+        v.services = services([
             svc("a", &["192.0.2.10"], &["n1"]),
             svc("b", &["192.0.2.200"], &["n1"]),
-        ];
+        ]);
         let plan = bgp(&v);
         assert_eq!(prefixes(&plan, "ebgp"), want, "{names:?}");
     }
@@ -375,7 +375,7 @@ fn pool_selection() {
 fn peer_selection() {
     let mut v = base();
     ad(&mut v).peers = vec!["ebgp".into(), "ghost".into()];
-    v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
     let plan = bgp(&v);
     assert!(plan.peers["ibgp"].routes.is_empty());
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
@@ -405,7 +405,7 @@ fn external_traffic_policy() {
         let mut v = base();
         let mut s = svc("web", &["192.0.2.10"], nodes);
         s.external_traffic_policy = policy;
-        v.services = vec![s];
+        v.services = services([s]);
         let plan = bgp(&v);
         assert_eq!(
             !plan.peers["ibgp"].routes.is_empty(),
@@ -442,7 +442,7 @@ fn endpoint_conditions() {
         let mut s = svc("web", &["192.0.2.10"], &[]);
         s.external_traffic_policy = TrafficPolicy::Local;
         s.endpoints = vec![e];
-        v.services = vec![s];
+        v.services = services([s]);
         let plan = bgp(&v);
         assert_eq!(!plan.peers["ebgp"].routes.is_empty(), counts);
     }
@@ -479,7 +479,7 @@ fn excluded_nodes_announce_nothing_but_keep_sessions() {
             me.labels.insert(EXCLUDE.into(), String::new());
         }
         v.ignore_exclude_lb = ignore;
-        v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+        v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
         let plan = bgp(&v);
         assert_eq!(plan.excluded, outcome);
         assert_eq!(plan.peers.len(), 2);
@@ -514,7 +514,7 @@ fn shared_ip_merges_communities() {
     a.labels = labels(&[("app", "a")]);
     let mut b = svc("b", &["192.0.2.10"], &["n2"]);
     b.labels = labels(&[("app", "b")]);
-    v.services = vec![a, b];
+    v.services = services([a, b]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(
@@ -530,11 +530,11 @@ fn aggregation() {
     ad(&mut v).aggregation_length = Some(24);
     ad(&mut v).aggregation_length_v6 = Some(64);
     v.config.peers[1].spec.dual_stack_address_family = Some(true);
-    v.services = vec![
+    v.services = services([
         svc("a", &["192.0.2.10"], &["n1"]),
         svc("b", &["192.0.2.11", "2001:db8::b"], &["n1"]),
         svc("c", &["192.0.2.200", "2001:db8::c"], &["n1"]),
-    ];
+    ]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.0/24", "2001:db8::/64"]);
     assert_eq!(plan.services.len(), 3);
@@ -554,7 +554,7 @@ fn communities_aliases_large_and_well_known() {
         "65000:7".into(),
         "large:1:2:3".into(),
     ];
-    v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
     let plan = bgp(&v);
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     let a = attrs(&plan, "ibgp", "192.0.2.10/32");
@@ -585,7 +585,7 @@ fn unknown_alias_skips_the_advertisement_only() {
             ..BGPAdvertisementSpec::default()
         },
     ));
-    v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(
         fields(&plan),
@@ -601,7 +601,7 @@ fn unknown_alias_skips_the_advertisement_only() {
 fn local_pref_for_ibgp_only() {
     let mut v = base();
     ad(&mut v).local_pref = Some(200);
-    v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(attrs(&plan, "ibgp", "192.0.2.10/32").local_pref, Some(200));
     assert_eq!(attrs(&plan, "ebgp", "192.0.2.10/32").local_pref, None);
@@ -665,7 +665,7 @@ fn conflicting_local_prefs_within_a_service() {
             ),
             with_pref("second", 200, second),
         ];
-        v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+        v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
         let plan = bgp(&v);
         let reported = fields(&plan) == [("Service", "default/web", "metadata.labels")];
         assert_eq!(reported, conflict, "case {i}: {:?}", plan.problems);
@@ -698,7 +698,7 @@ fn conflicting_local_prefs_across_services() {
     a.labels = labels(&[("app", "a")]);
     let mut b = svc("b", &["192.0.2.10"], &["n1"]);
     b.labels = labels(&[("app", "b")]);
-    v.services = vec![a, b];
+    v.services = services([a, b]);
     let plan = bgp(&v);
     // Withheld from the iBGP peer, where LOCAL_PREF is sent ...
     assert!(plan.peers["ibgp"].routes.is_empty());
@@ -719,7 +719,7 @@ fn dual_stack() {
     let mut mp_off = peer("mp-off", 64512, 65000, "10.0.0.251");
     mp_off.spec.disable_mp = Some(true);
     v.config.peers.push(mp_off);
-    v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
     assert_eq!(prefixes(&plan, "v6"), ["2001:db8::10/128"]);
@@ -756,7 +756,7 @@ fn which_services() {
     mislabelled
         .annotations
         .insert("metallb.io/ip-allocated-from-pool".into(), "other".into());
-    v.services = vec![
+    v.services = services([
         ours,
         classless,
         theirs,
@@ -765,7 +765,7 @@ fn which_services() {
         stray,
         split,
         mislabelled,
-    ];
+    ]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.1/32", "192.0.2.6/32"]);
     assert_eq!(
@@ -787,7 +787,7 @@ fn classless_speaker_takes_classless_services() {
     let mut v = base();
     let mut theirs = svc("theirs", &["192.0.2.3"], &["n1"]);
     theirs.load_balancer_class = Some("other".into());
-    v.services = vec![svc("plain", &["192.0.2.2"], &["n1"]), theirs];
+    v.services = services([svc("plain", &["192.0.2.2"], &["n1"]), theirs]);
     assert_eq!(prefixes(&bgp(&v), "ibgp"), ["192.0.2.2/32"]);
 }
 
@@ -795,7 +795,7 @@ fn classless_speaker_takes_classless_services() {
 fn node_missing_from_view() {
     let mut v = base();
     v.nodes.remove(ME);
-    v.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
     let plan = bgp(&v);
     assert_eq!(fields(&plan), [("Node", ME, "metadata.name")]);
     // No labels, no exclusion: peers and advertisements without selectors

@@ -2,6 +2,7 @@
 //! the reason given, and every answer agrees with the whole plans.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use api::v1beta1::{BGPAdvertisementSpec, L2AdvertisementSpec};
 
@@ -33,7 +34,7 @@ fn base() -> Fixture {
         },
     )];
     v.config.l2_advertisements = vec![l2_ad("l2", L2AdvertisementSpec::default())];
-    v.services = vec![svc("web", &["192.0.2.10"], &NODES)];
+    v.services = vec![svc("web", &["192.0.2.10"], &NODES).into()];
     v
 }
 
@@ -136,8 +137,8 @@ fn each_reason_as_the_decisions_give_it() {
         (
             "Local without an endpoint here",
             |f| {
-                f.services = vec![svc("web", &["192.0.2.10"], &["n2"])];
-                f.services[0].external_traffic_policy = TrafficPolicy::Local;
+                f.services = vec![svc("web", &["192.0.2.10"], &["n2"]).into()];
+                Arc::make_mut(&mut f.services[0]).external_traffic_policy = TrafficPolicy::Local;
             },
             Summary {
                 pool: ok("pool"),
@@ -150,7 +151,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "no serving endpoint at all",
-            |f| f.services = vec![svc("web", &["192.0.2.10"], &[])],
+            |f| f.services = vec![svc("web", &["192.0.2.10"], &[]).into()],
             Summary {
                 pool: ok("pool"),
                 excluded: None,
@@ -203,8 +204,8 @@ fn each_reason_as_the_decisions_give_it() {
         (
             "a shared IP with service selectors",
             |f| {
-                f.services[0].labels = labels(&[("app", "web")]);
-                f.services[0]
+                Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]);
+                Arc::make_mut(&mut f.services[0])
                     .annotations
                     .insert("metallb.io/allow-shared-ip".into(), "k".into());
                 f.config.l2_advertisements[0].spec.service_selectors = vec![sel(&[("app", "web")])];
@@ -220,7 +221,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "no IP yet",
-            |f| f.services[0].ingress.clear(),
+            |f| Arc::make_mut(&mut f.services[0]).ingress.clear(),
             Summary {
                 pool: Err(Skipped::NoIngress),
                 excluded: None,
@@ -232,7 +233,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "another class",
-            |f| f.services[0].load_balancer_class = Some("other".into()),
+            |f| Arc::make_mut(&mut f.services[0]).load_balancer_class = Some("other".into()),
             Summary {
                 pool: Err(Skipped::OtherClass(Some("other".into()))),
                 excluded: None,
@@ -244,7 +245,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "an IP in no pool",
-            |f| f.services[0].ingress = vec![ip("198.51.100.1")],
+            |f| Arc::make_mut(&mut f.services[0]).ingress = vec![ip("198.51.100.1")],
             Summary {
                 pool: Err(Skipped::NoPool),
                 excluded: None,
@@ -256,7 +257,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "no such service",
-            |f| f.services[0].key = key("other"),
+            |f| Arc::make_mut(&mut f.services[0]).key = key("other"),
             Summary {
                 pool: Err(Skipped::Unknown),
                 excluded: None,
@@ -343,7 +344,7 @@ fn routes_carry_the_merged_attributes() {
     );
     // Another service sharing the IP adds its community to the route.
     let mut f = base();
-    f.services[0].labels = labels(&[("app", "web")]);
+    Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]);
     f.config.bgp_advertisements[0].spec.service_selectors = vec![sel(&[("app", "web")])];
     f.config.bgp_advertisements.push(bgp_ad(
         "db",
@@ -356,7 +357,7 @@ fn routes_carry_the_merged_attributes() {
     ));
     let mut db = svc("db", &["192.0.2.10"], &NODES);
     db.labels = labels(&[("app", "db")]);
-    f.services.push(db);
+    f.services.push(db.into());
     let e = explain_on(&f, "n1");
     let spine = e.bgp.routes.iter().find(|r| r.peer == "spine").unwrap();
     assert_eq!(spine.prefix, "192.0.2.10/32");

@@ -254,7 +254,7 @@ fn keyed_matches_whole_plans() {
             nodes: random_nodes(&mut rng),
             model: Arc::new(model),
             services: (0..8)
-                .map(|i| random_service(&mut rng, &format!("s{i}")))
+                .map(|i| random_service(&mut rng, &format!("s{i}")).into())
                 .collect(),
             members: Some(NODES.iter().map(|n| (*n).to_owned()).collect()),
             ..ClusterView::default()
@@ -269,12 +269,12 @@ fn keyed_matches_whole_plans() {
                 0..50 => {
                     let i = rng.random_range(0..view.services.len());
                     let name = view.services[i].key.name.clone();
-                    view.services[i] = random_service(&mut rng, &name);
+                    view.services[i] = random_service(&mut rng, &name).into();
                 }
                 50..60 => {
                     let name = format!("s{}", rng.random_range(8..16));
                     view.services.retain(|s| s.key.name != name);
-                    view.services.push(random_service(&mut rng, &name));
+                    view.services.push(random_service(&mut rng, &name).into());
                 }
                 60..70 if view.services.len() > 1 => {
                     let i = rng.random_range(0..view.services.len());
@@ -326,7 +326,7 @@ fn an_unchanged_view_changes_nothing() {
         nodes: random_nodes(&mut rng),
         model: Arc::new(model),
         services: (0..8)
-            .map(|i| random_service(&mut rng, &format!("s{i}")))
+            .map(|i| random_service(&mut rng, &format!("s{i}")).into())
             .collect(),
         ..ClusterView::default()
     };

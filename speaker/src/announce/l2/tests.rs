@@ -23,7 +23,7 @@ fn base(this: &str) -> Fixture {
     v.members = Some(NODES.iter().map(|n| (*n).to_owned()).collect());
     v.config.pools = vec![pool("pool", &["192.0.2.0/24", "2001:db8::/64"], &[])];
     v.config.l2_advertisements = vec![l2_ad("all", L2AdvertisementSpec::default())];
-    v.services = vec![svc("web", &["192.0.2.10"], &["n3"])];
+    v.services = services([svc("web", &["192.0.2.10"], &["n3"])]);
     v
 }
 
@@ -61,7 +61,7 @@ fn hash_order_is_metallbs() {
     assert_eq!(plan.elections[&key("web")].winner(), Some("n2"));
     assert!(plan.announce.is_empty());
     let mut v = base("n1");
-    v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
+    v.services = services([svc("web", &["192.0.2.11"], &["n3"])]);
     assert_eq!(candidates(&l2(&v), "web"), ORDER_11);
 }
 
@@ -90,7 +90,7 @@ fn stable_given_the_same_inputs() {
     let mut shuffled = v.clone();
     shuffled
         .services
-        .insert(0, svc("other", &["192.0.2.11"], &["n1"]));
+        .insert(0, svc("other", &["192.0.2.11"], &["n1"]).into());
     shuffled.services.reverse();
     let plan = l2(&shuffled);
     assert_eq!(plan.elections[&key("web")], first.elections[&key("web")]);
@@ -110,7 +110,7 @@ fn dead_member_hands_over_to_the_next() {
     assert_eq!(announcers(&v, "192.0.2.10"), ["n3"]);
     // Only the dead node's services move: .11 stays on n1.
     let mut v = base("n1");
-    v.services = vec![svc("web", &["192.0.2.11"], &["n3"])];
+    v.services = services([svc("web", &["192.0.2.11"], &["n3"])]);
     v.members.as_mut().unwrap().remove("n2");
     assert_eq!(candidates(&l2(&v), "web")[0], "n1");
 }
@@ -142,7 +142,7 @@ fn traffic_policy_local_needs_an_endpoint() {
         let mut v = base("n1");
         let mut s = svc("web", &["192.0.2.10"], nodes);
         s.external_traffic_policy = policy;
-        v.services = vec![s];
+        v.services = services([s]);
         let plan = l2(&v);
         assert_eq!(candidates(&plan, "web"), want, "{policy:?} {nodes:?}");
         assert_eq!(
@@ -164,7 +164,7 @@ fn terminating_endpoints() {
     s.endpoints[1].ready = Some(false);
     s.endpoints[1].serving = Some(false);
     s.endpoints[1].terminating = Some(true);
-    v.services = vec![s];
+    v.services = services([s]);
     assert_eq!(candidates(&l2(&v), "web"), ["n3"]);
 }
 
@@ -335,7 +335,7 @@ fn service_and_pool_selectors() {
     picked.labels = labels(&[("l2", "yes")]);
     let mut blue = svc("blue", &["192.0.2.200"], &["n1"]);
     blue.labels = labels(&[("l2", "yes")]);
-    v.services = vec![picked, svc("unlabelled", &["192.0.2.11"], &["n1"]), blue];
+    v.services = services([picked, svc("unlabelled", &["192.0.2.11"], &["n1"]), blue]);
     let plan = l2(&v);
     assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("picked")]);
     // By name too.
@@ -355,7 +355,7 @@ fn shared_ip() {
     };
     // Sharing services elect the same node, which announces the IP once.
     let mut v = base("n2");
-    v.services = vec![shared("a"), shared("b")];
+    v.services = services([shared("a"), shared("b")]);
     let plan = l2(&v);
     assert_eq!(
         plan.announce[&ip("192.0.2.10")].services,
@@ -377,7 +377,7 @@ fn dual_stack_goes_to_one_node() {
     let mut v = base("n2");
     // The first IP seeds the order: n2 for .10, though n4 leads for the
     // IPv6 address alone.
-    v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
+    v.services = services([svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])]);
     let plan = l2(&v);
     assert_eq!(
         plan.announce.keys().copied().collect::<Vec<_>>(),
