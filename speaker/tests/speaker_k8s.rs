@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use api::v1beta1::{ServiceBGPStatus, ServiceL2Status};
+use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use testnet::{Bridge, Frr, Netns, RunDir, Signal, wait_until};
@@ -658,6 +659,78 @@ fn bench_status_to_route_and_rss() {
             summary(&format!("  stage {name}"), v);
         }
     }
+
+    // A burst: every Service annotated at once (32 requests in flight).
+    // How many snapshots and reconciles the speaker makes of it (its log
+    // counts them; without the stage events, the build is not told).
+    let total = services + rounds;
+    let log_from = std::fs::metadata(&node.log).unwrap().len();
+    let api: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(cluster.client.clone(), &cluster.apps);
+    let t = Instant::now();
+    cluster.rt.block_on(async {
+        futures::stream::iter(0..total)
+            .map(|i| {
+                let api = api.clone();
+                let patch = json!({"metadata": {"annotations": {"bench.ferrolb/burst": "1"}}});
+                async move {
+                    api.patch(
+                        &format!("s{i}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await
+                    .unwrap()
+                }
+            })
+            .buffer_unordered(32)
+            .collect::<Vec<_>>()
+            .await
+    });
+    let written = t.elapsed();
+    let tail = || {
+        let text = std::fs::read(&node.log).unwrap();
+        String::from_utf8_lossy(&text[usize::try_from(log_from).unwrap()..]).into_owned()
+    };
+    let count = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
+    let events = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("watch event") && l.contains("reflector Service}"))
+            .count()
+    };
+    // Every event in, then a quiet second for the last reconcile.
+    let seen = wait_until(
+        "the burst's watch events",
+        CHANGE,
+        Duration::from_millis(200),
+        || (events(&tail()) >= total).then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let text = tail();
+    let first = text
+        .lines()
+        .find(|l| l.contains("watch event"))
+        .and_then(log_time);
+    let last = text
+        .lines()
+        .filter(|l| l.contains("reconcile done"))
+        .last()
+        .and_then(log_time);
+    let decided: usize = text
+        .lines()
+        .filter(|l| l.contains("reconcile decided"))
+        .filter_map(|l| log_field(l, "decided")?.parse::<usize>().ok())
+        .sum();
+    eprintln!(
+        "burst: {total} Service changes written in {written:?}; speaker: {} watch events{}, \
+         {} snapshots, {} reconciles deciding {decided} services, first event to last \
+         reconcile {:.1} ms",
+        events(&text),
+        if seen.is_err() { " (not all seen)" } else { "" },
+        count(&text, "snapshot sent"),
+        count(&text, "reconcile start"),
+        last.zip(first).map_or(0.0, |(b, a)| (b - a) * 1e3),
+    );
     drop(birds);
 }
 
