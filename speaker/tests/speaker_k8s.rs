@@ -713,8 +713,7 @@ fn bench_status_to_route_and_rss() {
         .and_then(log_time);
     let last = text
         .lines()
-        .filter(|l| l.contains("reconcile done"))
-        .last()
+        .rfind(|l| l.contains("reconcile done"))
         .and_then(log_time);
     let decided: usize = text
         .lines()
