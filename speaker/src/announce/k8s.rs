@@ -60,12 +60,21 @@ impl ClusterView {
 /// EndpointSlices are not the same (`Arc`s) as last time, and hands on the
 /// others' `Arc<Service>`: after one change, one conversion, and the keyed
 /// state finds every other service unchanged by pointer.
+///
+/// When the EndpointSlices are the same list as last time (the same
+/// `Arc`, as the Kubernetes source hands on a list none of whose objects
+/// changed) and the Services as many, the lists are compared entry by entry
+/// by pointer, and no other object is read: the common change (a Service's
+/// status, labels or annotations) costs a walk over two arrays of
+/// pointers.
 #[derive(Debug, Default)]
 pub struct Converted {
     /// By the address of the Service object, which the entry holds (so the
     /// address cannot be another object's while it is here).
     services: HashMap<usize, Conversion>,
     generation: u64,
+    /// The lists of the last view, and what each Service gave.
+    last: Option<Last>,
 }
 
 /// One Service object, its EndpointSlices and what they gave.
@@ -78,6 +87,18 @@ struct Conversion {
     seen: u64,
 }
 
+/// The lists a view was converted from.
+#[derive(Debug)]
+struct Last {
+    services: Arc<[Arc<corev1::Service>]>,
+    slices: Arc<[Arc<discoveryv1::EndpointSlice>]>,
+    /// Per entry of `services`: what it gave.
+    results: Vec<Converts>,
+}
+
+/// What a Service object gives: `None` when it is not a LoadBalancer.
+type Converts = Option<Result<Arc<Service>, Problem>>;
+
 impl Converted {
     /// The same view as [`ClusterView::from_k8s`] gives for these
     /// objects, converting only the Services (with their EndpointSlices)
@@ -87,42 +108,130 @@ impl Converted {
         this_node: &str,
         model: Arc<Model>,
         nodes: &[Arc<corev1::Node>],
-        services: &[Arc<corev1::Service>],
-        slices: &[Arc<discoveryv1::EndpointSlice>],
+        services: &Arc<[Arc<corev1::Service>]>,
+        slices: &Arc<[Arc<discoveryv1::EndpointSlice>]>,
         secrets: &[Arc<corev1::Secret>],
     ) -> (ClusterView, Vec<Problem>) {
         self.generation += 1;
-        let generation = self.generation;
-        let objects = Objects {
-            nodes,
-            services,
-            slices,
-            secrets,
+        let results = match self.aligned(services, slices) {
+            Some(results) => results,
+            None => self.all(services, slices),
         };
-        let memo = &mut self.services;
-        let out = objects.view(this_node, model, |s, group| {
-            let same = |c: &Conversion| {
-                Arc::ptr_eq(&c.object, s)
-                    && c.slices.len() == group.len()
-                    && c.slices.iter().zip(group).all(|(a, b)| Arc::ptr_eq(a, b))
-            };
-            let c = match memo.entry(Arc::as_ptr(s).addr()) {
-                Entry::Occupied(o) if same(o.get()) => o.into_mut(),
-                entry => {
-                    let c = Conversion {
-                        object: Arc::clone(s),
-                        slices: group.iter().map(|e| Arc::clone(e)).collect(),
-                        result: service(s, group.iter().map(|e| &***e)).map(Arc::new),
-                        seen: generation,
-                    };
-                    entry.insert_entry(c).into_mut()
-                }
-            };
-            c.seen = generation;
-            c.result.clone()
+        let mut problems = Vec::new();
+        let converted = results
+            .iter()
+            .flatten()
+            .filter_map(|r| r.as_ref().map_err(|p| problems.push(p.clone())).ok())
+            .cloned()
+            .collect();
+        self.last = Some(Last {
+            services: Arc::clone(services),
+            slices: Arc::clone(slices),
+            results,
         });
-        self.services.retain(|_, c| c.seen == generation);
-        out
+        let view = assemble(this_node, model, nodes, secrets, converted);
+        (view, problems)
+    }
+
+    /// The results when the EndpointSlices are the list of the last view
+    /// and the Services as many: the entries that are the same objects
+    /// keep their results; another object in the place of a Service of the
+    /// same name is converted with that Service's EndpointSlices. `None`
+    /// otherwise (lists of other lengths, another Service in a place).
+    fn aligned(
+        &mut self,
+        services: &[Arc<corev1::Service>],
+        slices: &Arc<[Arc<discoveryv1::EndpointSlice>]>,
+    ) -> Option<Vec<Converts>> {
+        let last = self.last.as_ref()?;
+        if !Arc::ptr_eq(&last.slices, slices) || last.services.len() != services.len() {
+            return None;
+        }
+        let changed: Vec<usize> = (0..services.len())
+            .filter(|&i| !Arc::ptr_eq(&services[i], &last.services[i]))
+            .collect();
+        let mut replaced = Vec::with_capacity(changed.len());
+        for &i in &changed {
+            let (old, new) = (&last.services[i], &services[i]);
+            let (o, n) = (&old.metadata, &new.metadata);
+            if (o.namespace.as_deref(), o.name.as_deref())
+                != (n.namespace.as_deref(), n.name.as_deref())
+            {
+                return None;
+            }
+            let group = match self.services.get(&Arc::as_ptr(old).addr()) {
+                Some(c) => c.slices.clone(),
+                // Not a LoadBalancer last time: its slices are not kept.
+                None => return None,
+            };
+            replaced.push((i, Arc::clone(new), group));
+        }
+        let last = self.last.take()?;
+        let mut results = last.results;
+        for (i, new, group) in replaced {
+            self.services.remove(&Arc::as_ptr(&last.services[i]).addr());
+            results[i] = is_load_balancer(&new).then(|| {
+                let result = service(&new, group.iter().map(|e| &**e)).map(Arc::new);
+                let c = Conversion {
+                    object: Arc::clone(&new),
+                    slices: group,
+                    result: result.clone(),
+                    seen: self.generation,
+                };
+                self.services.insert(Arc::as_ptr(&new).addr(), c);
+                result
+            });
+        }
+        // Entries not walked keep their mark of an older generation: the
+        // next full walk sets them again before it drops the unmarked.
+        Some(results)
+    }
+
+    /// The results of every Service: each one whose object and slices are
+    /// the same `Arc`s as in a past view keeps its result.
+    fn all(
+        &mut self,
+        services: &[Arc<corev1::Service>],
+        slices: &[Arc<discoveryv1::EndpointSlice>],
+    ) -> Vec<Converts> {
+        let generation = self.generation;
+        let by_service = group_slices(slices);
+        let memo = &mut self.services;
+        let results = services
+            .iter()
+            .map(|s| {
+                if !is_load_balancer(s) {
+                    return None;
+                }
+                let meta = &s.metadata;
+                let key = (
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default(),
+                );
+                let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
+                let same = |c: &Conversion| {
+                    Arc::ptr_eq(&c.object, s)
+                        && c.slices.len() == group.len()
+                        && c.slices.iter().zip(group).all(|(a, b)| Arc::ptr_eq(a, b))
+                };
+                let c = match memo.entry(Arc::as_ptr(s).addr()) {
+                    Entry::Occupied(o) if same(o.get()) => o.into_mut(),
+                    entry => {
+                        let c = Conversion {
+                            object: Arc::clone(s),
+                            slices: group.iter().map(|e| Arc::clone(e)).collect(),
+                            result: service(s, group.iter().map(|e| &***e)).map(Arc::new),
+                            seen: generation,
+                        };
+                        entry.insert_entry(c).into_mut()
+                    }
+                };
+                c.seen = generation;
+                Some(c.result.clone())
+            })
+            .collect();
+        memo.retain(|_, c| c.seen == generation);
+        results
     }
 }
 
@@ -149,58 +258,83 @@ where
         model: Arc<Model>,
         mut convert: impl FnMut(&S, &[&E]) -> Result<Arc<Service>, Problem>,
     ) -> (ClusterView, Vec<Problem>) {
-        let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::new();
-        for e in self.slices {
-            let slice = e.borrow();
-            let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
-            if let Some(name) = slice
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            {
-                by_service.entry((ns, name)).or_default().push(e);
-            }
-        }
+        let by_service = group_slices(self.slices);
         let mut problems = Vec::new();
-        let view = ClusterView {
-            node: this_node.to_owned(),
-            nodes: self
-                .nodes
-                .iter()
-                .map(|n| node(n.borrow()))
-                .map(|n| (n.name.clone(), n))
-                .collect(),
-            model,
-            secrets: self
-                .secrets
-                .iter()
-                .filter_map(|s| secret_password(s.borrow()))
-                .collect(),
-            services: self
-                .services
-                .iter()
-                .filter(|s| {
-                    let spec = (*s).borrow().spec.as_ref();
-                    spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
-                })
-                .filter_map(|s| {
-                    let meta = &s.borrow().metadata;
-                    let key = (
-                        meta.namespace.as_deref().unwrap_or_default(),
-                        meta.name.as_deref().unwrap_or_default(),
-                    );
-                    let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
-                    convert(s, group).map_err(|p| problems.push(p)).ok()
-                })
-                .collect(),
-            members: None,
-            isolated: false,
-            api_speakers: None,
-            load_balancer_class: None,
-            ignore_exclude_lb: false,
-        };
+        let services = self
+            .services
+            .iter()
+            .filter(|s| is_load_balancer((*s).borrow()))
+            .filter_map(|s| {
+                let meta = &s.borrow().metadata;
+                let key = (
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default(),
+                );
+                let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
+                convert(s, group).map_err(|p| problems.push(p)).ok()
+            })
+            .collect();
+        let view = assemble(this_node, model, self.nodes, self.secrets, services);
         (view, problems)
+    }
+}
+
+/// The EndpointSlices by the service they name (namespace, name).
+fn group_slices<E: Borrow<discoveryv1::EndpointSlice>>(
+    slices: &[E],
+) -> HashMap<(&str, &str), Vec<&E>> {
+    let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::with_capacity(slices.len());
+    for e in slices {
+        let slice = e.borrow();
+        let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(name) = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+        {
+            by_service.entry((ns, name)).or_default().push(e);
+        }
+    }
+    by_service
+}
+
+/// Only `LoadBalancer` services are announced, so only they are converted.
+fn is_load_balancer(s: &corev1::Service) -> bool {
+    s.spec.as_ref().and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
+}
+
+/// A view of `this_node` with these services, the nodes and the Secrets'
+/// passwords.
+fn assemble<N, X>(
+    this_node: &str,
+    model: Arc<Model>,
+    nodes: &[N],
+    secrets: &[X],
+    services: Vec<Arc<Service>>,
+) -> ClusterView
+where
+    N: Borrow<corev1::Node>,
+    X: Borrow<corev1::Secret>,
+{
+    ClusterView {
+        node: this_node.to_owned(),
+        nodes: nodes
+            .iter()
+            .map(|n| node(n.borrow()))
+            .map(|n| (n.name.clone(), n))
+            .collect(),
+        model,
+        secrets: secrets
+            .iter()
+            .filter_map(|s| secret_password(s.borrow()))
+            .collect(),
+        services,
+        members: None,
+        isolated: false,
+        api_speakers: None,
+        load_balancer_class: None,
+        ignore_exclude_lb: false,
     }
 }
 
@@ -649,6 +783,9 @@ mod tests {
             let mut slices: BTreeMap<String, Arc<discoveryv1::EndpointSlice>> = BTreeMap::new();
             let mut converted = Converted::default();
             let mut last: BTreeMap<ObjectKey, Arc<Service>> = BTreeMap::new();
+            // As the Kubernetes source does, the list of EndpointSlices is
+            // handed on as it was while none changed.
+            let mut sl: Arc<[Arc<discoveryv1::EndpointSlice>]> = Arc::default();
             for step in 0..200 {
                 let name = NAMES[rng.random_range(0..NAMES.len())];
                 // The services whose objects this step touches.
@@ -688,15 +825,22 @@ mod tests {
                         }
                     }
                 }
-                let svcs: Vec<_> = services.values().cloned().collect();
-                let sl: Vec<_> = slices.values().cloned().collect();
+                let svcs: Arc<[_]> = services.values().cloned().collect();
+                if sl.len() != slices.len()
+                    || sl
+                        .iter()
+                        .zip(slices.values())
+                        .any(|(a, b)| !Arc::ptr_eq(a, b))
+                {
+                    sl = slices.values().cloned().collect();
+                }
                 let (view, problems) = converted.view("n1", Arc::default(), &[], &svcs, &sl, &[]);
                 let (scratch, scratch_problems) = ClusterView::from_k8s(
                     "n1",
                     Arc::default(),
                     &[] as &[corev1::Node],
-                    &svcs,
-                    &sl,
+                    &svcs[..],
+                    &sl[..],
                     &[] as &[corev1::Secret],
                 );
                 let at = format!("seed {seed} step {step}");

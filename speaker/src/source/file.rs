@@ -20,6 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::validate::{self, Config, ConfigError, Problem};
+use k8s_openapi::api::core::v1 as corev1;
+use k8s_openapi::api::discovery::v1 as discoveryv1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -96,11 +98,11 @@ pub fn read_dir(dir: &Path) -> Result<Files, Error> {
 /// Parses the files and validates the metallb.io objects together.
 /// Returns every error found, not just the first.
 pub fn load(files: &Files) -> Result<Snapshot, Rejected> {
-    let mut snap = Snapshot::default();
+    let mut objects = Objects::default();
     let mut config = Config::default();
     let mut errors = Vec::new();
     for (path, text) in files {
-        if let Err(e) = load_file(&mut config, &mut snap, path, text) {
+        if let Err(e) = load_file(&mut config, &mut objects, path, text) {
             errors.push(e);
         }
     }
@@ -111,7 +113,14 @@ pub fn load(files: &Files) -> Result<Snapshot, Rejected> {
             cluster: None,
         });
     }
-    default_namespaces(&mut config, &mut snap);
+    default_namespaces(&mut config, &mut objects);
+    let mut snap = Snapshot {
+        model: Arc::default(),
+        nodes: objects.nodes.into(),
+        services: objects.services.into(),
+        slices: objects.slices.into(),
+        secrets: objects.secrets.into(),
+    };
     let (model, problems) = validate::config(&config);
     if !problems.is_empty() {
         // Every object was read; only the configuration is refused.
@@ -160,7 +169,16 @@ pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Reload>) {
     }
 }
 
-fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Result<(), Error> {
+/// The Kubernetes objects of the files, as they are read.
+#[derive(Default)]
+struct Objects {
+    nodes: Vec<Arc<corev1::Node>>,
+    services: Vec<Arc<corev1::Service>>,
+    slices: Vec<Arc<discoveryv1::EndpointSlice>>,
+    secrets: Vec<Arc<corev1::Secret>>,
+}
+
+fn load_file(c: &mut Config, snap: &mut Objects, path: &Path, text: &str) -> Result<(), Error> {
     let config = Config::from_yaml(text).map_err(|error| Error::Config {
         path: path.to_owned(),
         error,
@@ -217,7 +235,7 @@ fn load_file(c: &mut Config, snap: &mut Snapshot, path: &Path, text: &str) -> Re
     Ok(())
 }
 
-fn default_namespaces(c: &mut Config, snap: &mut Snapshot) {
+fn default_namespaces(c: &mut Config, snap: &mut Objects) {
     fn set(meta: &mut ObjectMeta) {
         if meta.namespace.as_deref().is_none_or(str::is_empty) {
             meta.namespace = Some(DEFAULT_NAMESPACE.to_owned());

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::{Rejected, Reload, Snapshot, file, trim_secret};
+use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
 use crate::announce::ApiSpeakers;
 
 /// The shortest time between two snapshots: changes within it of the last
@@ -83,29 +83,30 @@ pub fn start(
     seeds: Option<mpsc::UnboundedSender<SpeakerPods>>,
     tasks: &Spawner,
 ) -> Stores {
-    let (changed_tx, changed) = watch::channel(0);
-    let all = |c: &Client| c.clone();
+    let (changed_tx, changed) = watch::channel(Generations::default());
+    let ch = &changed_tx;
+    let c = client;
     let ns = opts.namespace.as_str();
-    let nodes = reflect::<Node>(tasks, Api::all(all(client)), &changed_tx, trim_node);
-    let services = reflect::<Service>(tasks, Api::all(all(client)), &changed_tx, trim_service);
-    let slices = reflect::<EndpointSlice>(tasks, Api::all(all(client)), &changed_tx, trim_slice);
+    let nodes = reflect::<Node>(tasks, Api::all(c.clone()), ch, Feed::Nodes, trim_node);
+    let services = reflect::<Service>(tasks, Api::all(c.clone()), ch, Feed::Services, trim_service);
+    let slices = reflect::<EndpointSlice>(tasks, Api::all(c.clone()), ch, Feed::Slices, trim_slice);
     let secrets = reflect::<Secret>(
         tasks,
-        Api::namespaced(all(client), ns),
-        &changed_tx,
+        Api::namespaced(c.clone(), ns),
+        ch,
+        Feed::Secrets,
         trim_secret,
     );
-    let pools =
-        reflect::<IPAddressPool>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let peers = reflect::<BGPPeer>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+    let config = Feed::Configuration;
+    let pools = reflect::<IPAddressPool>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
+    let peers = reflect::<BGPPeer>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
     let bgp_ads =
-        reflect::<BGPAdvertisement>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+        reflect::<BGPAdvertisement>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
     let l2_ads =
-        reflect::<L2Advertisement>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
-    let profiles =
-        reflect::<BFDProfile>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+        reflect::<L2Advertisement>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
+    let profiles = reflect::<BFDProfile>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
     let communities =
-        reflect::<Community>(tasks, Api::namespaced(all(client), ns), &changed_tx, |_| {});
+        reflect::<Community>(tasks, Api::namespaced(c.clone(), ns), ch, config, |_| {});
     let caches = Caches {
         nodes,
         services: services.clone(),
@@ -177,20 +178,55 @@ impl Caches {
     }
 
     /// The other objects, sorted by namespace and name so that the plans
-    /// see a stable order, as a snapshot whose model is still empty.
-    fn cluster(&self) -> Snapshot {
+    /// see a stable order, as a snapshot whose model is still empty: the
+    /// lists of `last` (the same `Arc`s) where their feed did not move.
+    fn cluster(&self, last: Option<&Snapshot>, moved: impl Fn(Feed) -> bool) -> Snapshot {
+        fn list<K>(store: &Store<K>, last: Option<&Shared<K>>, moved: bool) -> Shared<K>
+        where
+            K: Resource + Clone + 'static,
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            match last {
+                Some(l) if !moved => Arc::clone(l),
+                _ => shared(store).into(),
+            }
+        }
         Snapshot {
             model: Arc::default(),
-            nodes: shared(&self.nodes),
-            services: shared(&self.services),
-            slices: shared(&self.slices),
-            secrets: shared(&self.secrets),
+            nodes: list(&self.nodes, last.map(|l| &l.nodes), moved(Feed::Nodes)),
+            services: list(
+                &self.services,
+                last.map(|l| &l.services),
+                moved(Feed::Services),
+            ),
+            slices: list(&self.slices, last.map(|l| &l.slices), moved(Feed::Slices)),
+            secrets: list(
+                &self.secrets,
+                last.map(|l| &l.secrets),
+                moved(Feed::Secrets),
+            ),
         }
     }
 }
 
 /// The configuration, or why it was refused.
 type Validated = Result<Arc<Model>, Vec<validate::Problem>>;
+
+/// What a reflector's cache feeds: the configuration (the metallb.io
+/// kinds, validated together) or one list of the snapshot. Events are
+/// counted per feed ([`Generations`]), so that a snapshot validates or
+/// lists again only what moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    Configuration,
+    Nodes,
+    Services,
+    Slices,
+    Secrets,
+}
+
+/// Events seen per [`Feed`], indexed by it.
+type Generations = [u64; 5];
 
 /// The cache's objects, shared.
 fn shared<K>(store: &Store<K>) -> Vec<Arc<K>>
@@ -219,17 +255,22 @@ where
 /// Builds and sends a snapshot after the caches are complete and after
 /// every change, at most one per [`COALESCE`], and only when `tx` has
 /// room for it (so it holds every change until the moment it is taken).
-/// `changed` carries the count of
-/// metallb.io events: the configuration is validated again only when it
-/// moved, otherwise the last result is sent again, the same `Arc<Model>`
-/// (which tells the keyed state, by pointer, that it did not change).
-async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::Sender<Reload>) {
+/// `changed` counts the events of each [`Feed`]: the configuration is
+/// validated again, and a list read again from its cache (and sorted),
+/// only when its count moved; otherwise the last one is sent again, the
+/// same `Arc` (which tells the reconcile loop, by pointer, that it did not
+/// change).
+async fn snapshots(
+    caches: Caches,
+    mut changed: watch::Receiver<Generations>,
+    tx: mpsc::Sender<Reload>,
+) {
     if !caches.ready().await {
         return;
     }
     info!("kubernetes caches synced");
     let mut woken = Instant::now();
-    let mut last: Option<(u64, Validated)> = None;
+    let mut last: Option<(Generations, Validated, Snapshot)> = None;
     loop {
         // Built once the reconcile loop can take it: while it works on the
         // last one, changes keep gathering here.
@@ -237,18 +278,17 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::
             return;
         };
         // Read before the caches: a later event moves it again.
-        let generation = *changed.borrow_and_update();
+        let now = *changed.borrow_and_update();
         let start = Instant::now();
-        let revalidate = last.as_ref().is_none_or(|(g, _)| *g != generation);
+        let before = last.as_ref().map(|(g, ..)| *g);
+        let moved = |feed: Feed| before.is_none_or(|g| g[feed as usize] != now[feed as usize]);
+        let revalidate = moved(Feed::Configuration);
         let configuration = match &last {
-            Some((_, v)) if !revalidate => v.clone(),
-            _ => {
-                let v = caches.configuration();
-                last = Some((generation, v.clone()));
-                v
-            }
+            Some((_, v, _)) if !revalidate => v.clone(),
+            _ => caches.configuration(),
         };
-        let snap = caches.cluster();
+        let snap = caches.cluster(last.as_ref().map(|(.., s)| s), moved);
+        last = Some((now, configuration.clone(), snap.clone()));
         let reload = match configuration {
             Ok(model) => Ok(Snapshot { model, ..snap }),
             Err(problems) => Err(Rejected {
@@ -276,13 +316,13 @@ async fn snapshots(caches: Caches, mut changed: watch::Receiver<u64>, tx: mpsc::
     }
 }
 
-/// Runs one reflector: keeps `Store` current and pings `changed` on every
-/// event, counting it when `K` is a metallb.io kind (the configuration).
-/// `trim` drops fields the speaker never reads.
+/// Runs one reflector: keeps `Store` current and counts every event in
+/// `changed`, under `feed`. `trim` drops fields the speaker never reads.
 fn reflect<K>(
     tasks: &Spawner,
     api: Api<K>,
-    changed: &watch::Sender<u64>,
+    changed: &watch::Sender<Generations>,
+    feed: Feed,
     trim: fn(&mut K),
 ) -> Store<K>
 where
@@ -292,7 +332,6 @@ where
     let (reader, writer) = reflector::store();
     let changed = changed.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let configuration = K::group(&K::DynamicType::default()) == CONFIGURATION_GROUP;
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(move |o: &mut K| {
@@ -312,7 +351,7 @@ where
                     // The initial list pings once, when it is complete.
                     if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
                         debug!(kind, "watch event");
-                        ping(&changed, configuration);
+                        ping(&changed, feed);
                     }
                 }
                 Ok(None) => return,
@@ -331,14 +370,9 @@ where
     reader
 }
 
-/// Tells the snapshot task that a cache changed, and whether it was one of
-/// the configuration's (metallb.io kinds).
-fn ping(changed: &watch::Sender<u64>, configuration: bool) {
-    changed.send_modify(|generation| {
-        if configuration {
-            *generation += 1;
-        }
-    });
+/// Tells the snapshot task that a cache of `feed` changed.
+fn ping(changed: &watch::Sender<Generations>, feed: Feed) {
+    changed.send_modify(|g| g[feed as usize] += 1);
 }
 
 /// Keeps of a Node what the view reads: labels, conditions, addresses.
@@ -567,9 +601,6 @@ pub fn seed_addrs(ips: &BTreeSet<IpAddr>, port: u16, own: SocketAddr) -> Vec<Soc
         .collect()
 }
 
-/// The API group of the configuration kinds (IPAddressPool, BGPPeer, ...).
-const CONFIGURATION_GROUP: &str = "metallb.io";
-
 /// kubectl's copy of the last applied object: large, never read.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -584,7 +615,7 @@ mod tests {
     struct Lab {
         services: Writer<Service>,
         pools: Writer<IPAddressPool>,
-        changed: watch::Sender<u64>,
+        changed: watch::Sender<Generations>,
     }
 
     /// A store whose initial list is complete (and empty), and its writer.
@@ -616,7 +647,7 @@ mod tests {
                 profiles: listed().0,
                 communities: listed().0,
             };
-            let (changed, rx) = watch::channel(0);
+            let (changed, rx) = watch::channel(Generations::default());
             let (tx, reloads) = mpsc::channel(1);
             tokio::spawn(snapshots(caches, rx, tx));
             let lab = Self {
@@ -634,7 +665,7 @@ mod tests {
             }))
             .unwrap_or_else(|e| panic!("{e}"));
             self.services.apply_watcher_event(&watcher::Event::Apply(s));
-            ping(&self.changed, false);
+            ping(&self.changed, Feed::Services);
         }
 
         fn pool(&mut self, name: &str, addresses: &str) {
@@ -645,7 +676,7 @@ mod tests {
             }))
             .unwrap_or_else(|e| panic!("{e}"));
             self.pools.apply_watcher_event(&watcher::Event::Apply(p));
-            ping(&self.changed, true);
+            ping(&self.changed, Feed::Configuration);
         }
     }
 
@@ -656,9 +687,9 @@ mod tests {
             .unwrap_or_else(|| panic!("the snapshot task ended"))
     }
 
-    fn model(reload: Reload) -> (Arc<Model>, usize) {
+    fn accepted(reload: Reload) -> Snapshot {
         match reload {
-            Ok(s) => (s.model, s.services.len()),
+            Ok(s) => s,
             Err(e) => panic!("refused: {e:?}"),
         }
     }
@@ -679,11 +710,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_lone_change_goes_at_once_and_a_burst_is_one_snapshot_per_window() {
         let (mut lab, mut reloads) = Lab::start();
-        model(next(&mut reloads).await);
+        accepted(next(&mut reloads).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
         let t = Instant::now();
         lab.service("lone");
-        assert_eq!(model(next(&mut reloads).await).1, 1);
+        assert_eq!(accepted(next(&mut reloads).await).services.len(), 1);
         assert_eq!(t.elapsed(), Duration::ZERO);
 
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -698,7 +729,7 @@ mod tests {
         }
         loop {
             snapshots += 1;
-            if model(next(&mut reloads).await).1 == 1001 {
+            if accepted(next(&mut reloads).await).services.len() == 1001 {
                 break;
             }
         }
@@ -713,20 +744,26 @@ mod tests {
     /// Issue 18: a change to a Service, a Node or an EndpointSlice does not
     /// validate the configuration again; the snapshot carries the same
     /// `Arc<Model>` (the keyed state then sees, by pointer, that the
-    /// configuration did not change). A metallb.io change does; an invalid
+    /// configuration did not change), and the same list of each kind none
+    /// of whose objects changed. A metallb.io change does; an invalid
     /// configuration is reported again, with the current objects.
     #[tokio::test(start_paused = true)]
-    async fn the_model_is_validated_again_only_when_the_configuration_changed() {
+    async fn only_what_changed_is_validated_or_listed_again() {
         let (mut lab, mut reloads) = Lab::start();
         lab.pool("pool", "198.51.100.0/24");
-        let (first, _) = model(next(&mut reloads).await);
+        let first = accepted(next(&mut reloads).await);
         lab.service("web");
-        let (same, services) = model(next(&mut reloads).await);
-        assert!(Arc::ptr_eq(&first, &same));
-        assert_eq!(services, 1);
+        let second = accepted(next(&mut reloads).await);
+        assert!(Arc::ptr_eq(&first.model, &second.model));
+        assert_eq!(second.services.len(), 1);
+        // The lists whose caches did not change are handed on as they were.
+        assert!(Arc::ptr_eq(&first.slices, &second.slices));
+        assert!(Arc::ptr_eq(&first.nodes, &second.nodes));
+        assert!(!Arc::ptr_eq(&first.services, &second.services));
         lab.pool("pool", "198.51.101.0/24");
-        let (moved, _) = model(next(&mut reloads).await);
-        assert_ne!(*moved, *first);
+        let third = accepted(next(&mut reloads).await);
+        assert_ne!(*third.model, *first.model);
+        assert!(Arc::ptr_eq(&second.services, &third.services));
         lab.pool("bad", "not an address");
         let (errors, services) = refused(next(&mut reloads).await);
         assert_eq!(services, 1);

@@ -21,22 +21,27 @@ use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 
 /// Every object the speaker reads, as one consistent set. The Kubernetes
-/// objects are shared (`Arc`) with the source's caches, so a snapshot of a
-/// large cluster costs pointers, not copies. Its `Debug` names the
-/// Secrets and never shows their data.
+/// objects are shared (`Arc`) with the source's caches, and so is each
+/// list: the Kubernetes source hands on the last list of a kind none of
+/// whose objects changed (the same `Arc`, which the reconcile loop
+/// compares by pointer), so a snapshot of a large cluster costs pointers,
+/// not copies. Its `Debug` names the Secrets and never shows their data.
 #[derive(Clone, Default)]
 pub struct Snapshot {
     /// The metallb.io objects, parsed and valid.
     pub model: Arc<Model>,
     /// Nodes.
-    pub nodes: Vec<Arc<corev1::Node>>,
+    pub nodes: Shared<corev1::Node>,
     /// Services, with their status (ingress IPs).
-    pub services: Vec<Arc<corev1::Service>>,
+    pub services: Shared<corev1::Service>,
     /// EndpointSlices.
-    pub slices: Vec<Arc<discoveryv1::EndpointSlice>>,
+    pub slices: Shared<discoveryv1::EndpointSlice>,
     /// Secrets (BGP passwords), trimmed by [`trim_secret`].
-    pub secrets: Vec<Arc<corev1::Secret>>,
+    pub secrets: Shared<corev1::Secret>,
 }
+
+/// A list of shared objects, itself shared.
+pub type Shared<T> = Arc<[Arc<T>]>;
 
 /// A result of the configuration source: what it sends the reconcile loop.
 pub type Reload = Result<Snapshot, Rejected>;
@@ -165,7 +170,7 @@ mod tests {
         assert_eq!(other.data, None);
 
         let snap = Snapshot {
-            secrets: vec![Arc::new(secret)],
+            secrets: [Arc::new(secret)].into(),
             ..Snapshot::default()
         };
         let shown = format!("{snap:?} {snap:#?}");
