@@ -106,6 +106,11 @@ pub struct Keyed {
     yielded: BTreeMap<ObjectKey, String>,
     /// Incremented by every update; entries not seen in it are gone.
     generation: u64,
+    /// The addresses of the last view's services, in its order, when each
+    /// is the `Arc` its own entry holds (no two services had one key): a
+    /// view whose list differs from it in some places only is decided in
+    /// those places alone, without reading the others.
+    last: Option<Vec<usize>>,
 }
 
 /// The view's parts that every service's decision reads.
@@ -152,6 +157,14 @@ impl Context {
             && self.secrets == view.secrets
             && self.nodes == view.nodes
     }
+}
+
+/// What every service's decision in one update reads.
+struct Deciding<'a> {
+    view: &'a ClusterView,
+    bgp: &'a BgpContext<'a>,
+    l2ctx: &'a L2Context<'a>,
+    l2: bool,
 }
 
 /// One service and what was decided for it.
@@ -216,46 +229,40 @@ impl Keyed {
             self.api_candidates = if l2 { l2ctx.api_candidates } else { 0 };
         }
         self.shared_problems = shared;
-        for svc in &view.services {
-            if let Some(e) = self.services.get_mut(&svc.key)
-                && e.seen != self.generation
-                && !all
-                && (Arc::ptr_eq(&e.svc, svc) || e.svc == *svc)
-            {
-                e.seen = self.generation;
-                continue;
+        let deciding = Deciding {
+            view,
+            bgp: &bgp,
+            l2ctx: &l2ctx,
+            l2,
+        };
+        match self.changed_places(view, all) {
+            Some(places) => {
+                for i in places {
+                    self.decide(&deciding, &view.services[i], &mut touched, &mut changes);
+                }
             }
-            let mut problems = Vec::new();
-            let pool = pool_of(view, svc, &mut problems);
-            let routes = pool
-                .map(|pool| bgp.service_routes(svc, pool, &mut problems))
-                .unwrap_or_default();
-            let l2 = pool
-                .filter(|_| l2)
-                .and_then(|pool| l2ctx.service(svc, pool, &mut problems));
-            changes.decided += 1;
-            self.replace(
-                &svc.key,
-                Some(Entry {
-                    svc: Arc::clone(svc),
-                    routes,
-                    l2,
-                    problems,
-                    seen: self.generation,
-                }),
-                &mut touched,
-                &mut changes,
-            );
+            None => {
+                for svc in &view.services {
+                    self.decide(&deciding, svc, &mut touched, &mut changes);
+                }
+                let gone: Vec<ObjectKey> = self
+                    .services
+                    .iter()
+                    .filter(|(_, e)| e.seen != self.generation)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in gone {
+                    self.replace(&key, None, &mut touched, &mut changes);
+                }
+            }
         }
-        let gone: Vec<ObjectKey> = self
-            .services
-            .iter()
-            .filter(|(_, e)| e.seen != self.generation)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in gone {
-            self.replace(&key, None, &mut touched, &mut changes);
-        }
+        // Every service is now held by its entry (unless two had one key).
+        self.last = (self.services.len() == view.services.len()).then(|| {
+            view.services
+                .iter()
+                .map(|s| Arc::as_ptr(s).addr())
+                .collect()
+        });
         self.peers = bgp.peers;
         let prefixes = std::mem::take(&mut touched.prefixes);
         self.merge_routes(&prefixes, &mut touched, &mut changes);
@@ -263,6 +270,74 @@ impl Keyed {
         self.merge_l2(&ips, &mut touched, &mut changes);
         self.announce(touched.services, &mut changes);
         changes
+    }
+
+    /// The places of `view`'s services that are not the objects of the
+    /// last view's, when every other place holds the same object as then
+    /// and each changed place a service of the same name; `None` when the
+    /// whole list must be walked (`all` decided again, a service added,
+    /// removed or moved).
+    fn changed_places(&self, view: &ClusterView, all: bool) -> Option<Vec<usize>> {
+        let last = self
+            .last
+            .as_ref()
+            .filter(|l| !all && l.len() == view.services.len())?;
+        let mut places = Vec::new();
+        for (i, svc) in view.services.iter().enumerate() {
+            if Arc::as_ptr(svc).addr() == last[i] {
+                continue;
+            }
+            // The entry of this name held the object that was here.
+            let e = self.services.get(&svc.key)?;
+            if Arc::as_ptr(&e.svc).addr() != last[i] {
+                return None;
+            }
+            places.push(i);
+        }
+        Some(places)
+    }
+
+    /// Decides one service of the view again, unless it is the one decided
+    /// last (the same object, or an equal one, which its entry then holds).
+    fn decide(
+        &mut self,
+        d: &Deciding<'_>,
+        svc: &Arc<Service>,
+        touched: &mut Touched,
+        changes: &mut Changes,
+    ) {
+        // (A second service of one name in a view is decided, and replaces
+        // the first.)
+        if let Some(e) = self.services.get_mut(&svc.key)
+            && e.seen != self.generation
+            && !changes.all
+            && (Arc::ptr_eq(&e.svc, svc) || e.svc == *svc)
+        {
+            e.seen = self.generation;
+            e.svc = Arc::clone(svc);
+            return;
+        }
+        let mut problems = Vec::new();
+        let pool = pool_of(d.view, svc, &mut problems);
+        let routes = pool
+            .map(|pool| d.bgp.service_routes(svc, pool, &mut problems))
+            .unwrap_or_default();
+        let l2 = pool
+            .filter(|_| d.l2)
+            .and_then(|pool| d.l2ctx.service(svc, pool, &mut problems));
+        changes.decided += 1;
+        self.replace(
+            &svc.key,
+            Some(Entry {
+                svc: Arc::clone(svc),
+                routes,
+                l2,
+                problems,
+                seen: self.generation,
+            }),
+            touched,
+            changes,
+        );
     }
 
     /// Puts a service's new decision in place of its old one (`None`: the
