@@ -10,9 +10,9 @@
 //! never reads (managed fields, node images, last-applied annotations) are
 //! dropped as objects arrive, to keep the caches small.
 //!
-//! A change after a quiet spell is sent at once; changes that follow a
-//! snapshot within [`COALESCE`] wait for the end of that window and go
-//! together, so a burst (a rollout, a relist) is one snapshot per window.
+//! A change after a quiet spell is sent at once; a change that follows a
+//! snapshot within [`COALESCE`] is part of a burst (a rollout, a relist):
+//! the snapshot task gathers for [`COALESCE`] before the next one.
 //! The metallb.io objects are validated together as the file source does,
 //! and only when one of them changed: an inconsistent set is reported and
 //! the last good snapshot stays in force.
@@ -46,9 +46,9 @@ use tracing::{debug, info, warn};
 use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
 use crate::announce::ApiSpeakers;
 
-/// The shortest time between two snapshots: changes within it of the last
-/// one are gathered until it ends, so a burst (a rollout, a relist) costs
-/// one reconcile per window, while a lone change goes at once.
+/// How long a burst is gathered: a change within this time of the last
+/// snapshot waits this long, so a burst (a rollout, a relist) costs one
+/// reconcile per window, while a lone change goes at once.
 pub const COALESCE: Duration = Duration::from_millis(5);
 
 /// Where and what to watch.
@@ -253,7 +253,7 @@ where
 }
 
 /// Builds and sends a snapshot after the caches are complete and after
-/// every change, at most one per [`COALESCE`], and only when `tx` has
+/// every change, at most one per [`COALESCE`] in a burst, and only when `tx` has
 /// room for it (so it holds every change until the moment it is taken).
 /// `changed` counts the events of each [`Feed`]: the configuration is
 /// validated again, and a list read again from its cache (and sorted),
@@ -308,10 +308,10 @@ async fn snapshots(
             return;
         }
         woken = Instant::now();
-        // A lone change goes at once; one close behind the last snapshot
-        // waits for the end of its window, gathering the rest of a burst.
-        if let Some(wait) = (start + COALESCE).checked_duration_since(woken) {
-            tokio::time::sleep(wait).await;
+        // A lone change goes at once; one close behind the last snapshot is
+        // part of a burst: gather the rest of it for a whole window.
+        if woken.duration_since(start) < COALESCE {
+            tokio::time::sleep(COALESCE).await;
         }
     }
 }
