@@ -41,6 +41,7 @@ mod frr;
 mod gobgp;
 mod netns;
 mod proc;
+mod tool;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,7 @@ pub use frr::Frr;
 pub use gobgp::Gobgp;
 pub use netns::{Bridge, Netns, veth_pair};
 pub use proc::{Proc, RunDir};
+pub use tool::JsonTool;
 
 /// Panics unless the process runs as root (effective UID 0).
 ///

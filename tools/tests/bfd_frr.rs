@@ -14,44 +14,26 @@
 //! (default 3; BENCHMARKS.md uses N = 10).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::Lab;
 use serde_json::Value;
-use testnet::{Frr, Netns, Proc, RunDir, veth_pair, wait_until};
+use testnet::{Frr, JsonTool, Netns, RunDir, wait_until};
 
 const T: Duration = Duration::from_secs(20);
 
 /// FRR in `router` (10.0.0.1, fd00::1), ferrolb in `node` (10.0.0.2,
-/// fd00::2), one veth link.
-struct Lab {
-    router: Netns,
-    node: Netns,
-}
-
-impl Lab {
-    fn new() -> Self {
-        testnet::require_root();
-        testnet::require_binary("nft");
-        let router = Netns::new("bfd-rtr");
-        let node = Netns::new("bfd-node");
-        veth_pair(&router, "eth0", &node, "eth0");
-        router.add_addr("eth0", "10.0.0.1/24");
-        router.add_addr("eth0", "fd00::1/64");
-        node.add_addr("eth0", "10.0.0.2/24");
-        node.add_addr("eth0", "fd00::2/64");
-        Self { router, node }
-    }
+/// fd00::2), one veth link; `nft` for the cuts.
+fn lab() -> Lab {
+    testnet::require_binary("nft");
+    Lab::new()
 }
 
 /// A running `ferrolb-bfd`, its JSON lines on a channel.
 struct Ferrolb {
-    _proc: Proc,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    tool: JsonTool,
     dir: RunDir,
 }
 
@@ -60,60 +42,27 @@ impl Ferrolb {
         let dir = RunDir::new("ferrolb-bfd");
         let stderr = std::fs::File::create(dir.join("ferrolb.log")).unwrap();
         let mut cmd = ns.command(env!("CARGO_BIN_EXE_ferrolb-bfd"));
-        cmd.args(args)
-            .args(["--log-level", "debug"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        let mut proc = ns.spawn_command(&mut cmd);
-        let stdin = proc.take_stdin().unwrap();
-        let stdout = proc.take_stdout().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str(&line) {
-                    Ok(v) => {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => eprintln!("ferrolb-bfd stdout: {line}"),
-                }
-            }
-        });
-        Self {
-            _proc: proc,
-            stdin,
-            lines,
-            seen: Vec::new(),
-            dir,
-        }
+        cmd.args(args).args(["--log-level", "debug"]).stderr(stderr);
+        let tool = JsonTool::spawn(ns, &mut cmd, "ferrolb-bfd");
+        Self { tool, dir }
     }
 
     fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
+        self.tool.send(line);
+    }
+
+    /// Every line received so far.
+    fn seen(&self) -> &[Value] {
+        &self.tool.seen
     }
 
     /// The first line after `from` (an index into `seen`) matching `pred`.
     fn wait(&mut self, what: &str, from: usize, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + T;
-        let mut i = from;
-        loop {
-            while i < self.seen.len() {
-                if pred(&self.seen[i]) {
-                    return self.seen[i].clone();
-                }
-                i += 1;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(v) => self.seen.push(v),
-                Err(_) => {
-                    self.dump_log();
-                    panic!("timed out waiting for {what}; lines: {:#?}", self.seen)
-                }
+        match self.tool.wait_from(from, Instant::now() + T, pred) {
+            Some(v) => v,
+            None => {
+                self.dump_log();
+                panic!("timed out waiting for {what}; lines: {:#?}", self.seen())
             }
         }
     }
@@ -125,7 +74,7 @@ impl Ferrolb {
     }
 
     fn stats(&mut self) -> Value {
-        let from = self.seen.len();
+        let from = self.seen().len();
         self.send("stats");
         self.wait("stats", from, |v| v["event"] == "stats")
     }
@@ -246,7 +195,7 @@ bfd
 
 #[test]
 fn frr_bfdd_up_cut_detect_restore_ipv4_ipv6() {
-    let lab = Lab::new();
+    let lab = lab();
     let frr = Frr::start_daemons(&lab.router, &[("bfdd", FRR_CONF)]);
     let mut ours = Ferrolb::start(
         &lab.node,
@@ -333,7 +282,7 @@ fn frr_bfdd_up_cut_detect_restore_ipv4_ipv6() {
                 x["state"] == "Up" && x["polling"] == false && x["detection_time_ms"] == det
             })
         });
-        let from = ours.seen.len();
+        let from = ours.seen().len();
         let frr_before = peers.map(|(_, theirs, _)| frr_downs(&frr, theirs).len());
         let t_cut = unix_ms();
         cut(&lab.node);
@@ -347,7 +296,7 @@ fn frr_bfdd_up_cut_detect_restore_ipv4_ipv6() {
             assert_eq!(down["diag"], "ControlDetectionTimeExpired", "{down}");
             down
         });
-        let index = |d: &Value| ours.seen[from..].iter().position(|v| v == d).unwrap();
+        let index = |d: &Value| ours.seen()[from..].iter().position(|v| v == d).unwrap();
         assert!(
             index(&downs[0]) < index(&downs[1])
                 && downs[0]["mono_ms"].as_f64() <= downs[1]["mono_ms"].as_f64(),
@@ -411,7 +360,7 @@ fn frr_bfdd_up_cut_detect_restore_ipv4_ipv6() {
         ours_ms.push(ours_det);
         frr_ms.push(frr_det);
 
-        let from = ours.seen.len();
+        let from = ours.seen().len();
         restore(&lab.node);
         let t_restore = Instant::now();
         for (peer, theirs, _) in peers {
@@ -458,7 +407,7 @@ fn eventually_polled(ours: &mut Ferrolb, pred: impl Fn(&Value) -> bool) -> Value
 
 #[test]
 fn frr_bfdd_multihop_with_passive_ferrolb_and_admin_down() {
-    let lab = Lab::new();
+    let lab = lab();
     let mut ours = Ferrolb::start(
         &lab.node,
         &[
@@ -502,19 +451,19 @@ bfd
     assert_eq!(p["multihop"], true, "{p:#}");
 
     // AdminDown on our side: FRR goes down at once, told why.
-    let from = ours.seen.len();
+    let from = ours.seen().len();
     ours.send("admin-down 10.0.0.1");
     ours.wait_state("10.0.0.1", "AdminDown", from);
     let p = wait_frr_status(&frr, "10.0.0.2", "down");
     assert_eq!(p["remote-diagnostic"], "administratively down", "{p:#}");
-    let from = ours.seen.len();
+    let from = ours.seen().len();
     ours.send("admin-up 10.0.0.1");
     ours.wait_state("10.0.0.1", "Up", from);
     wait_frr_status(&frr, "10.0.0.2", "up");
 
     // A peer that shuts its session (FRR `shutdown`) takes ours Down with
     // diag 3.
-    let from = ours.seen.len();
+    let from = ours.seen().len();
     frr.configure(&[
         "bfd",
         "peer 10.0.0.2 multihop local-address 10.0.0.1",

@@ -14,10 +14,7 @@
 //! answers before `ferrolb-l2` does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::process::{ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use pnet_base::MacAddr;
@@ -30,7 +27,7 @@ use pnet_packet::icmpv6::{self, Icmpv6Code, Icmpv6Packet, Icmpv6Types, MutableIc
 use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv6::{Ipv6, MutableIpv6Packet};
 use serde_json::Value;
-use testnet::{Bridge, Netns, Proc, RunDir, veth_pair};
+use testnet::{Bridge, JsonTool, Netns, RunDir, veth_pair};
 
 const T: Duration = Duration::from_secs(10);
 const VIP4: &str = "10.0.0.100";
@@ -41,10 +38,7 @@ const OTHER6: &str = "fd00::99";
 
 /// `ferrolb-l2` inside a namespace, driven over stdin/stdout.
 struct L2 {
-    proc: Proc,
-    stdin: ChildStdin,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    tool: JsonTool,
     dir: RunDir,
 }
 
@@ -57,57 +51,30 @@ impl L2 {
         let dir = RunDir::new("ferrolb-l2");
         let stderr = std::fs::File::create(dir.join("ferrolb-l2.log")).unwrap();
         let mut cmd = ns.command(env!("CARGO_BIN_EXE_ferrolb-l2"));
-        cmd.args(args)
-            .args(["--log-level", level])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        let mut proc = ns.spawn_command(&mut cmd);
-        let stdin = proc.take_stdin().unwrap();
-        let stdout = proc.take_stdout().unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str(&line) {
-                    Ok(v) => {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => eprintln!("ferrolb-l2 stdout: {line}"),
-                }
-            }
-        });
-        Self {
-            proc,
-            stdin,
-            events,
-            seen: Vec::new(),
-            dir,
-        }
+        cmd.args(args).args(["--log-level", level]).stderr(stderr);
+        let tool = JsonTool::spawn(ns, &mut cmd, "ferrolb-l2");
+        Self { tool, dir }
     }
 
     fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
+        self.tool.send(line);
     }
 
-    /// Waits for an event matching `pred` that was not seen before.
+    /// Waits for an event matching `pred` that was not returned before
+    /// (a returned event is taken out of `seen`).
     fn wait_event(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.seen.iter().position(&pred) {
-            return self.seen.remove(i);
-        }
+        self.tool.poll();
         let deadline = Instant::now() + T;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) if pred(&v) => return v,
-                Ok(v) => self.seen.push(v),
-                Err(_) => {
-                    self.dump_log();
-                    panic!("timed out waiting for {what}; events: {:#?}", self.seen)
-                }
+            if let Some(i) = self.tool.seen.iter().position(&pred) {
+                return self.tool.seen.remove(i);
+            }
+            if self.tool.next(deadline).is_none() {
+                self.dump_log();
+                panic!(
+                    "timed out waiting for {what}; events: {:#?}",
+                    self.tool.seen
+                )
             }
         }
     }
@@ -128,7 +95,8 @@ impl L2 {
 
     /// Resident memory, from /proc.
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid())).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.tool.proc.pid())).unwrap();
         assert!(
             status.contains("ferrolb-l2"),
             "pid is not ferrolb-l2: {status}"
@@ -662,7 +630,7 @@ fn bad_frames_are_dropped_and_counted() {
     assert_eq!(delta(&["arp", "responses_sent"]), 1, "{after}");
     assert_eq!(delta(&["ndp", "responses_sent"]), 1, "{after}");
     // Still alive and answering.
-    assert!(l2.proc.is_running());
+    assert!(l2.tool.proc.is_running());
     assert_eq!(arping(&client, "eth0", VIP4, 1).len(), 1);
 }
 

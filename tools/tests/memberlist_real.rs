@@ -14,29 +14,37 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use testnet::{Bridge, Netns, Proc, RunDir, Signal};
+use testnet::{Bridge, JsonTool, Netns, RunDir, Signal};
 
 const KEY_A: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 const KEY_B: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 /// Bounds a failure only: every wait ends as soon as its event comes.
 const T: Duration = Duration::from_secs(30);
 
-/// One running member and the events it printed.
+/// One running member and the events it printed ([`JsonTool`], which it
+/// derefs to).
 struct Node {
     name: String,
-    proc: Proc,
-    stdin: ChildStdin,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    tool: JsonTool,
     log: std::path::PathBuf,
     /// The `started` event: the timing profile in use.
     started: Value,
+}
+
+impl std::ops::Deref for Node {
+    type Target = JsonTool;
+    fn deref(&self) -> &JsonTool {
+        &self.tool
+    }
+}
+
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut JsonTool {
+        &mut self.tool
+    }
 }
 
 impl Node {
@@ -47,29 +55,11 @@ impl Node {
         cmd.args(["--name", name, "--bind", &format!("{ip}:7946")])
             .args(extra)
             .args(["--log-level", "debug"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(stderr);
-        let mut proc = ns.spawn_command(&mut cmd);
-        let stdin = proc.take_stdin().unwrap();
-        let stdout = proc.take_stdout().unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str(&line)
-                    && tx.send(v).is_err()
-                {
-                    break;
-                }
-            }
-        });
+        let tool = JsonTool::spawn(ns, &mut cmd, name);
         let mut node = Self {
             name: name.to_owned(),
-            proc,
-            stdin,
-            events,
-            seen: Vec::new(),
+            tool,
             log,
             started: Value::Null,
         };
@@ -77,44 +67,15 @@ impl Node {
         node
     }
 
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Moves every event printed so far into `seen`.
-    fn poll(&mut self) {
-        while let Ok(v) = self.events.try_recv() {
-            self.seen.push(v);
-        }
-    }
-
-    fn find(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-        self.poll();
-        self.seen.iter().find(|v| pred(v)).cloned()
-    }
-
     fn wait(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + timeout;
-        if let Some(v) = self.find(&pred) {
-            return v;
-        }
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!(
-                    "{}: timed out after {timeout:?} waiting for {what}; events: {:#?}\n{}",
-                    self.name,
-                    self.seen,
-                    self.log_tail()
-                ),
-            }
+        match self.tool.wait_from(0, Instant::now() + timeout, pred) {
+            Some(v) => v,
+            None => panic!(
+                "{}: timed out after {timeout:?} waiting for {what}; events: {:#?}\n{}",
+                self.name,
+                self.seen,
+                self.log_tail()
+            ),
         }
     }
 

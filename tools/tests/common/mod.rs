@@ -3,13 +3,10 @@
 //! lab (router <-> node) on one veth link.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testnet::{Netns, Proc, RunDir, veth_pair};
+use testnet::{JsonTool, Netns, RunDir, veth_pair};
 
 /// A router namespace and a node namespace joined by one link:
 /// router 10.0.0.1/24, fd00::1/64; node 10.0.0.2/24, fd00::2/64.
@@ -32,57 +29,35 @@ impl Lab {
     }
 }
 
-/// A running `ferrolb-bgp`, its JSON events on a channel.
+/// A running `ferrolb-bgp`: its JSON events ([`JsonTool`], which it
+/// derefs to) and its log.
 pub struct Ferrolb {
-    pub proc: Proc,
-    stdin: ChildStdin,
-    events: mpsc::Receiver<Value>,
-    pub seen: Vec<Value>,
-    _dir: RunDir,
+    tool: JsonTool,
+    dir: RunDir,
+}
+
+impl std::ops::Deref for Ferrolb {
+    type Target = JsonTool;
+    fn deref(&self) -> &JsonTool {
+        &self.tool
+    }
+}
+
+impl std::ops::DerefMut for Ferrolb {
+    fn deref_mut(&mut self) -> &mut JsonTool {
+        &mut self.tool
+    }
 }
 
 impl Ferrolb {
     /// Starts `ferrolb-bgp` with `args` inside `ns`.
     pub fn start(ns: &Netns, args: &[&str]) -> Self {
         let dir = RunDir::new("ferrolb");
-        let log = dir.join("ferrolb.log");
-        let stderr = std::fs::File::create(&log).unwrap();
+        let stderr = std::fs::File::create(dir.join("ferrolb.log")).unwrap();
         let mut cmd = ns.command(env!("CARGO_BIN_EXE_ferrolb-bgp"));
-        cmd.args(args)
-            .args(["--log-level", "debug"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        let mut proc = ns.spawn_command(&mut cmd);
-        let stdin = proc.take_stdin().unwrap();
-        let stdout = proc.take_stdout().unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str(&line) {
-                    Ok(v) => {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => eprintln!("ferrolb-bgp stdout: {line}"),
-                }
-            }
-        });
-        Self {
-            proc,
-            stdin,
-            events,
-            seen: Vec::new(),
-            _dir: dir,
-        }
-    }
-
-    /// Sends one stdin command.
-    pub fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
+        cmd.args(args).args(["--log-level", "debug"]).stderr(stderr);
+        let tool = JsonTool::spawn(ns, &mut cmd, "ferrolb-bgp");
+        Self { tool, dir }
     }
 
     /// Waits for an event matching `pred`, keeping every event seen.
@@ -106,25 +81,14 @@ impl Ferrolb {
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
         let deadline = Instant::now() + timeout;
-        if let Some(v) = self.seen.iter().skip(from).find(|v| pred(v)) {
-            return v.clone();
-        }
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => {
-                    self.dump_log();
-                    panic!(
-                        "timed out after {timeout:?} waiting for {what}; events: {:#?}",
-                        self.seen
-                    )
-                }
+        match self.tool.wait_from(from, deadline, pred) {
+            Some(v) => v,
+            None => {
+                self.dump_log();
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; events: {:#?}",
+                    self.seen
+                )
             }
         }
     }
@@ -148,16 +112,12 @@ impl Ferrolb {
                     .cloned()
                     .unwrap();
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => self.seen.push(v),
-                Err(_) => {
-                    self.dump_log();
-                    panic!(
-                        "timed out waiting for Established #{nth}; events: {:#?}",
-                        self.seen
-                    )
-                }
+            if self.tool.next(deadline).is_none() {
+                self.dump_log();
+                panic!(
+                    "timed out waiting for Established #{nth}; events: {:#?}",
+                    self.seen
+                )
             }
         }
     }
@@ -170,7 +130,7 @@ impl Ferrolb {
     }
 
     pub fn dump_log(&self) {
-        let log = self._dir.join("ferrolb.log");
+        let log = self.dir.join("ferrolb.log");
         if let Ok(text) = std::fs::read_to_string(&log) {
             let lines: Vec<&str> = text.lines().collect();
             let tail = &lines[lines.len().saturating_sub(80)..];
