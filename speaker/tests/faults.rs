@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::{ArpWatch, Sampler, Speaker, figure, full, ms, repetitions, write_config};
+use lab::{L2Watch, Sampler, Speaker, figure, full, ms, repetitions, write_config};
 use serde_json::Value;
 use testnet::{Bridge, Frr, Netns, RunDir, Signal, wait_until};
 
@@ -365,6 +365,8 @@ struct L2Lab {
 }
 
 const L2_VIP: &str = "10.0.0.100";
+const L2_VIP6: &str = "fd00::100";
+/// Each node also has `fd00::<last octet>/64`, the client `fd00::10/64`.
 const L2_NODES: [(&str, &str); 3] = [
     ("node1", "10.0.0.2"),
     ("node2", "10.0.0.3"),
@@ -379,9 +381,14 @@ metadata: {name: l2-pool, namespace: metallb-system}
 spec: {addresses: [10.0.0.100-10.0.0.110]}
 ---
 apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: l2-pool6, namespace: metallb-system}
+spec: {addresses: [fd00::100-fd00::110]}
+---
+apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
 metadata: {name: l2-adv, namespace: metallb-system}
-spec: {ipAddressPools: [l2-pool]}
+spec: {ipAddressPools: [l2-pool, l2-pool6]}
 ---
 apiVersion: v1
 kind: Service
@@ -398,6 +405,24 @@ metadata:
 addressType: IPv4
 endpoints:
   - addresses: [10.244.1.5]
+    nodeName: node1
+    conditions: {ready: true}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web6, namespace: demo}
+spec: {type: LoadBalancer, ipFamilies: [IPv6]}
+status: {loadBalancer: {ingress: [{ip: \"fd00::100\"}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web6-1
+  namespace: demo
+  labels: {kubernetes.io/service-name: web6}
+addressType: IPv6
+endpoints:
+  - addresses: [\"fd10::5\"]
     nodeName: node1
     conditions: {ready: true}
 ",
@@ -443,10 +468,15 @@ impl L2Lab {
         .unwrap();
         let bridge = Bridge::new("lan");
         let client = lab::host_on(&bridge, "client", "10.0.0.10");
+        client.add_addr("eth0", "fd00::10/64");
         let mut nodes = Vec::new();
         let mut macs = Vec::new();
         for (name, addr) in L2_NODES {
             let ns = lab::host_on(&bridge, name, addr);
+            ns.add_addr(
+                "eth0",
+                &format!("fd00::{}/64", addr.rsplit('.').next().unwrap()),
+            );
             let bind = format!("{addr}:7946");
             let mut args = vec![
                 "--memberlist-bind".to_owned(),
@@ -496,15 +526,20 @@ impl L2Lab {
         });
     }
 
-    /// The one node announcing the service, once exactly one does.
+    /// The one node announcing `demo/web`, once exactly one does.
     fn winner(&self) -> usize {
+        self.winner_of("demo/web")
+    }
+
+    /// The one node announcing `service` in layer 2, once exactly one does.
+    fn winner_of(&self, service: &str) -> usize {
         wait_until(
-            "exactly one L2 winner",
+            &format!("exactly one L2 winner of {service}"),
             Duration::from_secs(30),
             Duration::from_millis(100),
             || {
                 let w: Vec<usize> = (0..self.nodes.len())
-                    .filter(|&i| self.nodes[i].announces("layer2", "demo/web"))
+                    .filter(|&i| self.nodes[i].announces("layer2", service))
                     .collect();
                 (w.len() == 1).then(|| w[0])
             },
@@ -533,7 +568,7 @@ fn sigstop(stops: &[Duration]) {
     let mut lab = L2Lab::new();
     let winner = lab.winner();
     let mac = lab.macs[winner].clone();
-    let arp = ArpWatch::start(&lab.client, L2_VIP);
+    let arp = L2Watch::arp(&lab.client, L2_VIP);
     arp.wait_reply(
         "the winner to answer the client",
         Instant::now() - Duration::from_secs(1),
@@ -1122,13 +1157,37 @@ fn floods(attacks: &[&str]) {
 /// longer than memberlist needs to declare it dead (another node answers)
 /// and comes back (the node takes the address back). Figures: the time
 /// until the client sees the new MAC, failover and return as the client
-/// sees them.
+/// sees them. IPv4 with `arping` as the client.
 #[test]
 fn node_mac_change_and_link_down_up_l2_follows() {
+    mac_change_and_link_down_up(Family::V4);
+}
+
+/// Case 3 for IPv6: the same faults, the client asks with Neighbor
+/// Solicitations (`ndisc6`) for the IPv6 service's address.
+#[test]
+fn node_mac_change_and_link_down_up_ndp_follows() {
+    mac_change_and_link_down_up(Family::V6);
+}
+
+#[derive(Clone, Copy)]
+enum Family {
+    V4,
+    V6,
+}
+
+fn mac_change_and_link_down_up(family: Family) {
     let _slot = lab::serial();
     let mut lab = L2Lab::new();
-    let winner = lab.winner();
-    let arp = ArpWatch::start(&lab.client, L2_VIP);
+    let (service, tag) = match family {
+        Family::V4 => ("demo/web", ""),
+        Family::V6 => ("demo/web6", "_v6"),
+    };
+    let winner = lab.winner_of(service);
+    let arp = match family {
+        Family::V4 => L2Watch::arp(&lab.client, L2_VIP),
+        Family::V6 => L2Watch::ndp(&lab.client, L2_VIP6),
+    };
     let old = lab.macs[winner].clone();
     arp.wait_reply(
         "the winner to answer the client",
@@ -1159,7 +1218,7 @@ fn node_mac_change_and_link_down_up_l2_follows() {
             .filter(|r| r.mac != new)
             .count();
         figure(
-            "node_mac_change",
+            &format!("node_mac_change{tag}"),
             &[
                 ("rep", rep.to_string()),
                 ("new_mac_seen_ms", ms(seen.at - t0)),
@@ -1205,7 +1264,7 @@ fn node_mac_change_and_link_down_up_l2_follows() {
         });
         let after = arp.between(t1, quiet);
         figure(
-            "node_link_down_l2",
+            &format!("node_link_down_l2{tag}"),
             &[
                 ("rep", rep.to_string()),
                 ("outage_ms", ms(outage)),
@@ -1219,7 +1278,11 @@ fn node_mac_change_and_link_down_up_l2_follows() {
             ],
         );
         lab.wait_members(3, "the node back in memberlist");
-        assert_eq!(lab.winner(), winner, "the node takes the address back");
+        assert_eq!(
+            lab.winner_of(service),
+            winner,
+            "the node takes the address back"
+        );
     }
 }
 
@@ -1237,7 +1300,7 @@ fn memberlist_partition_and_heal_duplicate_answers_bounded() {
     let lab = L2Lab::new();
     let winner = lab.winner();
     let mac = lab.macs[winner].clone();
-    let arp = ArpWatch::start(&lab.client, L2_VIP);
+    let arp = L2Watch::arp(&lab.client, L2_VIP);
     arp.wait_reply(
         "the winner to answer the client",
         Instant::now() - Duration::from_secs(1),

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -273,23 +273,41 @@ pub struct Reply {
     pub mac: String,
 }
 
-/// `arping` in a client namespace, asking for one address every 50 ms and
-/// recording every reply (with its MAC) as it arrives.
-pub struct ArpWatch {
+/// A layer 2 client in its namespace asking for one address every 50 ms
+/// and recording every answer (with its MAC) as it arrives: `arping` for
+/// IPv4 ([`L2Watch::arp`]), `ndisc6` for IPv6 ([`L2Watch::ndp`]).
+pub struct L2Watch {
     _proc: Proc,
     replies: Arc<Mutex<Vec<Reply>>>,
     pub interval: Duration,
 }
 
-impl ArpWatch {
-    pub fn start(client: &Netns, ip: &str) -> Self {
+impl L2Watch {
+    /// `arping`, one request every 50 ms (its `-W`).
+    pub fn arp(client: &Netns, ip: &str) -> Self {
         testnet::require_binary("arping");
         testnet::require_binary("stdbuf");
-        let interval = Duration::from_millis(50);
         let mut cmd = client.command("stdbuf");
-        cmd.args(["-oL", "arping", "-I", "eth0", "-W", "0.05", ip])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args(["-oL", "arping", "-I", "eth0", "-W", "0.05", ip]);
+        Self::start(client, cmd, parse_arping)
+    }
+
+    /// `ndisc6` in a loop: one Neighbor Solicitation per run, every answer
+    /// within its 40 ms wait printed (`-m`), then 10 ms before the next
+    /// run (about 50 ms a request, as `arp`). ndisc6 exits after each
+    /// request, so its output is flushed by then.
+    pub fn ndp(client: &Netns, ip: &str) -> Self {
+        testnet::require_binary("ndisc6");
+        let mut cmd = client.command("sh");
+        cmd.args([
+            "-c",
+            &format!("while :; do ndisc6 -m -q -n -r 1 -w 40 {ip} eth0; sleep 0.01; done"),
+        ]);
+        Self::start(client, cmd, parse_ndisc6)
+    }
+
+    fn start(client: &Netns, mut cmd: Command, parse: fn(&str) -> Option<Reply>) -> Self {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::null());
         let mut proc = client.spawn_command(&mut cmd);
         let stdout = proc.take_stdout().unwrap();
         let replies = Arc::new(Mutex::new(Vec::new()));
@@ -297,7 +315,7 @@ impl ArpWatch {
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(r) = parse_arping(&line) {
+                if let Some(r) = parse(&line) {
                     sink.lock().unwrap().push(r);
                 }
             }
@@ -305,7 +323,7 @@ impl ArpWatch {
         Self {
             _proc: proc,
             replies,
-            interval,
+            interval: Duration::from_millis(50),
         }
     }
 
@@ -347,6 +365,20 @@ fn parse_arping(line: &str) -> Option<Reply> {
     let (mac, rest) = rest.split_once(' ')?;
     rest.split_once("index=")?;
     Some(Reply {
+        at: Instant::now(),
+        mac: mac.to_ascii_lowercase(),
+    })
+}
+
+/// `ndisc6 -q`: the target's link-layer address alone, `02:FA:17:00:00:01`.
+fn parse_ndisc6(line: &str) -> Option<Reply> {
+    let mac = line.trim();
+    let hex = mac.split(':').collect::<Vec<_>>();
+    (hex.len() == 6
+        && hex
+            .iter()
+            .all(|h| h.len() == 2 && u8::from_str_radix(h, 16).is_ok()))
+    .then(|| Reply {
         at: Instant::now(),
         mac: mac.to_ascii_lowercase(),
     })
