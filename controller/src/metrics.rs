@@ -12,6 +12,7 @@ use std::sync::Arc;
 use shell::compat::MetallbArgs;
 use shell::health::{Health, State};
 use shell::http::{Config, Routes, Server};
+use shell::metrics::escape;
 
 use crate::state::PoolCounts;
 
@@ -47,6 +48,10 @@ pub struct ConfigGauges {
     /// Updates that failed: reconciles retried with backoff, pool changes
     /// refused (`metallb_k8s_client_update_errors_total`).
     pub update_errors: u64,
+    /// LoadBalancer Services of ours without an address: none fits, or
+    /// the request is invalid (`ferrolb_controller_services_pending`; 0
+    /// unless this replica leads).
+    pub pending: usize,
 }
 
 /// A per-pool gauge: name, help, and the value of one pool.
@@ -99,7 +104,8 @@ const POOL_GAUGES: [PoolGauge; 7] = [
 /// `metallb_k8s_client_updates_total` and
 /// `metallb_k8s_client_update_errors_total`; and
 /// `ferrolb_controller_writes_refused_total` by `reason` (`conflict`: the
-/// object changed since it was read; `fenced`: leadership may be lost).
+/// object changed since it was read; `fenced`: leadership may be lost);
+/// `ferrolb_controller_services_pending`.
 pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> String {
     let mut out = String::new();
     for (name, help, value) in POOL_GAUGES {
@@ -147,6 +153,13 @@ pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> Strin
          ferrolb_controller_writes_refused_total{{reason=\"conflict\"}} {}\n\
          ferrolb_controller_writes_refused_total{{reason=\"fenced\"}} {}",
         config.conflicts, config.fenced
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ferrolb_controller_services_pending LoadBalancer Services waiting for an address: no pool fits, or the request is invalid (the leader's count)\n\
+         # TYPE ferrolb_controller_services_pending gauge\n\
+         ferrolb_controller_services_pending {}",
+        config.pending
     );
     out
 }
@@ -199,13 +212,6 @@ pub async fn spawn(
     Ok(handle.local_addr())
 }
 
-/// Label values escape `\`, `"` and newlines.
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +235,7 @@ mod tests {
                 fenced: 0,
                 updates: 9,
                 update_errors: 1,
+                pending: 3,
             },
         );
         for line in [
@@ -271,6 +278,10 @@ mod tests {
         assert!(text.contains("metallb_k8s_client_config_stale_bool 1\n"));
         assert!(
             text.contains("ferrolb_controller_writes_refused_total{reason=\"conflict\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("ferrolb_controller_services_pending 3\n"),
             "{text}"
         );
     }

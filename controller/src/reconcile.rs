@@ -156,6 +156,11 @@ impl metrics::Source for Shared {
             fenced: self.fenced.load(Ordering::Relaxed),
             updates: self.updates.load(Ordering::Relaxed),
             update_errors: self.update_errors.load(Ordering::Relaxed),
+            pending: if loaded {
+                self.state().pending().count()
+            } else {
+                0
+            },
         }
     }
 }

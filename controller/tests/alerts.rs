@@ -1,9 +1,10 @@
 //! MetalLB's alerts (`config/prometheus/alerts.yaml`) evaluated by
 //! `promtool test rules` on what the real controller (`controller run` on
 //! testenv's apiserver) exports: a full pool fires
-//! MetalLBAddressPoolExhausted and the three usage alerts, a pool with
-//! room fires none, and a controller that loaded its pools fires neither
-//! configuration alert.
+//! MetalLBAddressPoolExhausted, the three usage alerts and ferrolb's IPv4
+//! one, a pool with room fires none, a Service the full pool cannot serve
+//! fires FerrolbServicesPending, and a controller that loaded its pools
+//! fires neither configuration alert nor FerrolbNotReady.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../shell/tests/support/hostile.rs"]
@@ -74,7 +75,8 @@ async fn pool_alerts_follow_the_controllers_pools() {
         pools.create(&PostParams::default(), &pool).await.unwrap();
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    for (name, pool) in [("a", "small"), ("b", "small"), ("c", "big")] {
+    // `d` asks for the full pool: it stays pending.
+    for (name, pool) in [("a", "small"), ("b", "small"), ("c", "big"), ("d", "small")] {
         let svc: Service = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {
@@ -92,7 +94,8 @@ async fn pool_alerts_follow_the_controllers_pools() {
         services.create(&PostParams::default(), &svc).await.unwrap();
     }
 
-    // Until the leader has loaded the pools and holds the three addresses.
+    // Until the leader has loaded the pools, holds the three addresses and
+    // counts `d` pending.
     let t0 = Instant::now();
     let scraped = loop {
         let text = promtool::scrape(addr);
@@ -105,6 +108,7 @@ async fn pool_alerts_follow_the_controllers_pools() {
                 &text,
                 "metallb_allocator_services_allocated_total{pool=\"big\"}",
             ) == Some(1.0)
+            && value(&text, "ferrolb_controller_services_pending") == Some(1.0)
         {
             break text;
         }
@@ -191,8 +195,50 @@ async fn pool_alerts_follow_the_controllers_pools() {
                 "MetalLBAddressPoolUsage95Percent",
                 vec![usage("MetalLBAddressPoolUsage95Percent", 95, "critical")],
             ),
+            (
+                "FerrolbAddressPoolIPv4NearlyExhausted",
+                vec![promtool::Alert {
+                    name: "FerrolbAddressPoolIPv4NearlyExhausted".into(),
+                    labels: labels("warning"),
+                    annotations: vec![
+                        (
+                            "summary".into(),
+                            "IPv4 addresses of pool small nearly exhausted".into(),
+                        ),
+                        (
+                            "description".into(),
+                            " - pool small has 100% of its IPv4 addresses in use for > 1 minute"
+                                .into(),
+                        ),
+                    ],
+                }],
+            ),
+            ("FerrolbAddressPoolIPv6NearlyExhausted", vec![]),
+            (
+                "FerrolbServicesPending",
+                vec![promtool::Alert {
+                    name: "FerrolbServicesPending".into(),
+                    labels: vec![
+                        ("container".into(), "controller".into()),
+                        ("job".into(), "ferrolb-controller".into()),
+                        ("pod".into(), "controller-5d4f8".into()),
+                        ("severity".into(), "warning".into()),
+                    ],
+                    annotations: vec![
+                        (
+                            "summary".into(),
+                            "LoadBalancer Services without an address".into(),
+                        ),
+                        (
+                            "description".into(),
+                            "ferrolb-controller - 1 LoadBalancer Services have had no address for > 2 minutes (no pool fits, or the request is invalid); `kubectl ferrolb status` lists them with the reason".into(),
+                        ),
+                    ],
+                }],
+            ),
             ("MetalLBStaleConfig", vec![]),
             ("MetalLBConfigNotLoaded", vec![]),
+            ("FerrolbNotReady", vec![]),
         ],
     };
     if let Err(e) = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &[case]) {

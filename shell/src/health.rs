@@ -190,6 +190,31 @@ impl Report {
         self.lines(|s| *s != State::Ready)
     }
 
+    /// The registry as Prometheus gauges: `ferrolb_live` (what `/healthz`
+    /// answers 200 for), `ferrolb_ready` (what `/readyz` answers 200 for)
+    /// and `ferrolb_component_ready` per `component`, so an alert sees a
+    /// process that answers its scrapes but is not ready.
+    pub fn render_metrics(&self) -> String {
+        let mut out = format!(
+            "# HELP ferrolb_live 1 unless a component failed (/healthz answers 200)\n\
+             # TYPE ferrolb_live gauge\nferrolb_live {}\n\
+             # HELP ferrolb_ready 1 if every component is ready (/readyz answers 200)\n\
+             # TYPE ferrolb_ready gauge\nferrolb_ready {}\n\
+             # HELP ferrolb_component_ready 1 if the component is ready, 0 if starting or failed\n\
+             # TYPE ferrolb_component_ready gauge\n",
+            u8::from(self.is_live()),
+            u8::from(self.is_ready())
+        );
+        for (name, state) in &self.components {
+            out.push_str(&format!(
+                "ferrolb_component_ready{{component=\"{}\"}} {}\n",
+                crate::metrics::escape(name),
+                u8::from(*state == State::Ready)
+            ));
+        }
+        out
+    }
+
     fn lines(&self, pick: impl Fn(&State) -> bool) -> String {
         let mut out = String::new();
         for (name, state) in self.components.iter().filter(|(_, s)| pick(s)) {
@@ -243,6 +268,28 @@ mod tests {
         health.remove("bgp 10.0.0.1");
         assert_eq!(health.report().components.len(), 1);
         assert_eq!(l2.name(), "l2");
+    }
+
+    #[test]
+    fn gauges_say_what_the_probes_answer() {
+        let health = Health::new();
+        let bgp = health.component("bgp 10.0.0.1");
+        health.component("l2").ready();
+        assert_eq!(
+            health.report().render_metrics(),
+            "# HELP ferrolb_live 1 unless a component failed (/healthz answers 200)\n\
+             # TYPE ferrolb_live gauge\nferrolb_live 1\n\
+             # HELP ferrolb_ready 1 if every component is ready (/readyz answers 200)\n\
+             # TYPE ferrolb_ready gauge\nferrolb_ready 0\n\
+             # HELP ferrolb_component_ready 1 if the component is ready, 0 if starting or failed\n\
+             # TYPE ferrolb_component_ready gauge\n\
+             ferrolb_component_ready{component=\"bgp 10.0.0.1\"} 0\n\
+             ferrolb_component_ready{component=\"l2\"} 1\n"
+        );
+        bgp.fail("task ended");
+        let text = health.report().render_metrics();
+        assert!(text.contains("\nferrolb_live 0\n"), "{text}");
+        assert!(text.contains("\nferrolb_ready 0\n"), "{text}");
     }
 
     #[test]

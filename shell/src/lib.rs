@@ -25,6 +25,7 @@ pub mod compat;
 pub mod health;
 pub mod http;
 mod log;
+pub mod metrics;
 mod process;
 pub mod procfs;
 pub mod signal;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use shell::health::{Health, State};
 use shell::http::{Config, Handle, Routes, Server};
+use shell::metrics::escape;
 
 use crate::announce::Via;
 
@@ -29,6 +30,10 @@ pub struct Snapshot {
     /// `metallb_layer2_responses_sent` and `metallb_layer2_gratuitous_sent`,
     /// per address this node ever announced (label `ip`).
     pub l2: BTreeMap<IpAddr, l2::IpCounters>,
+    /// Times this node started answering for each address in layer 2 (it
+    /// won the address's election), per address it ever answered for:
+    /// summed over the nodes, the owner changes (an alert on flapping).
+    pub l2_starts: BTreeMap<IpAddr, u64>,
     /// Configuration errors seen: rejected reloads' errors and new problems
     /// found while planning.
     pub config_errors: u64,
@@ -283,6 +288,15 @@ impl Snapshot {
                 let _ = writeln!(out, "{name}{{ip=\"{ip}\"}} {}", value(c));
             }
         }
+        head(
+            &mut out,
+            "ferrolb_layer2_owner_starts_total",
+            "counter",
+            "Times this node started answering for the address in layer 2 (won its election)",
+        );
+        for (ip, n) in &self.l2_starts {
+            let _ = writeln!(out, "ferrolb_layer2_owner_starts_total{{ip=\"{ip}\"}} {n}");
+        }
         let mut scalars = vec![
             (
                 "metallb_k8s_client_config_loaded_bool",
@@ -497,13 +511,6 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
 
 /// A metric family: name, type, help, and how to read a value.
 type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
-
-/// Label values escape `\`, `"` and newlines.
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
 
 #[cfg(test)]
 mod tests {

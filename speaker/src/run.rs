@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::announce::bfd_gate::bfd_session;
 use crate::announce::k8s::Converted;
-use crate::announce::{ApiSpeakers, Changes, Exclusion, Interfaces, Keyed, Problem};
+use crate::announce::{ApiSpeakers, Changes, Exclusion, Interfaces, Keyed, Problem, Via};
 use crate::driver::bfd as bfd_driver;
 use crate::driver::bgp::{BgpSpeaker, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
@@ -442,6 +442,16 @@ impl Reconciler {
             }
             for (via, service, ip) in &changes.announced {
                 m.announced.insert((*via, service.to_string(), *ip));
+            }
+            // An address shared by two services starts once.
+            let l2_started: BTreeSet<IpAddr> = changes
+                .announced
+                .iter()
+                .filter(|(via, _, _)| *via == Via::Layer2)
+                .map(|(_, _, ip)| *ip)
+                .collect();
+            for ip in l2_started {
+                *m.l2_starts.entry(ip).or_default() += 1;
             }
             m.l2_api_candidates = self.keyed.api_candidates() as u64;
             m.l2_yielded = self.keyed.yielded().len() as u64;

@@ -5,10 +5,16 @@
 //! would store them (with `job`, `pod` and `container` labels).
 //!
 //! The speaker runs in file mode with an invalid configuration first
-//! (MetalLBConfigNotLoaded and MetalLBStaleConfig fire), then a good one
-//! (neither fires). A speaker whose memberlist seed never answers fires
-//! ferrolb's FerrolbSpeakerIsolated.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! (MetalLBConfigNotLoaded, MetalLBStaleConfig and FerrolbNotReady fire),
+//! then a good one (none fires). A speaker whose memberlist seed never
+//! answers fires ferrolb's FerrolbSpeakerIsolated. In a namespace lab, a
+//! speaker whose BFD peer never answers fires FerrolbBFDSessionDown, and
+//! one whose layer 2 Service comes and goes (it starts answering for the
+//! address again each time) fires FerrolbL2OwnerFlapping.
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
+
+#[path = "faults/lab.rs"]
+mod lab;
 
 #[path = "../../shell/tests/support/hostile.rs"]
 mod hostile;
@@ -139,7 +145,9 @@ fn metallb_config_alerts_follow_the_speakers_configuration() {
     std::fs::write(config.join("pool.yaml"), GOOD).unwrap();
     let loaded = scrape_until(&mut p, addr, |t| {
         value(t, "metallb_k8s_client_config_loaded_bool") == Some(1.0)
+            && value(t, "ferrolb_ready") == Some(1.0)
     });
+    assert_eq!(value(&refused, "ferrolb_ready"), Some(0.0), "{refused}");
     assert_eq!(
         value(&loaded, "metallb_k8s_client_config_stale_bool"),
         Some(0.0)
@@ -179,6 +187,20 @@ fn metallb_config_alerts_follow_the_speakers_configuration() {
                     "MetalLBConfigNotLoaded",
                     vec![config_alert("MetalLBConfigNotLoaded", "has not loaded")],
                 ),
+                (
+                    "FerrolbNotReady",
+                    vec![promtool::Alert {
+                        name: "FerrolbNotReady".into(),
+                        labels: warning_labels(target),
+                        annotations: vec![
+                            ("summary".into(), "speaker on speaker-x7k2p is not ready".into()),
+                            (
+                                "description".into(),
+                                "ferrolb-speaker - ferrolb speaker on speaker-x7k2p has not been ready for > 2 minutes; its /readyz and ferrolb_component_ready name the component that is not".into(),
+                            ),
+                        ],
+                    }],
+                ),
             ],
         },
         promtool::Case {
@@ -188,6 +210,9 @@ fn metallb_config_alerts_follow_the_speakers_configuration() {
                 ("MetalLBConfigNotLoaded", vec![]),
                 ("MetalLBBGPSessionDown", vec![]),
                 ("FerrolbSpeakerIsolated", vec![]),
+                ("FerrolbNotReady", vec![]),
+                ("FerrolbBFDSessionDown", vec![]),
+                ("FerrolbL2OwnerFlapping", vec![]),
             ],
         },
     ];
@@ -257,6 +282,180 @@ fn ferrolb_isolated_alert_fires_for_a_speaker_whose_seed_never_answers() {
     }];
     if let Err(e) = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &cases) {
         p.dump_log();
+        panic!("{e}");
+    }
+}
+
+/// The lab's configuration: node n1 (10.0.0.2), a pool and an
+/// L2Advertisement for 10.0.0.100, a BGPPeer at 10.0.0.1 (a namespace where
+/// nothing listens) with a BFD profile, and, when `service`, the Service
+/// `demo/web` holding 10.0.0.100 with an endpoint on n1.
+fn lab_config(service: bool) -> String {
+    let mut text = String::from(
+        "apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 10.0.0.2}]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [10.0.0.100/32]}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: l2, namespace: metallb-system}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: fast, namespace: metallb-system}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: silent, namespace: metallb-system}
+spec: {myASN: 64512, peerASN: 64513, peerAddress: 10.0.0.1, bfdProfile: fast}
+",
+    );
+    if service {
+        text.push_str(
+            "---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec: {type: LoadBalancer}
+status: {loadBalancer: {ingress: [{ip: 10.0.0.100}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: demo
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints:
+  - addresses: [10.244.1.5]
+    nodeName: n1
+    conditions: {ready: true}
+",
+        );
+    }
+    text
+}
+
+#[test]
+fn bfd_down_and_l2_owner_flapping_alerts_from_a_speaker_in_the_lab() {
+    let promtool_bin = testnet::require_binary("promtool");
+    testnet::require_root();
+    let run = testnet::RunDir::new("speaker-alerts-lab");
+    let config = run.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    lab::write_config(&config, "all.yaml", &lab_config(true));
+    let router = testnet::Netns::new("rtr");
+    let node = testnet::Netns::new("n1");
+    testnet::veth_pair(&router, "eth0", &node, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    node.add_addr("eth0", "10.0.0.2/24");
+    let speaker = lab::Speaker::start(&node, "n1", &config, &run, "10.0.0.2", &[]);
+    let wait = |what: &str, done: &dyn Fn(&str) -> bool| -> String {
+        testnet::wait_until(what, T, Duration::from_millis(100), || {
+            let text = speaker.metrics_text();
+            let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+            done(&body).then_some(body)
+        })
+        .unwrap_or_else(|e| {
+            speaker.dump_log();
+            panic!("{e}")
+        })
+    };
+    let starts = |t: &str| {
+        lab::metric_in(t, "ferrolb_layer2_owner_starts_total{ip=\"10.0.0.100\"}").unwrap_or(0.0)
+    };
+    // One scrape a minute, as Prometheus would: the first once the speaker
+    // answers for the address (and its BFD session exists, down), then
+    // one after every two more starts (the Service removed and restored).
+    let mut scrapes = vec![wait("the first start and a BFD session", &|t| {
+        starts(t) == 1.0 && t.contains("metallb_bfd_session_up{peer=")
+    })];
+    for round in 0..3 {
+        for _ in 0..2 {
+            let before = starts(scrapes.last().unwrap());
+            lab::write_config(&config, "all.yaml", &lab_config(false));
+            wait("the address given up", &|t| {
+                !t.contains("metallb_speaker_announced{")
+            });
+            lab::write_config(&config, "all.yaml", &lab_config(true));
+            let after = wait("the address taken again", &|t| {
+                t.contains("metallb_speaker_announced{") && starts(t) > before
+            });
+            scrapes.push(after);
+        }
+        // Keep one scrape per round of two starts.
+        let last = scrapes.pop().unwrap();
+        scrapes.pop();
+        scrapes.push(last);
+        assert_eq!(starts(scrapes.last().unwrap()), f64::from(3 + 2 * round));
+    }
+    let bfd_down = scrapes.last().unwrap();
+    assert!(
+        bfd_down.contains("metallb_bfd_session_up{peer=\"10.0.0.1\"} 0\n"),
+        "{bfd_down}"
+    );
+    let target = promtool::Target {
+        job: "ferrolb-speaker",
+        pod: "speaker-b9w4t",
+        container: "speaker",
+    };
+    let flapping = promtool::Alert {
+        name: "FerrolbL2OwnerFlapping".into(),
+        labels: vec![
+            ("ip".into(), "10.0.0.100".into()),
+            ("severity".into(), "warning".into()),
+        ],
+        annotations: vec![
+            ("summary".into(), "layer 2 owner of 10.0.0.100 flapping".into()),
+            (
+                "description".into(),
+                // Samples 1, 3, 5, 7 at 0-3 min: 6 starts in 3 minutes,
+                // which increase() extrapolates by half an interval (0.5
+                // min) before the first sample: 6 * 3.5 / 3 = 7.
+                "the node answering for 10.0.0.100 in layer 2 changed 7 times in 15 minutes (memberlist members coming and going, or speakers restarting); clients see a new MAC each time".into(),
+            ),
+        ],
+    };
+    let bfd = promtool::Alert {
+        name: "FerrolbBFDSessionDown".into(),
+        labels: vec![
+            ("container".into(), "speaker".into()),
+            ("job".into(), "ferrolb-speaker".into()),
+            ("peer".into(), "10.0.0.1".into()),
+            ("pod".into(), "speaker-b9w4t".into()),
+            ("severity".into(), "warning".into()),
+        ],
+        annotations: vec![
+            ("summary".into(), "BFD session down on speaker-b9w4t".into()),
+            (
+                "description".into(),
+                "ferrolb-speaker - ferrolb speaker on speaker-b9w4t has BFD session 10.0.0.1 down for > 1 minute: the BGP session over it is held down".into(),
+            ),
+        ],
+    };
+    let cases = [
+        promtool::Case {
+            scraped: scrapes.iter().map(|t| (target, t.clone())).collect(),
+            expect: vec![
+                ("FerrolbL2OwnerFlapping", vec![flapping]),
+                ("FerrolbBFDSessionDown", vec![bfd]),
+                ("FerrolbNotReady", vec![]),
+            ],
+        },
+        // The same address held all along: no flapping.
+        promtool::Case {
+            scraped: vec![(target, scrapes[0].clone())],
+            expect: vec![("FerrolbL2OwnerFlapping", vec![])],
+        },
+    ];
+    if let Err(e) = promtool::test_rules(&promtool_bin, &run.join("promtool"), &cases) {
+        speaker.dump_log();
         panic!("{e}");
     }
 }

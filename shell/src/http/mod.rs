@@ -120,7 +120,8 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// `GET /metrics` answers `metrics()` (Prometheus text format 0.0.4);
+    /// `GET /metrics` answers `metrics()` (Prometheus text format 0.0.4)
+    /// and the health gauges;
     /// `/healthz` and `/readyz` answer from `health`.
     pub fn new(health: Health, metrics: impl Fn() -> String + Send + Sync + 'static) -> Self {
         Self {
@@ -131,7 +132,8 @@ impl Routes {
 
     /// The answer to `method path` (no I/O; the checks and the metrics
     /// closure run here):
-    /// - `GET /metrics`: 200 with the exposition text;
+    /// - `GET /metrics`: 200 with the exposition text, and the health
+    ///   registry's gauges ([`crate::health::Report::render_metrics`]);
     /// - `GET /healthz`: 200 `ok`, or 500 naming each failed component;
     /// - `GET /readyz`: 200 `ok`, or 503 naming each component not ready;
     /// - other paths 404; methods other than GET and HEAD 405.
@@ -145,11 +147,11 @@ impl Routes {
             );
         }
         match path {
-            "/metrics" => (
-                StatusCode::OK,
-                "text/plain; version=0.0.4",
-                (self.metrics)(),
-            ),
+            "/metrics" => {
+                let mut text = (self.metrics)();
+                text.push_str(&self.health.report().render_metrics());
+                (StatusCode::OK, "text/plain; version=0.0.4", text)
+            }
             "/healthz" => {
                 let report = self.health.report();
                 if report.is_live() {

@@ -67,7 +67,12 @@ async fn routes_answer_from_metrics_and_health() {
         m.contains("content-type: text/plain; version=0.0.4\r\n"),
         "{m}"
     );
-    assert!(m.ends_with("\r\n\r\na_metric 1\n"), "{m}");
+    assert!(m.contains("\r\n\r\na_metric 1\n# HELP ferrolb_live "), "{m}");
+    assert!(m.contains("\nferrolb_ready 0\n"), "{m}");
+    assert!(
+        m.ends_with("\nferrolb_component_ready{component=\"configuration\"} 0\n"),
+        "{m}"
+    );
     assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
     let r = get("/readyz").await;
     assert!(r.starts_with("HTTP/1.1 503"), "{r}");
@@ -307,7 +312,7 @@ mod secure_listener {
         assert_eq!(get("/metrics", Some("boom")).await.0, 500);
         let (code, r) = get("/metrics", Some("good")).await;
         assert_eq!(code, 200, "{r}");
-        assert_eq!(https::body(&r), "a_metric 1\n");
+        assert!(https::body(&r).starts_with("a_metric 1\n# HELP ferrolb_live "), "{r}");
         // Only /metrics, and only GET and HEAD, whoever asks.
         assert_eq!(get("/healthz", Some("good")).await.0, 404);
         assert_eq!(get("/readyz", None).await.0, 404);

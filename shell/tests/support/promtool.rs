@@ -1,10 +1,11 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 //! Evaluates `config/prometheus/alerts.yaml` with `promtool test rules`
-//! on scraped exposition text: each sample becomes an input series (the
-//! scraped value held for ten minutes, with the target's `job`, `pod` and
-//! `container` labels, as Prometheus stores a ServiceMonitor's scrape), and
+//! on scraped exposition text: each sample becomes an input series (with
+//! the target's `job`, `pod` and `container` labels, as Prometheus stores
+//! a ServiceMonitor's scrape). Successive scrapes of one target are one
+//! minute apart, and the last scraped value is held for ten minutes more;
 //! each case lists the alerts expected to fire at 3 minutes (every rule
-//! waits at most 1 minute).
+//! waits at most 2 minutes).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -21,7 +22,7 @@ pub const RULES: &str = concat!(
 );
 
 /// Where a scrape came from: the labels Prometheus adds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
     pub job: &'static str,
     pub pod: &'static str,
@@ -37,8 +38,8 @@ pub struct Alert {
     pub annotations: Vec<(String, String)>,
 }
 
-/// Scrapes, and for each alert name the alerts expected (none: it must
-/// not fire).
+/// Scrapes (a target's successive scrapes one minute apart), and for each
+/// alert name the alerts expected (none: it must not fire).
 pub struct Case {
     pub scraped: Vec<(Target, String)>,
     pub expect: Vec<(&'static str, Vec<Alert>)>,
@@ -56,22 +57,43 @@ pub fn scrape(addr: SocketAddr) -> String {
     s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap()
 }
 
-/// The input series of one scrape: `name{labels,target labels}` with the
-/// value held.
-pub fn series(target: Target, text: &str) -> Vec<Value> {
+/// The input series of one target's scrapes, one minute apart:
+/// `name{labels,target labels}` with a value per scrape (`_` where a
+/// scrape lacks the series), the last one held.
+pub fn series(target: Target, scrapes: &[&str]) -> Vec<Value> {
     let extra = format!(
         "job=\"{}\",pod=\"{}\",container=\"{}\"",
         target.job, target.pod, target.container
     );
-    text.lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
+    let mut by_series: std::collections::BTreeMap<String, Vec<Option<String>>> =
+        std::collections::BTreeMap::new();
+    for (i, text) in scrapes.iter().enumerate() {
+        for l in text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let (metric, value) = l.rsplit_once(' ').unwrap();
             let metric = match metric.strip_suffix('}') {
                 Some(open) => format!("{open},{extra}}}"),
                 None => format!("{metric}{{{extra}}}"),
             };
-            json!({ "series": metric, "values": format!("{value}+0x10") })
+            by_series
+                .entry(metric)
+                .or_insert_with(|| vec![None; scrapes.len()])[i] = Some(value.to_owned());
+        }
+    }
+    by_series
+        .into_iter()
+        .map(|(metric, values)| {
+            let mut text: Vec<String> = values
+                .iter()
+                .map(|v| v.clone().unwrap_or_else(|| "_".into()))
+                .collect();
+            match values.last().unwrap() {
+                Some(last) => *text.last_mut().unwrap() = format!("{last}+0x10"),
+                None => text.push("_x10".into()),
+            }
+            json!({ "series": metric, "values": text.join(" ") })
         })
         .collect()
 }
@@ -82,10 +104,23 @@ pub fn test_rules(promtool: &Path, dir: &Path, cases: &[Case]) -> Result<(), Str
     let tests: Vec<Value> = cases
         .iter()
         .map(|c| {
-            let input: Vec<Value> = c
-                .scraped
+            let mut targets: Vec<Target> = Vec::new();
+            for (t, _) in &c.scraped {
+                if !targets.contains(t) {
+                    targets.push(*t);
+                }
+            }
+            let input: Vec<Value> = targets
                 .iter()
-                .flat_map(|(t, text)| series(*t, text))
+                .flat_map(|t| {
+                    let scrapes: Vec<&str> = c
+                        .scraped
+                        .iter()
+                        .filter(|(s, _)| s == t)
+                        .map(|(_, text)| text.as_str())
+                        .collect();
+                    series(*t, &scrapes)
+                })
                 .collect();
             let alerts: Vec<Value> = c
                 .expect
