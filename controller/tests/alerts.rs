@@ -4,7 +4,8 @@
 //! MetalLBAddressPoolExhausted, the three usage alerts and ferrolb's IPv4
 //! one, a pool with room fires none, a Service the full pool cannot serve
 //! fires FerrolbServicesPending, and a controller that loaded its pools
-//! fires neither configuration alert nor FerrolbNotReady.
+//! fires neither configuration alert nor FerrolbNotReady; its scrape holds
+//! every metric the Grafana dashboard's controller panels read.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../shell/tests/support/hostile.rs"]
@@ -12,6 +13,9 @@ mod hostile;
 
 #[path = "../../shell/tests/support/promtool.rs"]
 mod promtool;
+
+#[path = "../../shell/tests/support/dashboard.rs"]
+mod dashboard;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -166,7 +170,7 @@ async fn pool_alerts_follow_the_controllers_pools() {
         ],
     };
     let case = promtool::Case {
-        scraped: vec![(target, scraped)],
+        scraped: vec![(target, scraped.clone())],
         expect: vec![
             (
                 "MetalLBAddressPoolExhausted",
@@ -244,5 +248,14 @@ async fn pool_alerts_follow_the_controllers_pools() {
     if let Err(e) = promtool::test_rules(&promtool_bin, &dir.join("promtool"), &[case]) {
         p.dump_log();
         panic!("{e}");
+    }
+    // The dashboard's controller panels read what this controller exports.
+    if let Err(e) = dashboard::check(
+        &promtool_bin,
+        &dir.join("promtool"),
+        "Controller",
+        &[&scraped],
+    ) {
+        panic!("{e}\nscrape:\n{scraped}");
     }
 }

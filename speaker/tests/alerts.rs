@@ -10,7 +10,9 @@
 //! answers fires ferrolb's FerrolbSpeakerIsolated. In a namespace lab, a
 //! speaker whose BFD peer never answers fires FerrolbBFDSessionDown, and
 //! one whose layer 2 Service comes and goes (it starts answering for the
-//! address again each time) fires FerrolbL2OwnerFlapping.
+//! address again each time) fires FerrolbL2OwnerFlapping; that speaker's
+//! scrape also holds every metric the Grafana dashboard's speaker panels
+//! read.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
 #[path = "faults/lab.rs"]
@@ -21,6 +23,9 @@ mod hostile;
 
 #[path = "../../shell/tests/support/promtool.rs"]
 mod promtool;
+
+#[path = "../../shell/tests/support/dashboard.rs"]
+mod dashboard;
 
 use std::time::{Duration, Instant};
 
@@ -355,7 +360,21 @@ fn bfd_down_and_l2_owner_flapping_alerts_from_a_speaker_in_the_lab() {
     testnet::veth_pair(&router, "eth0", &node, "eth0");
     router.add_addr("eth0", "10.0.0.1/24");
     node.add_addr("eth0", "10.0.0.2/24");
-    let speaker = lab::Speaker::start(&node, "n1", &config, &run, "10.0.0.2", &[]);
+    let key = run.join("memberlist.key");
+    std::fs::write(&key, format!("{}\n", "7".repeat(64))).unwrap();
+    let speaker = lab::Speaker::start(
+        &node,
+        "n1",
+        &config,
+        &run,
+        "10.0.0.2",
+        &[
+            "--memberlist-bind",
+            "10.0.0.2:7946",
+            "--memberlist-key-file",
+            key.to_str().unwrap(),
+        ],
+    );
     let wait = |what: &str, done: &dyn Fn(&str) -> bool| -> String {
         testnet::wait_until(what, T, Duration::from_millis(100), || {
             let text = speaker.metrics_text();
@@ -457,5 +476,14 @@ fn bfd_down_and_l2_owner_flapping_alerts_from_a_speaker_in_the_lab() {
     if let Err(e) = promtool::test_rules(&promtool_bin, &run.join("promtool"), &cases) {
         speaker.dump_log();
         panic!("{e}");
+    }
+    // The dashboard's speaker panels read what this speaker exports.
+    if let Err(e) = dashboard::check(
+        &promtool_bin,
+        &run.join("promtool"),
+        "Speakers",
+        &[bfd_down.as_str()],
+    ) {
+        panic!("{e}\nscrape:\n{bfd_down}");
     }
 }
