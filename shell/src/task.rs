@@ -44,6 +44,44 @@ where
     tokio::spawn(injected(&name, fut).instrument(span))
 }
 
+/// Spawns `fut` as a task named `name` on a runtime of its own, driven by
+/// a thread of its own (named `name`, as far as the OS allows): its
+/// timers, its sockets and the tasks it spawns are served there, so a
+/// busy program runtime (a flood on another port, a long reconcile) does
+/// not delay them. For short periodic work with deadlines of its own,
+/// like BFD's detection time. The thread ends when the task does
+/// (returned, panicked, or aborted through the handle), which can be
+/// awaited from any runtime.
+///
+/// # Errors
+/// If the runtime or the thread cannot be created.
+pub fn spawn_on_thread<F>(name: impl Into<String>, fut: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let name: String = name.into();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let span = info_span!("task", task = %name);
+    let fut = injected(&name, fut);
+    let task = rt.spawn(
+        async move {
+            // Dropped however the task ends, which ends the thread.
+            let _done = done_tx;
+            fut.await;
+        }
+        .instrument(span),
+    );
+    std::thread::Builder::new().name(name).spawn(move || {
+        rt.block_on(async {
+            let _ = done_rx.await;
+        });
+    })?;
+    Ok(task)
+}
+
 /// `fut`, or under the `fault-injection` feature the fault
 /// `FERROLB_FAULT_INJECT` asks for the task `name`, at its first poll.
 fn injected<F>(name: &str, fut: F) -> impl Future<Output = ()> + Send + 'static
@@ -329,6 +367,31 @@ mod tests {
 
     use super::*;
     use crate::State;
+
+    /// The task runs on a thread of its own, named, with timers of its
+    /// own: it gets on while the caller's runtime is blocked, its handle
+    /// is awaited from the caller's runtime, and an abort ends it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn spawn_on_thread_runs_apart_from_the_callers_runtime() {
+        let caller = std::thread::current().id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let task = spawn_on_thread("own-thread", async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let me = std::thread::current();
+            let _ = tx.send((me.id(), me.name().map(str::to_owned)));
+        })
+        .unwrap();
+        // Blocks the caller's only runtime thread: the task's timer must
+        // fire elsewhere (the timeout only bounds a failure).
+        let (id, name) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert_ne!(id, caller);
+        assert_eq!(name.as_deref(), Some("own-thread"));
+        task.await.unwrap();
+
+        let pending = spawn_on_thread("aborted", std::future::pending::<()>()).unwrap();
+        pending.abort();
+        assert!(pending.await.unwrap_err().is_cancelled());
+    }
 
     fn state(health: &Health, name: &str) -> Option<State> {
         health

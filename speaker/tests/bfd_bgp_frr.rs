@@ -10,6 +10,13 @@
 //!   resets the session once (FRR issue #17337, fixed upstream by PR
 //!   #17344, not in 8.4) in most runs; the test allows that one reset,
 //!   by FRR, and none by us.
+//! - On a loaded machine a process that is not scheduled for the detection
+//!   time (900 ms one way, 300 ms the other) makes the other side's BFD
+//!   session expire, and that resets BGP as BFD should. Such an expiry is
+//!   reported by the side that detects it (FRR's bfdd logs
+//!   `control-expired`, ours `diag=ControlDetectionTimeExpired`); outside
+//!   the cuts, each one reported allows one more reset and one more Down,
+//!   and the test prints how many there were. An idle machine has none.
 //! - Metrics: `metallb_bfd_*` with the session Up and counters moving.
 //!
 //! - A full cut of the link (nftables in the node's namespace drops
@@ -267,6 +274,22 @@ fn cease_bfd_down_lines(log: &str) -> usize {
         .count()
 }
 
+/// BFD sessions Down by detection time expiry so far, as each side
+/// reports it: FRR's bfdd (`control-expired`) and ours.
+fn expiries(lab: &Lab) -> u64 {
+    let frr = std::fs::read_to_string(lab.frr.dir().join("bfdd.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("up -> down reason:control-expired"))
+        .count();
+    let ours = lab
+        .log()
+        .lines()
+        .filter(|l| is_bfd_detection_down(l))
+        .count();
+    u64::try_from(frr + ours).unwrap()
+}
+
 /// Our BFD session's Down lines by detection time expiry.
 fn is_bfd_detection_down(line: &str) -> bool {
     line.contains("bfd session")
@@ -339,13 +362,20 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
     lab.frr.wait_established("10.0.0.2", T);
     let n = lab.neighbor();
     let dropped = n["connectionsDropped"].as_u64().unwrap();
-    assert!(dropped <= 1, "{n:#}");
+    // Detection time expiries (a process not scheduled in time), each of
+    // which resets BGP once, as it should.
+    let expired = expiries(&lab);
+    assert!(dropped <= 1 + expired, "{expired} expiries: {n:#}");
     let bgpd_log = std::fs::read_to_string(lab.frr.dir().join("bgpd.log")).unwrap_or_default();
     assert!(
-        !bgpd_log.contains("NOTIFICATION: received from neighbor 10.0.0.2"),
+        expired > 0 || !bgpd_log.contains("NOTIFICATION: received from neighbor 10.0.0.2"),
         "we tore BGP down at start-up:\n{bgpd_log}"
     );
-    assert_eq!(cease_bfd_down_lines(&lab.log()), 0, "{}", lab.log());
+    assert!(
+        cease_bfd_down_lines(&lab.log()) as u64 <= expired,
+        "{expired} expiries:\n{}",
+        lab.log()
+    );
     // From our log, relative to the speaker's first line.
     let log = lab.log();
     let at = |pat: &[&str], nth: usize| {
@@ -367,14 +397,22 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
         at(&["session established"], 1),
         at(&["bfd session", "to=Up"], 1),
     );
-    // Past the hold-off (3 s from the restart), nothing more happens.
+    // Past the hold-off (3 s from the restart), nothing more happens
+    // (but for expiries, each reported by the side that detected it).
     std::thread::sleep(Duration::from_millis(3500));
     let log = lab.log();
-    assert_eq!(cease_bfd_down_lines(&log), 0, "{log}");
-    assert!(!log.contains("bfd down: bgp session torn down"), "{log}");
+    let expired_now = expiries(&lab);
+    assert!(cease_bfd_down_lines(&log) as u64 <= expired_now, "{log}");
+    assert!(
+        expired_now > 0 || !log.contains("bfd down: bgp session torn down"),
+        "{log}"
+    );
+    lab.frr.wait_established("10.0.0.2", T);
     let n = lab.neighbor();
-    assert_eq!(n["bgpState"], "Established", "{n:#}");
-    assert_eq!(n["connectionsDropped"].as_u64(), Some(dropped), "{n:#}");
+    assert!(
+        n["connectionsDropped"].as_u64().unwrap() <= dropped + (expired_now - expired),
+        "{n:#}"
+    );
 
     // Metrics: refreshed every second.
     // Once they show what our log shows (session Up, as many Ups and
@@ -403,12 +441,13 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
         bfd_downs >= 1,
         "FRR's start-up restart of its BFD session: {m:?}"
     );
-    assert_eq!(
-        bfd_downs,
-        restarts,
-        "Downs other than FRR's restarts: {m:?}\n{}",
+    let expired = expiries(&lab);
+    assert!(
+        bfd_downs <= restarts + expired,
+        "Downs other than FRR's restarts and {expired} expiries: {m:?}\n{}",
         lab.log()
     );
+    eprintln!("bfd-bgp-timing: detection time expiries outside the cuts at start-up: {expired}");
     assert_eq!(bfd_ups, bfd_downs + 1, "{m:?}");
     let text = lab.metrics();
     for reason in ["malformed", "authenticated", "bad_ttl", "unknown_session"] {
@@ -420,6 +459,7 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
     }
 
     // 1. Full cut: nothing passes on the node's link.
+    let expired_before_cuts = expiries(&lab);
     let downs = cease_bfd_down_lines(&lab.log());
     let frr_sent = lab.neighbor()["messageStats"]["notificationsSent"]
         .as_u64()
@@ -550,10 +590,13 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
     let m2 = lab.wait("BFD metrics with the session Up", || {
         bfd_metrics(&lab.metrics()).filter(|m| m[0] == 1)
     });
-    assert_eq!(
-        (m2[3] - bfd_ups, m2[4] - bfd_downs),
-        (2, 2),
-        "{m:?} then {m2:?}"
+    // Each cut is at least one expiry (ours, FRR's or both); any more
+    // Downs are expiries outside the cuts, each reported.
+    let expired = expiries(&lab) - expired_before_cuts;
+    let (ups, downs) = (m2[3] - bfd_ups, m2[4] - bfd_downs);
+    assert!(
+        ups == downs && downs >= 2 && downs <= expired.max(2),
+        "{ups} Ups, {downs} Downs, {expired} expiries: {m:?} then {m2:?}"
     );
     assert!(m2[1] > input && m2[2] > output, "{m:?} then {m2:?}");
 }

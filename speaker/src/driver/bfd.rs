@@ -91,8 +91,16 @@ pub struct BfdSpeaker {
 
 impl BfdSpeaker {
     /// Starts the driver task (no sessions yet) and returns the stream of
-    /// state changes.
-    pub fn spawn(options: Options) -> (Self, mpsc::UnboundedReceiver<Event>) {
+    /// state changes. The task runs on a thread of its own
+    /// ([`shell::task::spawn_on_thread`]): its sockets and timers are not
+    /// served by the speaker's runtime, so whatever keeps that busy (a
+    /// flood of garbage on the memberlist or BGP port, a reconcile of
+    /// thousands of services) does not delay a BFD packet past the peer's
+    /// detection time.
+    ///
+    /// # Errors
+    /// If the thread cannot be started.
+    pub fn spawn(options: Options) -> io::Result<(Self, mpsc::UnboundedReceiver<Event>)> {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (events, event_rx) = mpsc::unbounded_channel();
         let rng = match options.seed {
@@ -111,8 +119,11 @@ impl BfdSpeaker {
             events,
             stats: DriverStats::default(),
         };
-        let task = shell::task::spawn("bfd", driver.run(command_rx).instrument(info_span!("bfd")));
-        (Self { commands, task }, event_rx)
+        let task = shell::task::spawn_on_thread(
+            "bfd",
+            driver.run(command_rx).instrument(info_span!("bfd")),
+        )?;
+        Ok((Self { commands, task }, event_rx))
     }
 
     /// Adds a session, or changes its profile and source address. Fails if
@@ -451,8 +462,8 @@ mod tests {
                 seed: Some(u64::from(port)),
                 ..Options::default()
             };
-            let (a, a_events) = BfdSpeaker::spawn(opts(a_ip));
-            let (b, b_events) = BfdSpeaker::spawn(opts(b_ip));
+            let (a, a_events) = BfdSpeaker::spawn(opts(a_ip)).unwrap();
+            let (b, b_events) = BfdSpeaker::spawn(opts(b_ip)).unwrap();
             let added = async {
                 a.add_session(SessionConfig {
                     key: key(b_ip),

@@ -126,11 +126,19 @@ impl BfdPeers {
         for action in actions {
             match action {
                 Action::AddSession { peer, config } => {
-                    let bfd = self.driver.get_or_insert_with(|| {
-                        let (bfd, events) = BfdSpeaker::spawn(self.options);
-                        self.events = Some(events);
-                        bfd
-                    });
+                    if self.driver.is_none() {
+                        match BfdSpeaker::spawn(self.options) {
+                            Ok((bfd, events)) => {
+                                self.driver = Some(bfd);
+                                self.events = Some(events);
+                            }
+                            Err(e) => {
+                                error!(peer = %peer, error = %e, "cannot start the bfd driver thread");
+                                continue;
+                            }
+                        }
+                    }
+                    let Some(bfd) = &self.driver else { continue };
                     match bfd.add_session(config).await {
                         Ok(()) => {
                             info!(peer = %peer, address = %config.key.peer, multihop = config.key.multihop, "bfd session configured")

@@ -102,7 +102,8 @@ async fn run(args: Args) -> Result<(), String> {
     let (speaker, mut events) = BfdSpeaker::spawn(Options {
         seed: args.seed,
         ..Options::default()
-    });
+    })
+    .map_err(|e| format!("cannot start the bfd driver: {e}"))?;
     let profile = Profile {
         receive_interval: Duration::from_millis(args.rx_ms),
         transmit_interval: Duration::from_millis(args.tx_ms),
