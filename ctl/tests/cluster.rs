@@ -205,6 +205,19 @@ fn diff_keeps_the_addresses_a_narrower_pool_no_longer_selects() {
 }
 
 #[test]
+fn diff_a_pool_split_changes_the_pool_and_the_announcement() {
+    let (code, out, err) = diff("split.yaml", &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains(
+            "demo/l2-other   pool     192.168.10.201 (l2-pool)   192.168.10.201 (l2-spare)"
+        ) && out.contains("No node would announce demo/l2-other"),
+        "{out}"
+    );
+    golden("diff-split.txt", &out);
+}
+
+#[test]
 fn diff_an_l2_node_selector_that_moves_the_owner() {
     let (code, out, err) = diff("l2-node-selector.yaml", &[]);
     assert_eq!(code, 1, "{err}");
