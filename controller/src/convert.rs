@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use api::addr::AddressRange;
-use k8s_openapi::api::core::v1::Service as K8sService;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service as K8sService};
 use kube::ResourceExt;
 
 use crate::alloc::{Family, FamilyPolicy, Pool, Port, Protocol, Service, ServiceKey};
@@ -122,6 +122,38 @@ pub fn key(svc: &K8sService) -> ServiceKey {
         namespace: svc.namespace().unwrap_or_else(|| "default".to_owned()),
         name: svc.name_any(),
     }
+}
+
+/// `svc` as the controller writes it back: MetalLB's pool annotation set
+/// to `pool` (the deprecated one removed) and `ips` as its ingress (none:
+/// both cleared). The reconciler `PUT`s this to the status subresource;
+/// `kubectl ferrolb diff` builds the Services the speakers would read.
+pub fn written(svc: &K8sService, pool: Option<&str>, ips: &[IpAddr]) -> K8sService {
+    let mut obj = svc.clone();
+    let annotations = obj
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.remove("metallb.universe.tf/ip-allocated-from-pool");
+    match pool {
+        Some(pool) => {
+            annotations.insert(ANNOTATION_ALLOCATED_FROM_POOL.to_owned(), pool.to_owned());
+        }
+        None => {
+            annotations.remove(ANNOTATION_ALLOCATED_FROM_POOL);
+        }
+    }
+    let status = obj.status.get_or_insert_with(Default::default);
+    let lb = status.load_balancer.get_or_insert_with(Default::default);
+    lb.ingress = (!ips.is_empty()).then(|| {
+        ips.iter()
+            .map(|ip| LoadBalancerIngress {
+                ip: Some(ip.to_string()),
+                ..LoadBalancerIngress::default()
+            })
+            .collect()
+    });
+    obj
 }
 
 /// The addresses in `status.loadBalancer.ingress`, as written.

@@ -117,13 +117,35 @@ pub struct PoolPlan {
     pub status: api::v1beta1::IPAddressPoolStatus,
 }
 
-/// Plans `sources` for the services of `lb_class`.
-pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanError> {
-    let mut cfg = Config::default();
-    let mut where_is: HashMap<(&'static str, String), Location> = HashMap::new();
-    let mut services = Vec::new();
-    let mut namespaces = Vec::new();
-    let mut duplicates = Vec::new();
+/// The objects of some sources, as [`read`] finds them.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// The metallb.io configuration objects.
+    pub config: Config,
+    /// The Services.
+    pub services: Vec<K8sService>,
+    /// The Namespaces.
+    pub namespaces: Vec<Namespace>,
+    /// Where each metallb.io object is, by kind and name.
+    pub locations: HashMap<(&'static str, String), Location>,
+    /// The metallb.io objects defined twice, each as a problem on
+    /// `metadata.name` at its second place.
+    pub duplicates: Vec<(Option<Location>, validate::Problem)>,
+}
+
+impl Inputs {
+    /// Where the object a problem is about is, if it is one of these.
+    pub fn locate(&self, p: &validate::Problem) -> Option<Location> {
+        self.locations.get(&(p.kind, p.name.clone())).cloned()
+    }
+}
+
+/// Reads `sources`: metallb.io objects (each checked to read as its kind,
+/// not yet validated), Services and Namespaces; other kinds are skipped,
+/// status-only metallb.io kinds logged at debug and left out. Items of a
+/// `List` count as documents of their own.
+pub fn read(sources: &[Source]) -> Result<Inputs, PlanError> {
+    let mut inputs = Inputs::default();
     for src in sources {
         // Plan inputs are the operator's own files, and a dump of a large
         // cluster has far more than the parser's default 1024 documents.
@@ -161,12 +183,12 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
                 ("v1", "Service") => {
                     let s: K8sService =
                         serde_json::from_value(doc).map_err(|e| bad(format!("Service: {e}")))?;
-                    services.push(s);
+                    inputs.services.push(s);
                 }
                 ("v1", "Namespace") => {
                     let n: Namespace =
                         serde_json::from_value(doc).map_err(|e| bad(format!("Namespace: {e}")))?;
-                    namespaces.push(n);
+                    inputs.namespaces.push(n);
                 }
                 (v, _) if v.starts_with("metallb.io/") => {
                     let one = Config::from_yaml(&doc.to_string()).map_err(|e| {
@@ -184,9 +206,9 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
                         .unwrap_or_default()
                         .to_owned();
                     if let Some(k) = known_kind(&kind)
-                        && let Some(first) = where_is.insert((k, name.clone()), at.clone())
+                        && let Some(first) = inputs.locations.insert((k, name.clone()), at.clone())
                     {
-                        duplicates.push((
+                        inputs.duplicates.push((
                             Some(at.clone()),
                             validate::Problem {
                                 kind: k,
@@ -205,21 +227,29 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
                             "status-only object ignored"
                         );
                     }
-                    merge(&mut cfg, one);
+                    merge(&mut inputs.config, one);
                 }
                 _ => {}
             }
         }
     }
-    let (model, problems) = validate::config(&cfg);
-    if !problems.is_empty() || !duplicates.is_empty() {
-        duplicates.extend(
-            problems
-                .into_iter()
-                .map(|p| (where_is.get(&(p.kind, p.name.clone())).cloned(), p)),
-        );
-        return Err(PlanError::Invalid(duplicates));
+    Ok(inputs)
+}
+
+/// Plans `sources` for the services of `lb_class`.
+pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanError> {
+    let inputs = read(sources)?;
+    let (model, problems) = validate::config(&inputs.config);
+    if !problems.is_empty() || !inputs.duplicates.is_empty() {
+        let mut all = inputs.duplicates.clone();
+        all.extend(problems.into_iter().map(|p| (inputs.locate(&p), p)));
+        return Err(PlanError::Invalid(all));
     }
+    let Inputs {
+        services,
+        namespaces,
+        ..
+    } = inputs;
 
     let mut state = State::new(lb_class.map(str::to_owned));
     state.set_pools(model.pools);

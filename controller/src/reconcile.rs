@@ -17,7 +17,7 @@ use std::time::Duration;
 use api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool, IPAddressPoolStatus};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Namespace, Service as K8sService};
+use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -624,30 +624,7 @@ async fn write_back(
     pool: Option<&str>,
     ips: &[std::net::IpAddr],
 ) -> Result<(), kube::Error> {
-    let mut obj = svc.clone();
-    let annotations = obj
-        .metadata
-        .annotations
-        .get_or_insert_with(Default::default);
-    annotations.remove("metallb.universe.tf/ip-allocated-from-pool");
-    match pool {
-        Some(pool) => {
-            annotations.insert(ANNOTATION_ALLOCATED_FROM_POOL.to_owned(), pool.to_owned());
-        }
-        None => {
-            annotations.remove(ANNOTATION_ALLOCATED_FROM_POOL);
-        }
-    }
-    let status = obj.status.get_or_insert_with(Default::default);
-    let lb = status.load_balancer.get_or_insert_with(Default::default);
-    lb.ingress = (!ips.is_empty()).then(|| {
-        ips.iter()
-            .map(|ip| LoadBalancerIngress {
-                ip: Some(ip.to_string()),
-                ..LoadBalancerIngress::default()
-            })
-            .collect()
-    });
+    let obj = convert::written(svc, pool, ips);
     let name = obj.name_any();
     api.replace_status(&name, &PostParams::default(), &obj)
         .await?;

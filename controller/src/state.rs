@@ -48,6 +48,22 @@ pub enum Outcome {
     Held,
 }
 
+impl Outcome {
+    /// `svc` as the controller leaves it once it has acted on this outcome
+    /// (the reconciler's writes): its addresses and pool annotation when
+    /// assigned ([`convert::written`]), both cleared when it failed or is
+    /// no LoadBalancer, untouched otherwise.
+    pub fn applied_to(&self, svc: &K8sService) -> K8sService {
+        match self {
+            Self::Assigned { assignment, .. } => {
+                convert::written(svc, Some(&assignment.pool), &assignment.ips)
+            }
+            Self::Failed(_) | Self::NotLoadBalancer => convert::written(svc, None, &[]),
+            Self::Invalid(_) | Self::OtherClass(_) | Self::Held => svc.clone(),
+        }
+    }
+}
+
 /// Pools, namespace labels and the allocator.
 #[derive(Debug, Clone, Default)]
 pub struct State {
@@ -500,5 +516,31 @@ mod tests {
         // Freed: the dual-stack service gains it.
         st.forget(&convert::key(&services[1]));
         assert_eq!(ips(&st.sync(&services[0])), ["10.0.0.1", "fc00::"]);
+    }
+
+    /// What `kubectl ferrolb diff` hands the speakers: the Service as the
+    /// reconciler writes it for each outcome.
+    #[test]
+    fn an_outcome_is_applied_as_the_reconciler_writes_it() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("a", &["10.0.0.0/30"])]);
+        let mut svc = service("s", &["10.9.9.9"]);
+        svc.metadata.annotations = Some(BTreeMap::from([(
+            "metallb.universe.tf/ip-allocated-from-pool".to_owned(),
+            "old".to_owned(),
+        )]));
+        let assigned = st.sync(&service("s", &[])).applied_to(&svc);
+        assert_eq!(convert::ingress_ips(&assigned), ["10.0.0.0"]);
+        assert_eq!(
+            assigned.metadata.annotations,
+            Some(BTreeMap::from([(
+                convert::ANNOTATION_ALLOCATED_FROM_POOL.to_owned(),
+                "a".to_owned()
+            )]))
+        );
+        let failed = Outcome::Failed(AllocError::NoPool).applied_to(&assigned);
+        assert!(convert::ingress_ips(&failed).is_empty());
+        assert_eq!(failed.metadata.annotations, Some(BTreeMap::new()));
+        assert_eq!(Outcome::Held.applied_to(&assigned), assigned);
     }
 }

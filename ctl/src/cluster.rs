@@ -89,23 +89,41 @@ impl Snapshot {
         snap.l2_statuses = optional(Api::namespaced(client.clone(), ns), &mut notes).await?;
         snap.bgp_statuses = optional(Api::namespaced(client.clone(), ns), &mut notes).await?;
         snap.states = optional(Api::namespaced(client.clone(), ns), &mut notes).await?;
+        snap.notes = notes;
         let (model, _) = validate::config(&snap.config);
+        snap.read_secrets(client, settings, &model).await?;
+        Ok(snap)
+    }
+
+    /// Reads the Secrets that the BGPPeers of `model` name in
+    /// `passwordSecret` and that are not read yet (a note for each that
+    /// may not be read).
+    pub async fn read_secrets(
+        &mut self,
+        client: &Client,
+        settings: &Settings,
+        model: &Model,
+    ) -> Result<(), kube::Error> {
+        let ns = settings.metallb_namespace.as_str();
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-        for key in password_secrets(&model) {
-            if key.namespace != ns {
+        for key in password_secrets(model) {
+            let read = self.secrets.iter().any(|s| {
+                s.metadata.name.as_deref() == Some(key.name.as_str())
+                    && s.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+            });
+            if key.namespace != ns || read {
                 continue;
             }
             match secrets.get_opt(&key.name).await {
-                Ok(Some(s)) => snap.secrets.push(s),
+                Ok(Some(s)) => self.secrets.push(s),
                 Ok(None) => {}
-                Err(e) if forbidden(&e) => notes.push(format!(
+                Err(e) if forbidden(&e) => self.notes.push(format!(
                     "cannot read Secret {key} (forbidden): BGPPeers that use it show as unusable"
                 )),
                 Err(e) => return Err(e),
             }
         }
-        snap.notes = notes;
-        Ok(snap)
+        Ok(())
     }
 
     /// The configuration as the programs parse it, and its problems.

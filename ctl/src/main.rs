@@ -5,15 +5,18 @@
 //! reports are the library's ([`kubectl_ferrolb::status`],
 //! [`kubectl_ferrolb::explain`]).
 
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use api::model::ObjectKey;
+use api::validate;
 use clap::{Parser, Subcommand, ValueEnum};
+use controller::plan::{self, Source};
 use kube::Client;
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 use kubectl_ferrolb::cluster::{Snapshot, service_events};
-use kubectl_ferrolb::{Settings, explain, status};
+use kubectl_ferrolb::{Settings, diff, explain, status};
 use serde::Serialize;
 
 /// What ferrolb does in this cluster, and why. Reads only: it lists the
@@ -30,16 +33,18 @@ struct Cli {
     /// The kubeconfig context to use (default: its current context).
     #[arg(long, global = true)]
     context: Option<String>,
-    /// The namespace: of the Service for `explain` (default: the
-    /// context's, else `default`); for `status`, show only the pending
-    /// Services of this namespace (default: all).
+    /// The namespace: of the Service for `explain`, and of the Services
+    /// without one in `diff`'s files (default: the context's, else
+    /// `default`); for `status`, show only the pending Services of this
+    /// namespace (default: all).
     #[arg(short = 'n', long, global = true)]
     namespace: Option<String>,
-    /// Output format.
+    /// Output format (`migrate-configmap` always prints YAML manifests).
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
     /// Namespace of the metallb.io objects and the speaker Pods (the
-    /// programs' METALLB_NAMESPACE).
+    /// programs' METALLB_NAMESPACE); `migrate-configmap` puts its objects
+    /// there.
     #[arg(
         long,
         global = true,
@@ -81,6 +86,50 @@ enum Command {
         /// The Service: `svc/NAME`, `service/NAME` or `NAME`.
         service: String,
     },
+    /// What would change in IP assignments and announcements if these
+    /// objects were applied.
+    ///
+    /// The Services that would gain, lose or move an address or change
+    /// pool (the controller's own decisions, which keep an address a
+    /// Service holds wherever they can), the nodes that would start or
+    /// stop sending a Service's routes to a BGP peer or answering for it
+    /// in layer 2 (each speaker's decisions), and the configuration
+    /// problems the objects would bring, each naming its field. An object
+    /// replaces the live one of the same kind, namespace and name; nothing
+    /// is written. Exit status: 0 when nothing moves, 1 when something
+    /// does (or the objects bring a problem), 2 on an error.
+    #[command(after_help = "Examples:\n  \
+        kubectl ferrolb diff -f pools.yaml -f l2.yaml\n  \
+        kubectl ferrolb diff -f pool.yaml && kubectl apply -f pool.yaml   # only if nothing moves")]
+    Diff {
+        /// Multi-document YAML with metallb.io objects, Services and
+        /// Namespaces (their labels select pools); `-` reads standard
+        /// input. May be repeated. Other kinds are skipped. A Service
+        /// without a namespace is in -n's (default: the context's).
+        #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+        files: Vec<String>,
+    },
+    /// MetalLB's legacy ConfigMap configuration as metallb.io objects.
+    ///
+    /// The `config` key of the metallb-system/config ConfigMap (MetalLB
+    /// before 0.13) becomes BGPPeers, IPAddressPools, BGPAdvertisements,
+    /// L2Advertisements, BFDProfiles and a Community, named and mapped as
+    /// MetalLB's own converter did, printed as YAML in the namespace
+    /// --metallb-namespace. Reads no cluster. An unknown key is an error
+    /// naming it; the objects are validated as ferrolb validates them
+    /// before they are printed.
+    #[command(
+        name = "migrate-configmap",
+        after_help = "Example:\n  \
+        kubectl get configmap -n metallb-system config -o yaml \\\n    \
+        | kubectl ferrolb migrate-configmap -f - | kubectl apply -f -"
+    )]
+    MigrateConfigmap {
+        /// The ConfigMap manifest, or the bare configuration YAML (its
+        /// `config` key); `-` reads standard input.
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: String,
+    },
 }
 
 /// How a report is printed.
@@ -94,8 +143,23 @@ enum Format {
     Yaml,
 }
 
+/// The exit status of an error (clap's for a usage error is 2 too).
+const ERROR: u8 = 2;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::MigrateConfigmap { file } = &cli.command {
+        return match migrate(file, &cli.metallb_namespace) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("kubectl ferrolb: {e}");
+                ExitCode::from(ERROR)
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -103,22 +167,59 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kubectl ferrolb: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(ERROR);
         }
     };
     match runtime.block_on(run(&cli)) {
-        Ok(text) => {
+        Ok((text, status)) => {
             print!("{text}");
-            ExitCode::SUCCESS
+            ExitCode::from(status)
         }
         Err(e) => {
             eprintln!("kubectl ferrolb: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(ERROR)
         }
     }
 }
 
-async fn run(cli: &Cli) -> Result<String, String> {
+/// `migrate-configmap`: the file's objects as YAML.
+fn migrate(file: &str, namespace: &str) -> Result<String, String> {
+    let source = read_source(file)?;
+    let cfg = kubectl_ferrolb::migrate::convert(&source.text, namespace)
+        .map_err(|e| format!("{file}: {e}"))?;
+    kubectl_ferrolb::migrate::to_yaml(&cfg).map_err(|e| e.to_string())
+}
+
+/// A file's text, or standard input's for `-`.
+fn read_source(file: &str) -> Result<Source, String> {
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("standard input: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?
+    };
+    Ok(Source {
+        name: file.to_owned(),
+        text,
+    })
+}
+
+/// Runs a command against the cluster: its output and exit status.
+async fn run(cli: &Cli) -> Result<(String, u8), String> {
+    // The files first: a bad one needs no cluster to be told.
+    let inputs = match &cli.command {
+        Command::Diff { files } => {
+            let sources = files
+                .iter()
+                .map(|f| read_source(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(plan::read(&sources).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
     let config = client_config(cli).await?;
     let default_namespace = config.default_namespace.clone();
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
@@ -128,7 +229,7 @@ async fn run(cli: &Cli) -> Result<String, String> {
         speaker_labels: cli.speaker_labels.clone(),
         ignore_exclude_lb: cli.ignore_exclude_lb,
     };
-    let snap = Snapshot::read(&client, &settings)
+    let mut snap = Snapshot::read(&client, &settings)
         .await
         .map_err(|e| e.to_string())?;
     match &cli.command {
@@ -140,7 +241,7 @@ async fn run(cli: &Cli) -> Result<String, String> {
                     .map_err(|e| e.to_string())?;
                 report.attach(&format!("{ns}/{name}"), &events);
             }
-            render(cli.output, &report, status::Status::table)
+            render(cli.output, &report, status::Status::table).map(|t| (t, 0))
         }
         Command::Explain { service } => {
             let name = service_name(service)?;
@@ -151,8 +252,21 @@ async fn run(cli: &Cli) -> Result<String, String> {
                 .map_err(|e| e.to_string())?;
             let mut report = explain::build(&snap, &settings, &key, &events).map_err(|e| e.0)?;
             report.notes.extend(note);
-            render(cli.output, &report, explain::Explain::table)
+            render(cli.output, &report, explain::Explain::table).map(|t| (t, 0))
         }
+        Command::Diff { .. } => {
+            let inputs = inputs.unwrap_or_default();
+            // The Secrets the new BGPPeers name.
+            let (model, _) = validate::config(&inputs.config);
+            snap.read_secrets(&client, &settings, &model)
+                .await
+                .map_err(|e| e.to_string())?;
+            let namespace = cli.namespace.clone().unwrap_or(default_namespace);
+            let report = diff::build(&snap, &settings, &inputs, &namespace);
+            let status = u8::from(report.moves());
+            render(cli.output, &report, diff::Diff::table).map(|t| (t, status))
+        }
+        Command::MigrateConfigmap { .. } => Err("migrate-configmap reads no cluster".into()),
     }
 }
 

@@ -25,6 +25,8 @@
 //! `PR_SET_PDEATHSIG`, which is tied to a dedicated thread that lives as long as
 //! the environment.
 
+pub mod golden;
+
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -387,36 +387,15 @@ fn template(args: &[&str]) -> String {
 /// Compares `got` with `testdata/helm/<name>`, or rewrites the file under
 /// `UPDATE_GOLDEN=1`.
 fn golden(name: &str, got: &str) {
-    let file = repo().join("testdata/helm").join(name);
-    if update() {
-        std::fs::write(&file, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&file).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (UPDATE_GOLDEN=1 cargo test -p testenv --test helm writes it)",
-            file.display()
-        )
-    });
-    if want != got {
-        let line = want
-            .lines()
-            .zip(got.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
-        panic!(
-            "helm template differs from {} from line {}:\n  want: {:?}\n  got:  {:?}\n\
-             (after a deliberate change: UPDATE_GOLDEN=1 cargo test -p testenv --test helm, and review the diff)",
-            file.display(),
-            line + 1,
-            want.lines().nth(line),
-            got.lines().nth(line)
-        );
-    }
+    testenv::golden::check(
+        &repo().join("testdata/helm").join(name),
+        got,
+        "cargo test -p testenv --test helm",
+    );
 }
 
 fn update() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
+    testenv::golden::update()
 }
 
 /// The pinned Helm binary, from `$FERROLB_HELM` or `testenv/build-helm`'s
