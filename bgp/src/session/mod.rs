@@ -45,7 +45,7 @@ use rand_core::RngCore;
 use tracing::trace;
 
 pub use self::caps::Negotiated;
-pub use self::config::{Config, ConnectMode, PeerAs, StopMode};
+pub use self::config::{Config, ConnectMode, LocalAs, PeerAs, StopMode};
 pub use self::conn::ConnId;
 use self::conn::{Conn, ConnState};
 pub use self::fsm::State;

@@ -12,7 +12,7 @@ use api::model::{
     BfdProfile, BgpAdvertisement, Md5Key, PasswordError, Peer, PeerAsn, PeerTarget, Pool,
 };
 use api::validate::Problem;
-use bgp::session::{self, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs};
+use bgp::session::{self, GracefulRestartConfig, IpPrefix, LocalAs, PeerAs, RouteAttrs};
 use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 use ipnetwork::IpNetwork;
@@ -451,8 +451,8 @@ impl Pending {
 /// Builds one peer's session and transport, or reports why not.
 ///
 /// The model has checked the peer; what is left are the limits of this
-/// speaker (no local AS, no unnumbered peering, a 4-octet BGP Identifier,
-/// a 16-bit hold time) and what depends on other objects: the password's
+/// speaker (a local AS only for eBGP and other than myASN, as FRR allows;
+/// no unnumbered peering; a 4-octet BGP Identifier; a 16-bit hold time) and what depends on other objects: the password's
 /// Secret and the BFD profile.
 fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Option<PeerPlan> {
     let mut found = Vec::new();
@@ -464,10 +464,30 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
             message,
         });
     };
-    if peer.local_asn.is_some() {
-        let why =
-            "localASN is not supported by ferrolb's BGP speaker (as in MetalLB's native mode)";
-        bad("spec.localASN", why.into());
+    if let Some(local) = peer.local_asn {
+        // What FRR refuses for `neighbor X local-as N` (bgpd's "Cannot have
+        // local-as same as BGP AS number" and "local-as allowed only for
+        // EBGP peers"; frr-k8s refuses localASN for iBGP sessions too), so
+        // MetalLB's FRR modes never run these sessions either.
+        if local == peer.my_asn {
+            bad(
+                "spec.localASN",
+                format!("{local} equals myASN: a local-as must differ from the real AS"),
+            );
+        }
+        match peer.peer_asn {
+            PeerAsn::Exact(asn) if asn == peer.my_asn => bad(
+                "spec.localASN",
+                format!(
+                    "cannot be set for an iBGP peer (peerASN {asn} equal to myASN): local-as is for eBGP peers"
+                ),
+            ),
+            PeerAsn::Internal => bad(
+                "spec.localASN",
+                "cannot be set with dynamicASN internal: local-as is for eBGP peers".into(),
+            ),
+            _ => {}
+        }
     }
     let address = match &peer.target {
         PeerTarget::Address(a) => Some(*a),
@@ -563,6 +583,13 @@ fn session_config(
         PeerAsn::External => PeerAs::External,
     };
     let mut session = session::Config::new(peer.my_asn, peer_as, router_id);
+    // MetalLB's FRR mode writes `neighbor X local-as N no-prepend
+    // replace-as` for localASN: the peer sees N alone, in the OPEN and in
+    // the AS_PATH of our routes.
+    session.local_as_override = peer.local_asn.map(|asn| LocalAs {
+        asn,
+        replace_as: true,
+    });
     session.hold_time = hold_time;
     session.keepalive = peer.timers.map(|t| t.keepalive);
     if let Some(d) = peer.connect_time {

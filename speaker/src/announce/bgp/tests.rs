@@ -7,7 +7,7 @@ use std::time::Duration;
 use api::meta::{LabelSelector, SecretReference};
 use api::v1beta1::{BGPAdvertisement, BGPAdvertisementSpec};
 use api::v1beta2::{BGPPeerSpec, DynamicASNMode};
-use bgp::session::{ConnectMode, PeerAs, RouteAttrs};
+use bgp::session::{ConnectMode, LocalAs, PeerAs, RouteAttrs};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 
 use super::super::fixture::*;
@@ -285,6 +285,70 @@ fn bad_peers_are_reported_and_others_run() {
         assert_eq!(fields(&plan), [("BGPPeer", "ebgp", field)], "{field}");
         assert!(!plan.peers.contains_key("ebgp"), "{field}");
         assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"], "{field}");
+    }
+}
+
+/// `localASN` as MetalLB's FRR mode writes it (`local-as N no-prepend
+/// replace-as`), and the combinations FRR refuses.
+#[test]
+fn local_asn_session_and_refusals() {
+    let mut v = base();
+    v.config.peers[1].spec.local_asn = Some(65410);
+    let mut same = peer("same-as-local", 64512, 65410, "10.0.0.252");
+    same.spec.local_asn = Some(65410);
+    v.config.peers.push(same);
+    v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
+    let plan = bgp(&v);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    let ebgp = &plan.peers["ebgp"];
+    assert_eq!(ebgp.session.local_as, 64512);
+    assert_eq!(
+        ebgp.session.local_as_override,
+        Some(LocalAs {
+            asn: 65410,
+            replace_as: true
+        })
+    );
+    assert_eq!(ebgp.session.session_as(), 65410);
+    assert!(!ebgp.ibgp);
+    assert_eq!(ebgp.transport.ttl, Some(1));
+    // The peer in AS N: internal, decided against N as FRR does.
+    assert!(plan.peers["same-as-local"].ibgp);
+    assert_eq!(plan.peers["same-as-local"].transport.ttl, None);
+
+    let table: [(Breaker, &str); 3] = [
+        (|s| s.local_asn = Some(s.my_asn), "equals myASN"),
+        (
+            |s| {
+                s.peer_asn = Some(s.my_asn);
+                s.local_asn = Some(65410);
+            },
+            "iBGP peer",
+        ),
+        (
+            |s| {
+                s.peer_asn = None;
+                s.dynamic_asn = Some(DynamicASNMode::Internal);
+                s.local_asn = Some(65410);
+            },
+            "dynamicASN internal",
+        ),
+    ];
+    for (breaks, why) in table {
+        let mut v = base();
+        breaks(&mut v.config.peers[1].spec);
+        let plan = bgp(&v);
+        assert_eq!(
+            fields(&plan),
+            [("BGPPeer", "ebgp", "spec.localASN")],
+            "{why}"
+        );
+        assert!(
+            plan.problems[0].message.contains(why),
+            "{:?}",
+            plan.problems
+        );
+        assert!(!plan.peers.contains_key("ebgp"), "{why}");
     }
 }
 
