@@ -4,6 +4,8 @@
 //! the service routes from all of them (ECMP), follows configuration
 //! changes, and sees a Cease when a speaker is stopped. In layer 2 mode
 //! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
+//! BGPPeer `localASN` against FRR and BIRD: the routers peer with the local
+//! AS and install the routes with it as their AS_PATH.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -11,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use testnet::{Bridge, Frr, Netns, Proc, RunDir, wait_until};
+use testnet::{Bird, Bridge, Frr, Netns, Proc, RunDir, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 /// Deadline for a configuration change to reach the router: it only
@@ -1026,4 +1028,205 @@ router bgp 64500
     }
     assert!(log_of(&node).contains("bgp listening"));
     node.proc.stop();
+}
+
+/// The peers' part of the local-AS lab: FRR expects `frr_local` from us,
+/// BIRD 4200000001 (a 4-octet AS: AS_TRANS in the OPEN's My AS).
+fn local_asn_config(frr_local: u32) -> String {
+    format!(
+        "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {{name: bgp-pool, namespace: metallb-system}}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {{name: frr, namespace: metallb-system}}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  localASN: {frr_local}
+  peerAddress: 10.0.0.1
+  holdTime: 9s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {{name: bird, namespace: metallb-system}}
+spec:
+  myASN: 64512
+  peerASN: 64501
+  localASN: 4200000001
+  peerAddress: 10.0.0.3
+  holdTime: 9s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {{name: bgp-adv, namespace: metallb-system}}
+spec:
+  ipAddressPools: [bgp-pool]
+"
+    )
+}
+
+const LOCAL_AS_FRR: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp log-neighbor-changes
+ neighbor 10.0.0.2 remote-as 65410
+ neighbor 10.0.0.2 timers connect 1
+";
+
+/// BIRD imports into its table and exports to the namespace's FIB.
+const LOCAL_AS_BIRD: &str = "
+router id 10.0.0.3;
+protocol device {}
+protocol kernel {
+  ipv4 { import none; export all; };
+}
+protocol bgp speaker {
+  local 10.0.0.3 as 64501;
+  neighbor 10.0.0.2 as 4200000001;
+  hold time 9;
+  connect delay time 1;
+  connect retry time 1;
+  ipv4 { import all; export none; };
+}
+";
+
+/// The route to `prefix` in `ns`'s FIB, as `ip route` prints it.
+fn fib(ns: &Netns, prefix: &str) -> String {
+    ns.run(["ip", "route", "show", prefix])
+}
+
+/// BGPPeer `localASN` (issue 20 §2), as MetalLB's FRR mode configures it
+/// (`neighbor X local-as N no-prepend replace-as`): FRR configured with
+/// `remote-as 65410` and BIRD with `neighbor ... as 4200000001` peer with
+/// a speaker whose myASN is 64512, see the local AS as ours, receive the
+/// service route with an AS_PATH of the local AS alone, and install it.
+/// Changing localASN restarts the session with the new AS in the OPEN:
+/// FRR, still expecting 65410, refuses it (Bad Peer AS) and withdraws the
+/// route; once FRR expects 65411 the route is back with AS_PATH 65411.
+#[test]
+fn local_asn_is_the_as_frr_and_bird_see() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-localas");
+    let dir = config_dir(&run, "bgp");
+    std::fs::write(dir.join("metallb.yaml"), local_asn_config(65410)).unwrap();
+    let bridge = Bridge::new("lasn");
+    let frr_ns = Netns::new("lasfrr");
+    bridge.attach(&frr_ns, "eth0");
+    frr_ns.add_addr("eth0", "10.0.0.1/24");
+    let bird_ns = Netns::new("lasbird");
+    bridge.attach(&bird_ns, "eth0");
+    bird_ns.add_addr("eth0", "10.0.0.3/24");
+    let frr = Frr::start(&frr_ns, LOCAL_AS_FRR);
+    let bird = Bird::start(&bird_ns, LOCAL_AS_BIRD);
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let prefix = "198.51.100.10/32";
+    let fail = |e: String| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+
+    // FRR: the session is up with AS 65410, the path is 65410 alone, and
+    // zebra installed the route.
+    let aspath = |frr: &Frr| {
+        let v = frr.vtysh_json(&format!("show bgp ipv4 unicast {prefix} json"));
+        v["paths"][0]["aspath"]["segments"].clone()
+    };
+    let segs = wait_until("the route at FRR", T, Duration::from_millis(200), || {
+        let s = aspath(&frr);
+        s.is_array().then_some(s)
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    assert_eq!(
+        segs,
+        serde_json::json!([{"type": "as-sequence", "list": [65410]}]),
+        "FRR's AS_PATH"
+    );
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["remoteAs"], 65410, "{n:#}");
+    assert_eq!(n["10.0.0.2"]["localAs"], 64500, "{n:#}");
+    assert_eq!(n["10.0.0.2"]["nbrExternalLink"], true, "{n:#}");
+    wait_until("FRR's FIB route", T, Duration::from_millis(200), || {
+        let r = fib(&frr_ns, prefix);
+        (r.contains("via 10.0.0.2") && r.contains("proto bgp")).then_some(())
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+
+    // BIRD: the neighbor AS is the 4-octet local AS, and so is the path.
+    let route = wait_until("the route at BIRD", T, Duration::from_millis(200), || {
+        let r = bird.birdc(&format!("show route all {prefix}"));
+        r.contains("BGP.as_path").then_some(r)
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let path: Vec<&str> = route
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("BGP.as_path:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(path, ["4200000001"], "{route}");
+    let proto = bird.birdc("show protocols all speaker");
+    assert!(proto.contains("Established"), "{proto}");
+    let neighbor_as: Vec<&str> = proto
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Neighbor AS:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(neighbor_as, ["4200000001"], "{proto}");
+    wait_until("BIRD's FIB route", T, Duration::from_millis(200), || {
+        let r = fib(&bird_ns, prefix);
+        (r.contains("via 10.0.0.2") && r.contains("proto bird")).then_some(())
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+
+    // A new localASN: a new session, whose OPEN FRR (still expecting
+    // 65410) refuses; the route goes.
+    let prefix_json = format!("show bgp ipv4 unicast {prefix} json");
+    std::fs::write(dir.join(".metallb.yaml.tmp"), local_asn_config(65411)).unwrap();
+    std::fs::rename(dir.join(".metallb.yaml.tmp"), dir.join("metallb.yaml")).unwrap();
+    wait_until(
+        "FRR to refuse the OPEN with AS 65411",
+        CHANGE,
+        Duration::from_millis(200),
+        || {
+            // Our log names the NOTIFICATION FRR answered the OPEN with.
+            let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let refused = log.lines().any(|l| {
+                l.contains("name=\"frr\"")
+                    && l.contains("notification received")
+                    && l.contains("Bad Peer AS")
+            });
+            let gone = frr.vtysh_json(&prefix_json)["paths"].is_null();
+            (refused && gone).then_some(())
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json("show bgp neighbors 10.0.0.2 json"));
+        fail(e.to_string())
+    });
+    frr.configure(&["router bgp 64500", "neighbor 10.0.0.2 remote-as 65411"]);
+    let segs = wait_until(
+        "the route back at FRR",
+        T,
+        Duration::from_millis(200),
+        || {
+            let s = aspath(&frr);
+            (s == serde_json::json!([{"type": "as-sequence", "list": [65411]}])).then_some(s)
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json(&prefix_json));
+        fail(e.to_string())
+    });
+    assert!(segs.is_array());
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["remoteAs"], 65411, "{n:#}");
+    // BIRD's peer did not change: its session is up.
+    assert!(bird.is_established("speaker"));
 }
