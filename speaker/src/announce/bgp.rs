@@ -516,8 +516,21 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
         let hold = peer.timers.map_or(Duration::ZERO, |t| t.hold);
         bad("spec.holdTime", format!("{hold:?} is not 0 or 3s..=65535s"));
     }
+    if peer.disable_mp && peer.dual_stack_address_family {
+        // MetalLB documents disableMP as "separating IPv4 and IPv6 route
+        // exchanges into distinct sessions"; dualStackAddressFamily asks
+        // for the opposite on this one session.
+        let why = "contradicts dualStackAddressFamily: a session cannot both carry only its own family and both";
+        bad("spec.disableMP", why.into());
+    }
     let md5_key = md5_key(view, peer, &mut bad);
     let bfd_profile = bfd_profile(view, peer, &mut bad);
+    if peer.vrf.is_some() && bfd_profile.is_some() {
+        // The BFD driver's sockets are in the default VRF: the session
+        // would never come up, and it holds BGP down.
+        let why = "a BFD session in a VRF is not supported: unset bfdProfile or vrf";
+        bad("spec.vrf", why.into());
+    }
     if !found.is_empty() {
         problems.extend(found);
         return None;
@@ -563,8 +576,15 @@ fn bfd_profile(
 ) -> Option<(String, BfdProfile)> {
     let name = peer.bfd_profile.as_ref()?;
     let profile = view.model.bfd_profiles.get(name);
-    if profile.is_none() {
-        bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile"));
+    match profile {
+        None => bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile")),
+        // Taking the profile without its echo function would run a
+        // session other than the one asked for.
+        Some(p) if p.echo_mode => bad(
+            "spec.bfdProfile",
+            format!("BFDProfile {name:?} sets echoMode: BFD echo mode is not supported yet"),
+        ),
+        Some(_) => {}
     }
     profile.map(|p| (name.clone(), *p))
 }
@@ -604,7 +624,12 @@ fn session_config(
     } else {
         vec![Family::Ipv6Unicast]
     };
-    session.disable_mp = peer.disable_mp;
+    // disableMP: the session carries its own family only, which it does
+    // already (dualStackAddressFamily, which contradicts it, is refused).
+    // Over IPv4 the OPEN then has no multiprotocol capability (RFC 4760
+    // §8: IPv4 unicast is implied); over IPv6 it must keep the one for
+    // IPv6, or no route could go.
+    session.disable_mp = peer.disable_mp && session.families == [Family::Ipv4Unicast];
     session.hostname = Some(view.node.clone());
     if peer.graceful_restart {
         session.graceful_restart = Some(GracefulRestartConfig {

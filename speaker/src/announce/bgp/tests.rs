@@ -256,7 +256,7 @@ fn password_secret() {
 
 #[test]
 fn bad_peers_are_reported_and_others_run() {
-    let table: [(Breaker, &str); 9] = [
+    let table: [(Breaker, &str); 11] = [
         (|s| s.peer_address = "not-an-ip".into(), "spec.peerAddress"),
         (|s| s.peer_asn = None, "spec.peerASN"),
         (
@@ -276,9 +276,25 @@ fn bad_peers_are_reported_and_others_run() {
             "spec.interface",
         ),
         (|s| s.password = "x".repeat(81), "spec.password"),
+        (
+            |s| {
+                s.disable_mp = Some(true);
+                s.dual_stack_address_family = Some(true);
+            },
+            "spec.disableMP",
+        ),
+        // Valid in the API; this speaker's BFD has no VRF sockets.
+        (
+            |s| {
+                s.vrf = "red".into();
+                s.bfd_profile = "fast".into();
+            },
+            "spec.vrf",
+        ),
     ];
     for (breaks, field) in table {
         let mut v = base();
+        v.config.bfd_profiles = vec![bfd("fast")];
         breaks(&mut v.config.peers[1].spec);
         v.services = vec![svc("web", &["192.0.2.10"], &["n1"])];
         let plan = bgp(&v);
@@ -350,6 +366,27 @@ fn local_asn_session_and_refusals() {
         );
         assert!(!plan.peers.contains_key("ebgp"), "{why}");
     }
+}
+
+/// BFDProfile `echoMode`: ferrolb's BFD has no echo function, so a peer
+/// whose profile asks for it is refused, not run without it.
+#[test]
+fn bfd_echo_mode_is_refused() {
+    let mut v = base();
+    let mut echo = bfd("echo");
+    echo.spec.echo_mode = Some(true);
+    v.config.bfd_profiles = vec![bfd("fast"), echo];
+    v.config.peers[0].spec.bfd_profile = "fast".into();
+    v.config.peers[1].spec.bfd_profile = "echo".into();
+    let plan = bgp(&v);
+    assert_eq!(fields(&plan), [("BGPPeer", "ebgp", "spec.bfdProfile")]);
+    assert!(
+        plan.problems[0].message.contains("echoMode"),
+        "{:?}",
+        plan.problems
+    );
+    assert!(!plan.peers.contains_key("ebgp"));
+    assert!(plan.peers["ibgp"].bfd_profile.is_some());
 }
 
 #[test]
@@ -783,6 +820,9 @@ fn dual_stack() {
     let mut mp_off = peer("mp-off", 64512, 65000, "10.0.0.251");
     mp_off.spec.disable_mp = Some(true);
     v.config.peers.push(mp_off);
+    let mut mp_off_v6 = peer("mp-off-v6", 64512, 65000, "2001:db8:ffff::2");
+    mp_off_v6.spec.disable_mp = Some(true);
+    v.config.peers.push(mp_off_v6);
     v.services = vec![svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])];
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
@@ -794,6 +834,10 @@ fn dual_stack() {
     );
     assert!(plan.peers["mp-off"].session.disable_mp);
     assert_eq!(prefixes(&plan, "mp-off"), ["192.0.2.10/32"]);
+    // Over IPv6 the multiprotocol capability for IPv6 stays, or the
+    // session could carry nothing.
+    assert!(!plan.peers["mp-off-v6"].session.disable_mp);
+    assert_eq!(prefixes(&plan, "mp-off-v6"), ["2001:db8::10/128"]);
 }
 
 #[test]
