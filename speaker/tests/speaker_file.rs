@@ -5,7 +5,9 @@
 //! changes, and sees a Cease when a speaker is stopped. In layer 2 mode
 //! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
 //! BGPPeer `localASN` against FRR and BIRD: the routers peer with the local
-//! AS and install the routes with it as their AS_PATH.
+//! AS and install the routes with it as their AS_PATH. `ebgpMultiHop`,
+//! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
+//! against FRR, as FRR sees them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use testnet::{Bird, Bridge, Frr, Netns, Proc, RunDir, wait_until};
+use testnet::{Bird, Bridge, Frr, Netns, Proc, RunDir, veth_pair, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 /// Deadline for a configuration change to reach the router: it only
@@ -1229,4 +1231,169 @@ fn local_asn_is_the_as_frr_and_bird_see() {
     assert_eq!(n["10.0.0.2"]["remoteAs"], 65411, "{n:#}");
     // BIRD's peer did not change: its session is up.
     assert!(bird.is_established("speaker"));
+}
+
+/// Three sessions from one node to FRR, one per field under test, each
+/// from its own `sourceAddress` (FRR tells its neighbors apart by address).
+const FIELDS_METALLB: &str = "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bgp-pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: multihop, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.1.1
+  sourceAddress: 10.0.0.22
+  ebgpMultiHop: true
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: dynamic, namespace: metallb-system}
+spec:
+  myASN: 64512
+  dynamicASN: external
+  peerAddress: 10.0.0.1
+  sourceAddress: 10.0.0.23
+  routerID: 10.255.0.23
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: mp-off, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.0.11
+  sourceAddress: 10.0.0.24
+  disableMP: true
+  holdTime: 6s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp-adv, namespace: metallb-system}
+spec:
+  ipAddressPools: [bgp-pool]
+";
+
+const FIELDS_FRR: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp log-neighbor-changes
+ neighbor 10.0.0.22 remote-as 64512
+ neighbor 10.0.0.22 ebgp-multihop
+ neighbor 10.0.0.22 update-source 10.0.1.1
+ neighbor 10.0.0.22 timers connect 1
+ neighbor 10.0.0.23 remote-as 64512
+ neighbor 10.0.0.23 timers connect 1
+ neighbor 10.0.0.24 remote-as 64512
+ neighbor 10.0.0.24 timers connect 1
+";
+
+/// BGPPeer fields as a real router sees them (issue 20 §2):
+///
+/// - `ebgpMultiHop`: FRR's address 10.0.1.1 is behind a forwarding
+///   namespace, so our packets cross a router; with the TTL of 1 a
+///   directly connected eBGP session uses, the hop would drop them.
+/// - `dynamicASN: external`: FRR in AS 64500 is accepted as external.
+/// - `routerID`: FRR sees 10.255.0.23 as our identifier.
+/// - `sourceAddress`: each session comes from its own address, which FRR
+///   matches against its neighbor statements.
+/// - `disableMP` over IPv4: our OPEN has no multiprotocol capability, FRR
+///   takes IPv4 unicast as implied (RFC 4760 §8) and has the route.
+/// - `holdTime: 6s`: FRR negotiates 6 s (its own is 180 s).
+///
+/// Each session carries the service route.
+#[test]
+fn peer_fields_as_frr_sees_them() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-fields");
+    let dir = config_dir(&run, "bgp");
+    std::fs::write(dir.join("metallb.yaml"), FIELDS_METALLB).unwrap();
+    let bridge = Bridge::new("flds");
+    let frr_ns = Netns::new("fldfrr");
+    bridge.attach(&frr_ns, "eth0");
+    frr_ns.add_addr("eth0", "10.0.0.1/24");
+    frr_ns.add_addr("eth0", "10.0.0.11/24");
+    // The far side: FRR's 10.0.1.1 is reached through `hop`.
+    let hop = Netns::new("fldhop");
+    bridge.attach(&hop, "eth0");
+    hop.add_addr("eth0", "10.0.0.254/24");
+    veth_pair(&hop, "eth1", &frr_ns, "eth1");
+    hop.add_addr("eth1", "10.0.1.254/24");
+    frr_ns.add_addr("eth1", "10.0.1.1/24");
+    hop.sysctl("net.ipv4.ip_forward", "1");
+    let frr = Frr::start(&frr_ns, FIELDS_FRR);
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    for a in ["10.0.0.22/24", "10.0.0.23/24", "10.0.0.24/24"] {
+        node.ns.add_addr("eth0", a);
+    }
+    node.ns.add_route("10.0.1.0/24", "10.0.0.254");
+    let fail = |e: String| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+
+    // Every session Established, each with the route.
+    let summary = wait_until(
+        "the three sessions up, each with the route",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = frr.vtysh_json("show bgp ipv4 unicast summary json");
+            ["10.0.0.22", "10.0.0.23", "10.0.0.24"]
+                .iter()
+                .all(|p| v["peers"][p]["pfxRcd"] == 1)
+                .then_some(v)
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json("show bgp ipv4 unicast summary json"));
+        fail(e.to_string())
+    });
+    for p in ["10.0.0.22", "10.0.0.23", "10.0.0.24"] {
+        assert_eq!(summary["peers"][p]["state"], "Established", "{summary:#}");
+    }
+    let neighbor = |ip: &str| frr.vtysh_json(&format!("show bgp neighbors {ip} json"))[ip].clone();
+
+    // ebgpMultiHop: the session crossed `hop`, which forwarded it.
+    let n = neighbor("10.0.0.22");
+    assert_eq!(n["hostLocal"], "10.0.1.1", "{n:#}");
+    let forwarded = hop.run(["cat", "/proc/net/snmp"]);
+    let ip_stats: Vec<&str> = forwarded.lines().filter(|l| l.starts_with("Ip:")).collect();
+    let fwd_col = ip_stats[0]
+        .split_whitespace()
+        .position(|c| c == "ForwDatagrams")
+        .unwrap();
+    let forw: u64 = ip_stats[1]
+        .split_whitespace()
+        .nth(fwd_col)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(forw > 0, "hop forwarded nothing: {forwarded}");
+
+    // dynamicASN external and routerID.
+    let n = neighbor("10.0.0.23");
+    assert_eq!(n["remoteAs"], 64512, "{n:#}");
+    assert_eq!(n["remoteRouterId"], "10.255.0.23", "{n:#}");
+    assert_eq!(n["nbrExternalLink"], true, "{n:#}");
+
+    // disableMP over IPv4 and holdTime.
+    let n = neighbor("10.0.0.24");
+    let mp = &n["neighborCapabilities"]["multiprotocolExtensions"]["ipv4Unicast"];
+    assert_eq!(mp["advertised"], true, "{n:#}");
+    assert!(
+        mp.get("received").is_none() && mp.get("advertisedAndReceived").is_none(),
+        "FRR received a multiprotocol capability: {n:#}"
+    );
+    assert_eq!(n["bgpTimerHoldTimeMsecs"], 6000, "{n:#}");
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
 }
