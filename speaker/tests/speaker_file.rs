@@ -5,7 +5,8 @@
 //! changes, and sees a Cease when a speaker is stopped. In layer 2 mode
 //! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
 //! BGPPeer `localASN` against FRR and BIRD: the routers peer with the local
-//! AS and install the routes with it as their AS_PATH. `ebgpMultiHop`,
+//! AS and install the routes with it as their AS_PATH, the same AS_PATH FRR
+//! sends when configured as MetalLB's FRR mode configures it. `ebgpMultiHop`,
 //! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
 //! against FRR, as FRR sees them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1396,4 +1397,87 @@ fn peer_fields_as_frr_sees_them() {
     );
     assert_eq!(n["bgpTimerHoldTimeMsecs"], 6000, "{n:#}");
     assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+}
+
+/// FRR configured as MetalLB's FRR mode configures it for `localASN:
+/// 65410` (`neighbor X local-as 65410 no-prepend replace-as`), beside our
+/// speaker with the same BGPPeer: the router, configured with `remote-as
+/// 65410` for both, receives the same AS_PATH from each. What a MetalLB
+/// user sees at the router is what a ferrolb user sees.
+#[test]
+fn local_asn_as_metallb_frr_mode_configures_it() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-localas-mlb");
+    let dir = config_dir(&run, "bgp");
+    let metallb = local_asn_config(65410);
+    // Only the FRR peer: the BIRD one is left out.
+    let frr_only = metallb
+        .split("---\n")
+        .filter(|doc| !doc.contains("name: bird"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    assert!(frr_only.contains("localASN: 65410") && !frr_only.contains("10.0.0.3"));
+    std::fs::write(dir.join("metallb.yaml"), frr_only).unwrap();
+    let bridge = Bridge::new("lasm");
+    let router_ns = Netns::new("lasmrtr");
+    bridge.attach(&router_ns, "eth0");
+    router_ns.add_addr("eth0", "10.0.0.1/24");
+    let metallb_ns = Netns::new("lasmmlb");
+    bridge.attach(&metallb_ns, "eth0");
+    metallb_ns.add_addr("eth0", "10.0.0.4/24");
+    let router = Frr::start(
+        &router_ns,
+        &format!(
+            "{LOCAL_AS_FRR} neighbor 10.0.0.4 remote-as 65410\n neighbor 10.0.0.4 timers connect 1\n"
+        ),
+    );
+    // The lines MetalLB's neighborsession.tmpl writes for this BGPPeer.
+    let _metallb = Frr::start(
+        &metallb_ns,
+        "
+router bgp 64512
+ bgp router-id 10.0.0.4
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 10.0.0.1 remote-as 64500
+ neighbor 10.0.0.1 local-as 65410 no-prepend replace-as
+ neighbor 10.0.0.1 timers connect 1
+ address-family ipv4 unicast
+  network 198.51.100.10/32
+ exit-address-family
+",
+    );
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let prefix = "show bgp ipv4 unicast 198.51.100.10/32 json";
+    let paths = wait_until(
+        "both paths at the router",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = router.vtysh_json(prefix);
+            let p = v["paths"].as_array().cloned().unwrap_or_default();
+            (p.len() == 2).then_some(p)
+        },
+    )
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}: {:#}", router.vtysh_json(prefix))
+    });
+    let by = |from: &str| {
+        paths
+            .iter()
+            .find(|p| p["peer"]["peerId"] == from)
+            .unwrap_or_else(|| panic!("no path from {from}: {paths:#?}"))
+    };
+    let (ours, theirs) = (by("10.0.0.2"), by("10.0.0.4"));
+    assert_eq!(ours["aspath"], theirs["aspath"], "{paths:#?}");
+    assert_eq!(
+        ours["aspath"]["segments"],
+        serde_json::json!([{"type": "as-sequence", "list": [65410]}])
+    );
+    for ip in ["10.0.0.2", "10.0.0.4"] {
+        let n = router.vtysh_json(&format!("show bgp neighbors {ip} json"));
+        assert_eq!(n[ip]["remoteAs"], 65410, "{n:#}");
+        assert_eq!(n[ip]["nbrExternalLink"], true, "{n:#}");
+    }
 }
