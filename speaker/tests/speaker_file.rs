@@ -8,7 +8,8 @@
 //! AS and install the routes with it as their AS_PATH, the same AS_PATH FRR
 //! sends when configured as MetalLB's FRR mode configures it. `ebgpMultiHop`,
 //! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
-//! against FRR, as FRR sees them.
+//! against FRR, as FRR sees them; `connectTime` as the spacing of our
+//! connection attempts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -1480,4 +1481,75 @@ router bgp 64512
         assert_eq!(n[ip]["remoteAs"], 65410, "{n:#}");
         assert_eq!(n[ip]["nbrExternalLink"], true, "{n:#}");
     }
+}
+
+/// The times (ms since the UNIX epoch) of our "connect failed" log lines
+/// for BGPPeer `name`, in order.
+fn connect_failures(log: &str, name: &str) -> Vec<f64> {
+    let span = format!("name=\"{name}\"");
+    log.lines()
+        .filter(|l| l.contains(&span) && l.contains("connect failed"))
+        .filter_map(|l| {
+            let ts: k8s_openapi::jiff::Timestamp = l.split_whitespace().next()?.parse().ok()?;
+            Some(ts.as_microsecond() as f64 / 1000.0)
+        })
+        .collect()
+}
+
+/// `connectTime` against a router address where nothing listens (each
+/// SYN gets a RST at once, so each attempt fails as it is made): the
+/// peer with `connectTime: 3s` retries no sooner than 2.25 s (RFC 4271
+/// §10 jitter, 0.75 of it), and the one with `connectTime: 1s`, in the
+/// same run, makes several attempts in the time the other makes two.
+#[test]
+fn connect_time_spaces_the_connection_attempts() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-connect");
+    let dir = config_dir(&run, "bgp");
+    let peer = |name: &str, addr: &str, secs: u32| {
+        format!(
+            "---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {{name: {name}, namespace: metallb-system}}\nspec: {{myASN: 64512, peerASN: 64500, peerAddress: {addr}, connectTime: {secs}s}}\n"
+        )
+    };
+    let metallb = format!(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: bgp-pool, namespace: metallb-system}}\nspec: {{addresses: [198.51.100.0/24]}}\n{}{}",
+        peer("fast", "10.0.0.1", 1),
+        peer("slow", "10.0.0.11", 3)
+    );
+    std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
+    let bridge = Bridge::new("conn");
+    let router = Netns::new("connrtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    router.add_addr("eth0", "10.0.0.11/24");
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let log = || std::fs::read_to_string(&node.log).unwrap_or_default();
+    let slow = wait_until(
+        "three failed attempts of the slow peer",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let t = connect_failures(&log(), "slow");
+            (t.len() >= 3).then_some(t)
+        },
+    )
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}")
+    });
+    let fast = connect_failures(&log(), "fast");
+    for w in slow.windows(2) {
+        assert!(w[1] - w[0] >= 2250.0, "slow: {slow:?}");
+    }
+    for w in fast.windows(2) {
+        assert!(w[1] - w[0] >= 750.0, "fast: {fast:?}");
+    }
+    let within = fast
+        .iter()
+        .filter(|&&t| t > slow[0] && t <= slow[2])
+        .count();
+    assert!(
+        within >= 3,
+        "{within} attempts of the fast peer while the slow one made two: fast {fast:?}, slow {slow:?}"
+    );
 }
