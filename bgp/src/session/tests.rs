@@ -774,6 +774,57 @@ fn connect_failure_retries_after_connect_retry_time() {
     assert!(h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
 }
 
+/// A connect that neither succeeds nor fails (the peer's SYNs go
+/// unanswered) is abandoned when ConnectRetry expires, and a new one is
+/// made: attempts stay ConnectRetryTime apart (RFC 4271 §8.2.2, event 9).
+#[test]
+fn pending_connect_is_abandoned_when_connect_retry_expires() {
+    let mut c = config();
+    c.connect_retry = Duration::from_secs(2);
+    let mut h = Harness::new(c);
+    h.s.start(h.now);
+    let connects = |outs: &[Output]| -> Vec<ConnId> {
+        outs.iter()
+            .filter_map(|o| match o {
+                Output::Connect(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = connects(&h.drain());
+    assert_eq!(first.len(), 1);
+    assert_eq!(h.s.state(), State::Connect);
+    let at = h.s.poll_timeout().unwrap();
+    let d = at - h.now;
+    assert!(
+        d >= Duration::from_millis(1500) && d <= Duration::from_secs(2),
+        "{d:?}"
+    );
+    h.fire();
+    let outs = h.drain();
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::Disconnect(c) if *c == first[0])),
+        "{outs:?}"
+    );
+    let second = connects(&outs);
+    assert_eq!(second.len(), 1, "{outs:?}");
+    assert_ne!(second[0], first[0]);
+    assert_eq!(h.s.state(), State::Connect);
+    // The abandoned attempt's late result changes nothing.
+    h.s.handle_connect_failed(h.now, first[0]);
+    assert!(connects(&h.drain()).is_empty());
+    assert_eq!(h.s.state(), State::Connect);
+    // The new one completes as usual.
+    h.s.handle_connected(
+        h.now,
+        second[0],
+        LOCAL.parse().unwrap(),
+        REMOTE.parse().unwrap(),
+    );
+    assert_eq!(h.s.state(), State::OpenSent);
+}
+
 #[test]
 fn passive_waits_for_the_peer() {
     let mut c = config();
