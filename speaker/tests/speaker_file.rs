@@ -9,7 +9,8 @@
 //! sends when configured as MetalLB's FRR mode configures it. `ebgpMultiHop`,
 //! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
 //! against FRR, as FRR sees them; `connectTime` as the spacing of our
-//! connection attempts.
+//! connection attempts; `vrf` as the device the session's socket is bound
+//! to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -1500,7 +1501,9 @@ fn connect_failures(log: &str, name: &str) -> Vec<f64> {
 /// SYN gets a RST at once, so each attempt fails as it is made): the
 /// peer with `connectTime: 3s` retries no sooner than 2.25 s (RFC 4271
 /// §10 jitter, 0.75 of it), and the one with `connectTime: 1s`, in the
-/// same run, makes several attempts in the time the other makes two.
+/// same run, makes several attempts in the time the other makes two. A
+/// third peer's address has no host (no SYN is ever answered): its
+/// attempts are abandoned and renewed every `connectTime` too.
 #[test]
 fn connect_time_spaces_the_connection_attempts() {
     testnet::require_root();
@@ -1515,7 +1518,7 @@ fn connect_time_spaces_the_connection_attempts() {
         "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: bgp-pool, namespace: metallb-system}}\nspec: {{addresses: [198.51.100.0/24]}}\n{}{}",
         peer("fast", "10.0.0.1", 1),
         peer("slow", "10.0.0.11", 3)
-    );
+    ) + &peer("silent", "10.0.0.99", 1);
     std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
     let bridge = Bridge::new("conn");
     let router = Netns::new("connrtr");
@@ -1544,12 +1547,85 @@ fn connect_time_spaces_the_connection_attempts() {
     for w in fast.windows(2) {
         assert!(w[1] - w[0] >= 750.0, "fast: {fast:?}");
     }
-    let within = fast
-        .iter()
-        .filter(|&&t| t > slow[0] && t <= slow[2])
-        .count();
+    let within = |times: &[f64]| {
+        times
+            .iter()
+            .filter(|&&t| t > slow[0] && t <= slow[2])
+            .count()
+    };
     assert!(
-        within >= 3,
-        "{within} attempts of the fast peer while the slow one made two: fast {fast:?}, slow {slow:?}"
+        within(&fast) >= 3,
+        "{} attempts of the fast peer while the slow one made two: fast {fast:?}, slow {slow:?}",
+        within(&fast)
     );
+    // No host answers for 10.0.0.99: each attempt is still pending when
+    // ConnectRetry expires, and is abandoned for a new one.
+    let abandoned: Vec<f64> = log()
+        .lines()
+        .filter(|l| l.contains("name=\"silent\"") && l.contains("attempt abandoned"))
+        .filter_map(|l| {
+            let ts: k8s_openapi::jiff::Timestamp = l.split_whitespace().next()?.parse().ok()?;
+            Some(ts.as_microsecond() as f64 / 1000.0)
+        })
+        .collect();
+    for w in abandoned.windows(2) {
+        assert!(w[1] - w[0] >= 750.0, "silent: {abandoned:?}");
+    }
+    assert!(
+        within(&abandoned) >= 3,
+        "{} attempts of the silent peer abandoned while the slow one made two: {abandoned:?}, slow {slow:?}",
+        within(&abandoned)
+    );
+}
+
+/// `vrf`: the session's socket is bound to the named device
+/// (`SO_BINDTODEVICE`), which is how a socket enters a VRF. The kernels
+/// here have no VRF driver (`ip link add ... type vrf`: "Unknown device
+/// type"), so the device is a plain interface: the session to FRR over it
+/// comes up, FRR has the route, and `ss` shows our end of it bound to the
+/// device (`10.0.3.2%eth1`).
+#[test]
+fn vrf_binds_the_session_to_its_device() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-vrf");
+    let dir = config_dir(&run, "bgp");
+    let metallb = std::fs::read_to_string(dir.join("metallb.yaml"))
+        .unwrap()
+        .replace(
+            "  peerAddress: 10.0.0.1\n",
+            "  peerAddress: 10.0.3.1\n  vrf: eth1\n",
+        );
+    assert!(metallb.contains("vrf: eth1"));
+    std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
+    let bridge = Bridge::new("vrfl");
+    let frr_ns = Netns::new("vrffrr");
+    let frr = Frr::start(
+        &frr_ns,
+        "
+router bgp 64500
+ bgp router-id 10.0.3.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.3.2 remote-as 64512
+ neighbor 10.0.3.2 timers connect 1
+",
+    );
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    veth_pair(&node.ns, "eth1", &frr_ns, "eth1");
+    node.ns.add_addr("eth1", "10.0.3.2/24");
+    frr_ns.add_addr("eth1", "10.0.3.1/24");
+    wait_until("the route at FRR", T, Duration::from_millis(200), || {
+        let v = frr.vtysh_json("show bgp ipv4 unicast 198.51.100.10/32 json");
+        v["paths"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(())
+    })
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}")
+    });
+    let sockets = node
+        .ns
+        .run(["ss", "-Htn", "state", "established", "dst", "10.0.3.1"]);
+    assert!(sockets.contains("10.0.3.2%eth1:"), "{sockets}");
 }
