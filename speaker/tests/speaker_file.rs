@@ -4,6 +4,13 @@
 //! the service routes from all of them (ECMP), follows configuration
 //! changes, and sees a Cease when a speaker is stopped. In layer 2 mode
 //! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
+//! BGPPeer `localASN` against FRR and BIRD: the routers peer with the local
+//! AS and install the routes with it as their AS_PATH, the same AS_PATH FRR
+//! sends when configured as MetalLB's FRR mode configures it. `ebgpMultiHop`,
+//! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
+//! against FRR, as FRR sees them; `connectTime` as the spacing of our
+//! connection attempts; `vrf` as the device the session's socket is bound
+//! to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -11,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use testnet::{Bridge, Frr, Netns, Proc, RunDir, wait_until};
+use testnet::{Bird, Bridge, Frr, Netns, Proc, RunDir, veth_pair, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 /// Deadline for a configuration change to reach the router: it only
@@ -1026,4 +1033,599 @@ router bgp 64500
     }
     assert!(log_of(&node).contains("bgp listening"));
     node.proc.stop();
+}
+
+/// The peers' part of the local-AS lab: FRR expects `frr_local` from us,
+/// BIRD 4200000001 (a 4-octet AS: AS_TRANS in the OPEN's My AS).
+fn local_asn_config(frr_local: u32) -> String {
+    format!(
+        "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {{name: bgp-pool, namespace: metallb-system}}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {{name: frr, namespace: metallb-system}}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  localASN: {frr_local}
+  peerAddress: 10.0.0.1
+  holdTime: 9s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {{name: bird, namespace: metallb-system}}
+spec:
+  myASN: 64512
+  peerASN: 64501
+  localASN: 4200000001
+  peerAddress: 10.0.0.3
+  holdTime: 9s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {{name: bgp-adv, namespace: metallb-system}}
+spec:
+  ipAddressPools: [bgp-pool]
+"
+    )
+}
+
+const LOCAL_AS_FRR: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp log-neighbor-changes
+ neighbor 10.0.0.2 remote-as 65410
+ neighbor 10.0.0.2 timers connect 1
+";
+
+/// BIRD imports into its table and exports to the namespace's FIB.
+const LOCAL_AS_BIRD: &str = "
+router id 10.0.0.3;
+protocol device {}
+protocol kernel {
+  ipv4 { import none; export all; };
+}
+protocol bgp speaker {
+  local 10.0.0.3 as 64501;
+  neighbor 10.0.0.2 as 4200000001;
+  hold time 9;
+  connect delay time 1;
+  connect retry time 1;
+  ipv4 { import all; export none; };
+}
+";
+
+/// The route to `prefix` in `ns`'s FIB, as `ip route` prints it.
+fn fib(ns: &Netns, prefix: &str) -> String {
+    ns.run(["ip", "route", "show", prefix])
+}
+
+/// BGPPeer `localASN` (issue 20 §2), as MetalLB's FRR mode configures it
+/// (`neighbor X local-as N no-prepend replace-as`): FRR configured with
+/// `remote-as 65410` and BIRD with `neighbor ... as 4200000001` peer with
+/// a speaker whose myASN is 64512, see the local AS as ours, receive the
+/// service route with an AS_PATH of the local AS alone, and install it.
+/// Changing localASN restarts the session with the new AS in the OPEN:
+/// FRR, still expecting 65410, refuses it (Bad Peer AS) and withdraws the
+/// route; once FRR expects 65411 the route is back with AS_PATH 65411.
+#[test]
+fn local_asn_is_the_as_frr_and_bird_see() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-localas");
+    let dir = config_dir(&run, "bgp");
+    std::fs::write(dir.join("metallb.yaml"), local_asn_config(65410)).unwrap();
+    let bridge = Bridge::new("lasn");
+    let frr_ns = Netns::new("lasfrr");
+    bridge.attach(&frr_ns, "eth0");
+    frr_ns.add_addr("eth0", "10.0.0.1/24");
+    let bird_ns = Netns::new("lasbird");
+    bridge.attach(&bird_ns, "eth0");
+    bird_ns.add_addr("eth0", "10.0.0.3/24");
+    let frr = Frr::start(&frr_ns, LOCAL_AS_FRR);
+    let bird = Bird::start(&bird_ns, LOCAL_AS_BIRD);
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let prefix = "198.51.100.10/32";
+    let fail = |e: String| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+
+    // FRR: the session is up with AS 65410, the path is 65410 alone, and
+    // zebra installed the route.
+    let aspath = |frr: &Frr| {
+        let v = frr.vtysh_json(&format!("show bgp ipv4 unicast {prefix} json"));
+        v["paths"][0]["aspath"]["segments"].clone()
+    };
+    let segs = wait_until("the route at FRR", T, Duration::from_millis(200), || {
+        let s = aspath(&frr);
+        s.is_array().then_some(s)
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    assert_eq!(
+        segs,
+        serde_json::json!([{"type": "as-sequence", "list": [65410]}]),
+        "FRR's AS_PATH"
+    );
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["remoteAs"], 65410, "{n:#}");
+    assert_eq!(n["10.0.0.2"]["localAs"], 64500, "{n:#}");
+    assert_eq!(n["10.0.0.2"]["nbrExternalLink"], true, "{n:#}");
+    wait_until("FRR's FIB route", T, Duration::from_millis(200), || {
+        let r = fib(&frr_ns, prefix);
+        (r.contains("via 10.0.0.2") && r.contains("proto bgp")).then_some(())
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+
+    // BIRD: the neighbor AS is the 4-octet local AS, and so is the path.
+    let route = wait_until("the route at BIRD", T, Duration::from_millis(200), || {
+        let r = bird.birdc(&format!("show route all {prefix}"));
+        r.contains("BGP.as_path").then_some(r)
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let path: Vec<&str> = route
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("BGP.as_path:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(path, ["4200000001"], "{route}");
+    let proto = bird.birdc("show protocols all speaker");
+    assert!(proto.contains("Established"), "{proto}");
+    let neighbor_as: Vec<&str> = proto
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Neighbor AS:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(neighbor_as, ["4200000001"], "{proto}");
+    wait_until("BIRD's FIB route", T, Duration::from_millis(200), || {
+        let r = fib(&bird_ns, prefix);
+        (r.contains("via 10.0.0.2") && r.contains("proto bird")).then_some(())
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+
+    // A new localASN: a new session, whose OPEN FRR (still expecting
+    // 65410) refuses; the route goes.
+    let prefix_json = format!("show bgp ipv4 unicast {prefix} json");
+    std::fs::write(dir.join(".metallb.yaml.tmp"), local_asn_config(65411)).unwrap();
+    std::fs::rename(dir.join(".metallb.yaml.tmp"), dir.join("metallb.yaml")).unwrap();
+    wait_until(
+        "FRR to refuse the OPEN with AS 65411",
+        CHANGE,
+        Duration::from_millis(200),
+        || {
+            // Our log names the NOTIFICATION FRR answered the OPEN with.
+            let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let refused = log.lines().any(|l| {
+                l.contains("name=\"frr\"")
+                    && l.contains("notification received")
+                    && l.contains("Bad Peer AS")
+            });
+            let gone = frr.vtysh_json(&prefix_json)["paths"].is_null();
+            (refused && gone).then_some(())
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json("show bgp neighbors 10.0.0.2 json"));
+        fail(e.to_string())
+    });
+    frr.configure(&["router bgp 64500", "neighbor 10.0.0.2 remote-as 65411"]);
+    let segs = wait_until(
+        "the route back at FRR",
+        T,
+        Duration::from_millis(200),
+        || {
+            let s = aspath(&frr);
+            (s == serde_json::json!([{"type": "as-sequence", "list": [65411]}])).then_some(s)
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json(&prefix_json));
+        fail(e.to_string())
+    });
+    assert!(segs.is_array());
+    let n = frr.vtysh_json("show bgp neighbors 10.0.0.2 json");
+    assert_eq!(n["10.0.0.2"]["remoteAs"], 65411, "{n:#}");
+    // BIRD's peer did not change: its session is up.
+    assert!(bird.is_established("speaker"));
+}
+
+/// Three sessions from one node to FRR, one per field under test, each
+/// from its own `sourceAddress` (FRR tells its neighbors apart by address).
+const FIELDS_METALLB: &str = "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bgp-pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: multihop, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.1.1
+  sourceAddress: 10.0.0.22
+  ebgpMultiHop: true
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: dynamic, namespace: metallb-system}
+spec:
+  myASN: 64512
+  dynamicASN: external
+  peerAddress: 10.0.0.1
+  sourceAddress: 10.0.0.23
+  routerID: 10.255.0.23
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: mp-off, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.0.11
+  sourceAddress: 10.0.0.24
+  disableMP: true
+  holdTime: 6s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp-adv, namespace: metallb-system}
+spec:
+  ipAddressPools: [bgp-pool]
+";
+
+const FIELDS_FRR: &str = "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ bgp log-neighbor-changes
+ neighbor 10.0.0.22 remote-as 64512
+ neighbor 10.0.0.22 ebgp-multihop
+ neighbor 10.0.0.22 update-source 10.0.1.1
+ neighbor 10.0.0.22 timers connect 1
+ neighbor 10.0.0.23 remote-as 64512
+ neighbor 10.0.0.23 timers connect 1
+ neighbor 10.0.0.24 remote-as 64512
+ neighbor 10.0.0.24 timers connect 1
+";
+
+/// BGPPeer fields as a real router sees them (issue 20 §2):
+///
+/// - `ebgpMultiHop`: FRR's address 10.0.1.1 is behind a forwarding
+///   namespace, so our packets cross a router; with the TTL of 1 a
+///   directly connected eBGP session uses, the hop would drop them.
+/// - `dynamicASN: external`: FRR in AS 64500 is accepted as external.
+/// - `routerID`: FRR sees 10.255.0.23 as our identifier.
+/// - `sourceAddress`: each session comes from its own address, which FRR
+///   matches against its neighbor statements.
+/// - `disableMP` over IPv4: our OPEN has no multiprotocol capability, FRR
+///   takes IPv4 unicast as implied (RFC 4760 §8) and has the route.
+/// - `holdTime: 6s`: FRR negotiates 6 s (its own is 180 s).
+///
+/// Each session carries the service route.
+#[test]
+fn peer_fields_as_frr_sees_them() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-fields");
+    let dir = config_dir(&run, "bgp");
+    std::fs::write(dir.join("metallb.yaml"), FIELDS_METALLB).unwrap();
+    let bridge = Bridge::new("flds");
+    let frr_ns = Netns::new("fldfrr");
+    bridge.attach(&frr_ns, "eth0");
+    frr_ns.add_addr("eth0", "10.0.0.1/24");
+    frr_ns.add_addr("eth0", "10.0.0.11/24");
+    // The far side: FRR's 10.0.1.1 is reached through `hop`.
+    let hop = Netns::new("fldhop");
+    bridge.attach(&hop, "eth0");
+    hop.add_addr("eth0", "10.0.0.254/24");
+    veth_pair(&hop, "eth1", &frr_ns, "eth1");
+    hop.add_addr("eth1", "10.0.1.254/24");
+    frr_ns.add_addr("eth1", "10.0.1.1/24");
+    hop.sysctl("net.ipv4.ip_forward", "1");
+    let frr = Frr::start(&frr_ns, FIELDS_FRR);
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    for a in ["10.0.0.22/24", "10.0.0.23/24", "10.0.0.24/24"] {
+        node.ns.add_addr("eth0", a);
+    }
+    node.ns.add_route("10.0.1.0/24", "10.0.0.254");
+    let fail = |e: String| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+
+    // Every session Established, each with the route.
+    let summary = wait_until(
+        "the three sessions up, each with the route",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = frr.vtysh_json("show bgp ipv4 unicast summary json");
+            ["10.0.0.22", "10.0.0.23", "10.0.0.24"]
+                .iter()
+                .all(|p| v["peers"][p]["pfxRcd"] == 1)
+                .then_some(v)
+        },
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{:#}", frr.vtysh_json("show bgp ipv4 unicast summary json"));
+        fail(e.to_string())
+    });
+    for p in ["10.0.0.22", "10.0.0.23", "10.0.0.24"] {
+        assert_eq!(summary["peers"][p]["state"], "Established", "{summary:#}");
+    }
+    let neighbor = |ip: &str| frr.vtysh_json(&format!("show bgp neighbors {ip} json"))[ip].clone();
+
+    // ebgpMultiHop: the session crossed `hop`, which forwarded it.
+    let n = neighbor("10.0.0.22");
+    assert_eq!(n["hostLocal"], "10.0.1.1", "{n:#}");
+    let forwarded = hop.run(["cat", "/proc/net/snmp"]);
+    let ip_stats: Vec<&str> = forwarded.lines().filter(|l| l.starts_with("Ip:")).collect();
+    let fwd_col = ip_stats[0]
+        .split_whitespace()
+        .position(|c| c == "ForwDatagrams")
+        .unwrap();
+    let forw: u64 = ip_stats[1]
+        .split_whitespace()
+        .nth(fwd_col)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(forw > 0, "hop forwarded nothing: {forwarded}");
+
+    // dynamicASN external and routerID.
+    let n = neighbor("10.0.0.23");
+    assert_eq!(n["remoteAs"], 64512, "{n:#}");
+    assert_eq!(n["remoteRouterId"], "10.255.0.23", "{n:#}");
+    assert_eq!(n["nbrExternalLink"], true, "{n:#}");
+
+    // disableMP over IPv4 and holdTime.
+    let n = neighbor("10.0.0.24");
+    let mp = &n["neighborCapabilities"]["multiprotocolExtensions"]["ipv4Unicast"];
+    assert_eq!(mp["advertised"], true, "{n:#}");
+    assert!(
+        mp.get("received").is_none() && mp.get("advertisedAndReceived").is_none(),
+        "FRR received a multiprotocol capability: {n:#}"
+    );
+    assert_eq!(n["bgpTimerHoldTimeMsecs"], 6000, "{n:#}");
+    assert_eq!(node.metric("ferrolb_bgp_peer_config_errors_total"), Some(0));
+}
+
+/// FRR configured as MetalLB's FRR mode configures it for `localASN:
+/// 65410` (`neighbor X local-as 65410 no-prepend replace-as`), beside our
+/// speaker with the same BGPPeer: the router, configured with `remote-as
+/// 65410` for both, receives the same AS_PATH from each. What a MetalLB
+/// user sees at the router is what a ferrolb user sees.
+#[test]
+fn local_asn_as_metallb_frr_mode_configures_it() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-localas-mlb");
+    let dir = config_dir(&run, "bgp");
+    let metallb = local_asn_config(65410);
+    // Only the FRR peer: the BIRD one is left out.
+    let frr_only = metallb
+        .split("---\n")
+        .filter(|doc| !doc.contains("name: bird"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    assert!(frr_only.contains("localASN: 65410") && !frr_only.contains("10.0.0.3"));
+    std::fs::write(dir.join("metallb.yaml"), frr_only).unwrap();
+    let bridge = Bridge::new("lasm");
+    let router_ns = Netns::new("lasmrtr");
+    bridge.attach(&router_ns, "eth0");
+    router_ns.add_addr("eth0", "10.0.0.1/24");
+    let metallb_ns = Netns::new("lasmmlb");
+    bridge.attach(&metallb_ns, "eth0");
+    metallb_ns.add_addr("eth0", "10.0.0.4/24");
+    let router = Frr::start(
+        &router_ns,
+        &format!(
+            "{LOCAL_AS_FRR} neighbor 10.0.0.4 remote-as 65410\n neighbor 10.0.0.4 timers connect 1\n"
+        ),
+    );
+    // The lines MetalLB's neighborsession.tmpl writes for this BGPPeer.
+    let _metallb = Frr::start(
+        &metallb_ns,
+        "
+router bgp 64512
+ bgp router-id 10.0.0.4
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 10.0.0.1 remote-as 64500
+ neighbor 10.0.0.1 local-as 65410 no-prepend replace-as
+ neighbor 10.0.0.1 timers connect 1
+ address-family ipv4 unicast
+  network 198.51.100.10/32
+ exit-address-family
+",
+    );
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let prefix = "show bgp ipv4 unicast 198.51.100.10/32 json";
+    let paths = wait_until(
+        "both paths at the router",
+        T,
+        Duration::from_millis(200),
+        || {
+            let v = router.vtysh_json(prefix);
+            let p = v["paths"].as_array().cloned().unwrap_or_default();
+            (p.len() == 2).then_some(p)
+        },
+    )
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}: {:#}", router.vtysh_json(prefix))
+    });
+    let by = |from: &str| {
+        paths
+            .iter()
+            .find(|p| p["peer"]["peerId"] == from)
+            .unwrap_or_else(|| panic!("no path from {from}: {paths:#?}"))
+    };
+    let (ours, theirs) = (by("10.0.0.2"), by("10.0.0.4"));
+    assert_eq!(ours["aspath"], theirs["aspath"], "{paths:#?}");
+    assert_eq!(
+        ours["aspath"]["segments"],
+        serde_json::json!([{"type": "as-sequence", "list": [65410]}])
+    );
+    for ip in ["10.0.0.2", "10.0.0.4"] {
+        let n = router.vtysh_json(&format!("show bgp neighbors {ip} json"));
+        assert_eq!(n[ip]["remoteAs"], 65410, "{n:#}");
+        assert_eq!(n[ip]["nbrExternalLink"], true, "{n:#}");
+    }
+}
+
+/// The times (ms since the UNIX epoch) of our "connect failed" log lines
+/// for BGPPeer `name`, in order.
+fn connect_failures(log: &str, name: &str) -> Vec<f64> {
+    let span = format!("name=\"{name}\"");
+    log.lines()
+        .filter(|l| l.contains(&span) && l.contains("connect failed"))
+        .filter_map(|l| {
+            let ts: k8s_openapi::jiff::Timestamp = l.split_whitespace().next()?.parse().ok()?;
+            Some(ts.as_microsecond() as f64 / 1000.0)
+        })
+        .collect()
+}
+
+/// `connectTime` against a router address where nothing listens (each
+/// SYN gets a RST at once, so each attempt fails as it is made): the
+/// peer with `connectTime: 3s` retries no sooner than 2.25 s (RFC 4271
+/// §10 jitter, 0.75 of it), and the one with `connectTime: 1s`, in the
+/// same run, makes several attempts in the time the other makes two. A
+/// third peer's address has no host (no SYN is ever answered): its
+/// attempts are abandoned and renewed every `connectTime` too.
+#[test]
+fn connect_time_spaces_the_connection_attempts() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-connect");
+    let dir = config_dir(&run, "bgp");
+    let peer = |name: &str, addr: &str, secs: u32| {
+        format!(
+            "---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {{name: {name}, namespace: metallb-system}}\nspec: {{myASN: 64512, peerASN: 64500, peerAddress: {addr}, connectTime: {secs}s}}\n"
+        )
+    };
+    let metallb = format!(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: bgp-pool, namespace: metallb-system}}\nspec: {{addresses: [198.51.100.0/24]}}\n{}{}",
+        peer("fast", "10.0.0.1", 1),
+        peer("slow", "10.0.0.11", 3)
+    ) + &peer("silent", "10.0.0.99", 1);
+    std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
+    let bridge = Bridge::new("conn");
+    let router = Netns::new("connrtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    router.add_addr("eth0", "10.0.0.11/24");
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let log = || std::fs::read_to_string(&node.log).unwrap_or_default();
+    let slow = wait_until(
+        "three failed attempts of the slow peer",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let t = connect_failures(&log(), "slow");
+            (t.len() >= 3).then_some(t)
+        },
+    )
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}")
+    });
+    let fast = connect_failures(&log(), "fast");
+    for w in slow.windows(2) {
+        assert!(w[1] - w[0] >= 2250.0, "slow: {slow:?}");
+    }
+    for w in fast.windows(2) {
+        assert!(w[1] - w[0] >= 750.0, "fast: {fast:?}");
+    }
+    let within = |times: &[f64]| {
+        times
+            .iter()
+            .filter(|&&t| t > slow[0] && t <= slow[2])
+            .count()
+    };
+    assert!(
+        within(&fast) >= 3,
+        "{} attempts of the fast peer while the slow one made two: fast {fast:?}, slow {slow:?}",
+        within(&fast)
+    );
+    // No host answers for 10.0.0.99: each attempt is still pending when
+    // ConnectRetry expires, and is abandoned for a new one.
+    let abandoned: Vec<f64> = log()
+        .lines()
+        .filter(|l| l.contains("name=\"silent\"") && l.contains("attempt abandoned"))
+        .filter_map(|l| {
+            let ts: k8s_openapi::jiff::Timestamp = l.split_whitespace().next()?.parse().ok()?;
+            Some(ts.as_microsecond() as f64 / 1000.0)
+        })
+        .collect();
+    for w in abandoned.windows(2) {
+        assert!(w[1] - w[0] >= 750.0, "silent: {abandoned:?}");
+    }
+    assert!(
+        within(&abandoned) >= 3,
+        "{} attempts of the silent peer abandoned while the slow one made two: {abandoned:?}, slow {slow:?}",
+        within(&abandoned)
+    );
+}
+
+/// `vrf`: the session's socket is bound to the named device
+/// (`SO_BINDTODEVICE`), which is how a socket enters a VRF. The kernels
+/// here have no VRF driver (`ip link add ... type vrf`: "Unknown device
+/// type"), so the device is a plain interface: the session to FRR over it
+/// comes up, FRR has the route, and `ss` shows our end of it bound to the
+/// device (`10.0.3.2%eth1`).
+#[test]
+fn vrf_binds_the_session_to_its_device() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-vrf");
+    let dir = config_dir(&run, "bgp");
+    let metallb = std::fs::read_to_string(dir.join("metallb.yaml"))
+        .unwrap()
+        .replace(
+            "  peerAddress: 10.0.0.1\n",
+            "  peerAddress: 10.0.3.1\n  vrf: eth1\n",
+        );
+    assert!(metallb.contains("vrf: eth1"));
+    std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
+    let bridge = Bridge::new("vrfl");
+    let frr_ns = Netns::new("vrffrr");
+    let frr = Frr::start(
+        &frr_ns,
+        "
+router bgp 64500
+ bgp router-id 10.0.3.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.3.2 remote-as 64512
+ neighbor 10.0.3.2 timers connect 1
+",
+    );
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    veth_pair(&node.ns, "eth1", &frr_ns, "eth1");
+    node.ns.add_addr("eth1", "10.0.3.2/24");
+    frr_ns.add_addr("eth1", "10.0.3.1/24");
+    wait_until("the route at FRR", T, Duration::from_millis(200), || {
+        let v = frr.vtysh_json("show bgp ipv4 unicast 198.51.100.10/32 json");
+        v["paths"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(())
+    })
+    .unwrap_or_else(|e| {
+        node.dump_log();
+        panic!("{e}")
+    });
+    let sockets = node
+        .ns
+        .run(["ss", "-Htn", "state", "established", "dst", "10.0.3.1"]);
+    assert!(sockets.contains("10.0.3.2%eth1:"), "{sockets}");
 }

@@ -178,10 +178,18 @@ pub struct BfdProfile {
 }
 
 impl Peer {
+    /// The AS the session presents to the peer: `localASN` when set (FRR's
+    /// `local-as`), else `myASN`.
+    pub fn session_asn(&self) -> u32 {
+        self.local_asn.unwrap_or(self.my_asn)
+    }
+
     /// Whether the session is internal (same AS): LOCAL_PREF goes only there.
+    /// Decided against [`Peer::session_asn`], as FRR decides a `local-as`
+    /// session's kind against the local-as.
     pub fn is_ibgp(&self) -> bool {
         match self.peer_asn {
-            PeerAsn::Exact(asn) => asn == self.my_asn,
+            PeerAsn::Exact(asn) => asn == self.session_asn(),
             PeerAsn::Internal => true,
             PeerAsn::External => false,
         }

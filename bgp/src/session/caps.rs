@@ -63,7 +63,8 @@ impl<R: RngCore> Session<R> {
         }
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::EnhancedRouteRefresh);
-        caps.push(Capability::FourOctetAs(c.local_as));
+        // FRR's local-as: the capability carries the AS the peer sees too.
+        caps.push(Capability::FourOctetAs(c.session_as()));
         if let Some(gr) = self.graceful_restart_capability() {
             caps.push(Capability::GracefulRestart(gr));
         }
@@ -84,7 +85,7 @@ impl<R: RngCore> Session<R> {
             });
         }
         caps.retain(|cap| !self.suppressed.contains(&u8::from(cap.code())));
-        Open::new(c.local_as, c.hold_time, c.router_id, caps)
+        Open::new(c.session_as(), c.hold_time, c.router_id, caps)
     }
 
     /// RFC 5492 §5: a NOTIFICATION Unsupported Capability lists the
@@ -112,16 +113,18 @@ impl<R: RngCore> Session<R> {
     ) -> Result<Negotiated, (u8, Bytes)> {
         let c = &self.config;
         let remote_as = open.asn();
+        // Internal or external is decided against the AS the peer sees.
+        let local_as = c.session_as();
         let as_ok = match c.peer_as {
             PeerAs::Exact(asn) => remote_as == asn,
-            PeerAs::Internal => remote_as == c.local_as,
-            PeerAs::External => remote_as != c.local_as,
+            PeerAs::Internal => remote_as == local_as,
+            PeerAs::External => remote_as != local_as,
         };
         if !as_ok {
             return Err((open_subcode::BAD_PEER_AS, Bytes::new()));
         }
         // RFC 6286 §2.2: identical identifiers are an error within an AS.
-        if open.bgp_id == c.router_id && remote_as == c.local_as {
+        if open.bgp_id == c.router_id && remote_as == local_as {
             return Err((open_subcode::BAD_BGP_IDENTIFIER, Bytes::new()));
         }
         let ours = self.open_message();

@@ -32,11 +32,33 @@ pub enum PeerAs {
     External,
 }
 
+/// Another AS presented to one peer instead of ours: FRR's
+/// `neighbor X local-as N [no-prepend [replace-as]]`.
+///
+/// The OPEN carries N (2-octet My AS: N, or AS_TRANS when N needs 4
+/// octets; the 4-octet AS capability: N), the peer must be configured with
+/// `remote-as N`, and whether the session is internal is decided against N
+/// (as FRR's `peer_calc_sort` does with `change_local_as`). Routes we
+/// originate carry N first in their AS_PATH: alone with `replace_as`, else
+/// followed by our real AS (FRR's default, "prepended ... after the process
+/// local AS"). `no-prepend` only concerns routes received from the peer,
+/// which this speaker does not import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAs {
+    /// The AS presented to the peer (N).
+    pub asn: u32,
+    /// `no-prepend replace-as`: our real AS is left out of the AS_PATH.
+    pub replace_as: bool,
+}
+
 /// Session configuration: plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Our AS.
     pub local_as: u32,
+    /// Another AS presented to this peer instead of `local_as` (MetalLB
+    /// `localASN`); see [`LocalAs`].
+    pub local_as_override: Option<LocalAs>,
     /// The peer's AS.
     pub peer_as: PeerAs,
     /// Our BGP Identifier.
@@ -83,6 +105,7 @@ impl Config {
     pub fn new(local_as: u32, peer_as: PeerAs, router_id: Ipv4Addr) -> Self {
         Self {
             local_as,
+            local_as_override: None,
             peer_as,
             router_id,
             hold_time: HoldTime::DEFAULT,
@@ -101,6 +124,15 @@ impl Config {
             link_local_v6: None,
             send_hold_time: None,
         }
+    }
+}
+
+impl Config {
+    /// The AS this session presents to the peer: the override's, else ours.
+    /// The OPEN carries it and the peer's AS is compared with it.
+    #[must_use]
+    pub fn session_as(&self) -> u32 {
+        self.local_as_override.map_or(self.local_as, |o| o.asn)
     }
 }
 

@@ -42,10 +42,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand_core::RngCore;
-use tracing::trace;
+use tracing::{debug, trace};
 
 pub use self::caps::Negotiated;
-pub use self::config::{Config, ConnectMode, PeerAs, StopMode};
+pub use self::config::{Config, ConnectMode, LocalAs, PeerAs, StopMode};
 pub use self::conn::ConnId;
 use self::conn::{Conn, ConnState};
 pub use self::fsm::State;
@@ -393,6 +393,23 @@ impl<R: RngCore> Session<R> {
             let in_slot = |s: &Self, slot: ConnId| s.conns[slot.slot()].as_ref().map(|c| c.id);
             match timer {
                 Timer::ConnectRetry => {
+                    // RFC 4271 §8.2.2, Connect state, event 9: an outbound
+                    // attempt still pending when the timer expires is
+                    // dropped and a new one made (FRR does so too), so
+                    // ConnectRetryTime (MetalLB connectTime) spaces the
+                    // attempts even when the peer's SYNs go unanswered,
+                    // instead of the kernel's SYN retries (about 2 min).
+                    let pending = self.conns[0]
+                        .as_ref()
+                        .filter(|c| matches!(c.state, ConnState::Connecting))
+                        .map(|c| c.id);
+                    if let Some(id) = pending
+                        && self.active()
+                        && !self.is_established()
+                    {
+                        debug!(conn = %id, "connect retry timer expired: attempt abandoned");
+                        self.close(now, id, None, DownReason::TransportClosed);
+                    }
                     if self.active() && self.conns[0].is_none() && !self.is_established() {
                         self.connect(now);
                     } else if self.active() {

@@ -92,8 +92,12 @@ pub struct RouteAttrs {
 /// What a session needs to turn [`RouteAttrs`] into path attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Egress {
-    /// Our AS.
+    /// The AS the peer sees (ours, or the session's local-as override):
+    /// first in the AS_PATH of what we send to an external peer.
     pub(crate) local_as: u32,
+    /// Our real AS, after `local_as` in that AS_PATH (FRR's local-as
+    /// without replace-as); `None` when `local_as` is alone.
+    pub(crate) real_as: Option<u32>,
     /// Whether the peer is internal (same AS).
     pub(crate) ibgp: bool,
     /// Next hop self for IPv4 routes, if we have one.
@@ -353,7 +357,11 @@ fn path_attributes(attrs: &RouteAttrs, egress: &Egress) -> Vec<PathAttribute> {
     let path = if egress.ibgp {
         AsPath::default()
     } else {
-        AsPath::sequence(vec![egress.local_as])
+        AsPath::sequence(
+            std::iter::once(egress.local_as)
+                .chain(egress.real_as)
+                .collect(),
+        )
     };
     out.push(PathAttribute::new(AttrValue::AsPath(path)));
     if let Some(med) = attrs.med {
@@ -387,6 +395,7 @@ mod tests {
     fn egress(ibgp: bool) -> Egress {
         Egress {
             local_as: 64512,
+            real_as: None,
             ibgp,
             next_hop_v4: Some(NextHop::V4(Ipv4Addr::new(192, 0, 2, 1))),
             next_hop_v6: Some(NextHop::V6 {

@@ -76,9 +76,16 @@ impl<R: RngCore> Session<R> {
             n.families.contains(&Family::Ipv4Unicast),
             n.families.contains(&Family::Ipv6Unicast),
         ];
+        // FRR's local-as without replace-as: our real AS follows the
+        // session's in the AS_PATH.
+        let real_as = c
+            .local_as_override
+            .filter(|o| !o.replace_as)
+            .map(|_| c.local_as);
         Egress {
-            local_as: c.local_as,
-            ibgp: n.remote_as == c.local_as,
+            local_as: c.session_as(),
+            real_as,
+            ibgp: n.remote_as == c.session_as(),
             next_hop_v4,
             next_hop_v6,
             families,

@@ -774,6 +774,57 @@ fn connect_failure_retries_after_connect_retry_time() {
     assert!(h.drain().iter().any(|o| matches!(o, Output::Connect(_))));
 }
 
+/// A connect that neither succeeds nor fails (the peer's SYNs go
+/// unanswered) is abandoned when ConnectRetry expires, and a new one is
+/// made: attempts stay ConnectRetryTime apart (RFC 4271 §8.2.2, event 9).
+#[test]
+fn pending_connect_is_abandoned_when_connect_retry_expires() {
+    let mut c = config();
+    c.connect_retry = Duration::from_secs(2);
+    let mut h = Harness::new(c);
+    h.s.start(h.now);
+    let connects = |outs: &[Output]| -> Vec<ConnId> {
+        outs.iter()
+            .filter_map(|o| match o {
+                Output::Connect(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = connects(&h.drain());
+    assert_eq!(first.len(), 1);
+    assert_eq!(h.s.state(), State::Connect);
+    let at = h.s.poll_timeout().unwrap();
+    let d = at - h.now;
+    assert!(
+        d >= Duration::from_millis(1500) && d <= Duration::from_secs(2),
+        "{d:?}"
+    );
+    h.fire();
+    let outs = h.drain();
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::Disconnect(c) if *c == first[0])),
+        "{outs:?}"
+    );
+    let second = connects(&outs);
+    assert_eq!(second.len(), 1, "{outs:?}");
+    assert_ne!(second[0], first[0]);
+    assert_eq!(h.s.state(), State::Connect);
+    // The abandoned attempt's late result changes nothing.
+    h.s.handle_connect_failed(h.now, first[0]);
+    assert!(connects(&h.drain()).is_empty());
+    assert_eq!(h.s.state(), State::Connect);
+    // The new one completes as usual.
+    h.s.handle_connected(
+        h.now,
+        second[0],
+        LOCAL.parse().unwrap(),
+        REMOTE.parse().unwrap(),
+    );
+    assert_eq!(h.s.state(), State::OpenSent);
+}
+
 #[test]
 fn passive_waits_for_the_peer() {
     let mut c = config();
@@ -1121,4 +1172,196 @@ fn ipv6_routes_over_ipv4_use_the_interface_global_address() {
         })
         .collect();
     assert_eq!(next_hops, vec![global], "not the IPv4-mapped address");
+}
+
+/// The bytes of every message sent so far, one message each.
+fn sent_frames(h: &mut Harness) -> Vec<Vec<u8>> {
+    h.drain();
+    let ctx = DecodeCtx::default();
+    let mut frames = Vec::new();
+    for o in &h.outputs {
+        if let Output::Send { bytes, .. } = o {
+            let mut rest = &bytes[..];
+            while let Some(len) = frame::decode(rest, &ctx).unwrap() {
+                frames.push(rest[..len].to_vec());
+                rest = &rest[len..];
+            }
+        }
+    }
+    frames
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// MetalLB `localASN`, FRR's `neighbor X local-as N [no-prepend
+/// replace-as]`: what the OPEN and the AS_PATH of our routes carry, byte
+/// for byte, and that internal/external is decided against N. Our real AS
+/// is 64512 (0xfc00) throughout.
+#[test]
+fn local_as_override_in_open_and_as_path() {
+    struct Case {
+        what: &'static str,
+        local_as: Option<LocalAs>,
+        peer: PeerAs,
+        peer_as: u32,
+        /// OPEN octets 19..=21: Version, My Autonomous System.
+        open_my_as: [u8; 3],
+        /// The 4-octet AS capability: code 65, length 4, the AS.
+        as4_cap: [u8; 6],
+        /// The AS_PATH attribute: flags 0x40, type 2, length, then
+        /// AS_SEQUENCE (2), count, 4-octet ASes.
+        as_path: &'static [u8],
+        local_pref: bool,
+    }
+    let cases = [
+        Case {
+            what: "no override",
+            local_as: None,
+            peer: PeerAs::Exact(64500),
+            peer_as: 64500,
+            open_my_as: [4, 0xfc, 0x00],
+            as4_cap: [65, 4, 0, 0, 0xfc, 0x00],
+            as_path: &[0x40, 2, 6, 2, 1, 0, 0, 0xfc, 0x00],
+            local_pref: false,
+        },
+        Case {
+            what: "MetalLB's no-prepend replace-as: N alone",
+            local_as: Some(LocalAs {
+                asn: 65410,
+                replace_as: true,
+            }),
+            peer: PeerAs::Exact(64500),
+            peer_as: 64500,
+            open_my_as: [4, 0xff, 0x82],
+            as4_cap: [65, 4, 0, 0, 0xff, 0x82],
+            as_path: &[0x40, 2, 6, 2, 1, 0, 0, 0xff, 0x82],
+            local_pref: false,
+        },
+        Case {
+            what: "FRR's default: N, then the real AS",
+            local_as: Some(LocalAs {
+                asn: 65410,
+                replace_as: false,
+            }),
+            peer: PeerAs::Exact(64500),
+            peer_as: 64500,
+            open_my_as: [4, 0xff, 0x82],
+            as4_cap: [65, 4, 0, 0, 0xff, 0x82],
+            as_path: &[0x40, 2, 10, 2, 2, 0, 0, 0xff, 0x82, 0, 0, 0xfc, 0x00],
+            local_pref: false,
+        },
+        Case {
+            what: "a 4-octet N: AS_TRANS (23456 = 0x5ba0) in My AS",
+            local_as: Some(LocalAs {
+                asn: 4_200_000_001,
+                replace_as: true,
+            }),
+            peer: PeerAs::Exact(64500),
+            peer_as: 64500,
+            open_my_as: [4, 0x5b, 0xa0],
+            as4_cap: [65, 4, 0xfa, 0x56, 0xea, 0x01],
+            as_path: &[0x40, 2, 6, 2, 1, 0xfa, 0x56, 0xea, 0x01],
+            local_pref: false,
+        },
+        Case {
+            what: "peer AS equal to N: internal, empty AS_PATH, LOCAL_PREF",
+            local_as: Some(LocalAs {
+                asn: 65410,
+                replace_as: true,
+            }),
+            peer: PeerAs::Exact(65410),
+            peer_as: 65410,
+            open_my_as: [4, 0xff, 0x82],
+            as4_cap: [65, 4, 0, 0, 0xff, 0x82],
+            as_path: &[0x40, 2, 0],
+            local_pref: true,
+        },
+        Case {
+            what: "dynamicASN internal is checked against N",
+            local_as: Some(LocalAs {
+                asn: 65410,
+                replace_as: true,
+            }),
+            peer: PeerAs::Internal,
+            peer_as: 65410,
+            open_my_as: [4, 0xff, 0x82],
+            as4_cap: [65, 4, 0, 0, 0xff, 0x82],
+            as_path: &[0x40, 2, 0],
+            local_pref: true,
+        },
+        Case {
+            what: "dynamicASN external accepts the real AS when it differs from N",
+            local_as: Some(LocalAs {
+                asn: 65410,
+                replace_as: true,
+            }),
+            peer: PeerAs::External,
+            peer_as: 64512,
+            open_my_as: [4, 0xff, 0x82],
+            as4_cap: [65, 4, 0, 0, 0xff, 0x82],
+            as_path: &[0x40, 2, 6, 2, 1, 0, 0, 0xff, 0x82],
+            local_pref: false,
+        },
+    ];
+    for c in cases {
+        let mut config = config();
+        config.local_as_override = c.local_as;
+        config.peer_as = c.peer;
+        config.families = vec![Family::Ipv4Unicast];
+        let mut h = Harness::new(config);
+        h.s.announce(
+            "198.51.100.10/32".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        let peer = Open::new(c.peer_as, HoldTime::DEFAULT, PEER_ID, caps_for(c.peer_as));
+        h.establish(peer);
+        let frames = sent_frames(&mut h);
+        let open = &frames[0];
+        assert_eq!(open[18], 1, "{}: an OPEN first", c.what);
+        assert_eq!(open[19..22], c.open_my_as, "{}: My AS", c.what);
+        assert!(contains(open, &c.as4_cap), "{}: {open:02x?}", c.what);
+        let update = frames
+            .iter()
+            .find(|f| f[18] == 2 && contains(f, &[198, 51, 100, 10]))
+            .unwrap_or_else(|| panic!("{}: no UPDATE in {frames:02x?}", c.what));
+        assert!(contains(update, c.as_path), "{}: {update:02x?}", c.what);
+        // LOCAL_PREF: flags 0x40, type 5, length 4, 100.
+        assert_eq!(
+            contains(update, &[0x40, 5, 4, 0, 0, 0, 100]),
+            c.local_pref,
+            "{}: {update:02x?}",
+            c.what
+        );
+    }
+}
+
+/// The peer must present the AS it is configured for against N: the real
+/// AS is refused when N is expected, and dynamicASN external refuses N.
+#[test]
+fn local_as_override_checks_the_peer_against_n() {
+    for (peer, peer_as) in [
+        (PeerAs::Exact(65410), 64512),
+        (PeerAs::Internal, 64512),
+        (PeerAs::External, 65410),
+    ] {
+        let mut config = config();
+        config.local_as_override = Some(LocalAs {
+            asn: 65410,
+            replace_as: true,
+        });
+        config.peer_as = peer;
+        let mut h = Harness::new(config);
+        let conn = h.connect();
+        h.take_sent();
+        let open = Open::new(peer_as, HoldTime::DEFAULT, PEER_ID, caps_for(peer_as));
+        h.s.handle_message(h.now, conn, Message::Open(open));
+        let n = notification(&h.take_sent()).cloned();
+        assert_eq!(
+            n.map(|n| (n.code, n.subcode)),
+            Some((ErrorCode::OpenMessage, open_subcode::BAD_PEER_AS)),
+            "{peer:?} with a peer in AS {peer_as}"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use api::model::{
     BfdProfile, BgpAdvertisement, Md5Key, PasswordError, Peer, PeerAsn, PeerTarget, Pool,
 };
 use api::validate::Problem;
-use bgp::session::{self, GracefulRestartConfig, IpPrefix, PeerAs, RouteAttrs};
+use bgp::session::{self, GracefulRestartConfig, IpPrefix, LocalAs, PeerAs, RouteAttrs};
 use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 use ipnetwork::IpNetwork;
@@ -451,8 +451,8 @@ impl Pending {
 /// Builds one peer's session and transport, or reports why not.
 ///
 /// The model has checked the peer; what is left are the limits of this
-/// speaker (no local AS, no unnumbered peering, a 4-octet BGP Identifier,
-/// a 16-bit hold time) and what depends on other objects: the password's
+/// speaker (a local AS only for eBGP and other than myASN, as FRR allows;
+/// no unnumbered peering; a 4-octet BGP Identifier; a 16-bit hold time) and what depends on other objects: the password's
 /// Secret and the BFD profile.
 fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Option<PeerPlan> {
     let mut found = Vec::new();
@@ -464,10 +464,30 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
             message,
         });
     };
-    if peer.local_asn.is_some() {
-        let why =
-            "localASN is not supported by ferrolb's BGP speaker (as in MetalLB's native mode)";
-        bad("spec.localASN", why.into());
+    if let Some(local) = peer.local_asn {
+        // What FRR refuses for `neighbor X local-as N` (bgpd's "Cannot have
+        // local-as same as BGP AS number" and "local-as allowed only for
+        // EBGP peers"; frr-k8s refuses localASN for iBGP sessions too), so
+        // MetalLB's FRR modes never run these sessions either.
+        if local == peer.my_asn {
+            bad(
+                "spec.localASN",
+                format!("{local} equals myASN: a local-as must differ from the real AS"),
+            );
+        }
+        match peer.peer_asn {
+            PeerAsn::Exact(asn) if asn == peer.my_asn => bad(
+                "spec.localASN",
+                format!(
+                    "cannot be set for an iBGP peer (peerASN {asn} equal to myASN): local-as is for eBGP peers"
+                ),
+            ),
+            PeerAsn::Internal => bad(
+                "spec.localASN",
+                "cannot be set with dynamicASN internal: local-as is for eBGP peers".into(),
+            ),
+            _ => {}
+        }
     }
     let address = match &peer.target {
         PeerTarget::Address(a) => Some(*a),
@@ -496,8 +516,21 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
         let hold = peer.timers.map_or(Duration::ZERO, |t| t.hold);
         bad("spec.holdTime", format!("{hold:?} is not 0 or 3s..=65535s"));
     }
+    if peer.disable_mp && peer.dual_stack_address_family {
+        // MetalLB documents disableMP as "separating IPv4 and IPv6 route
+        // exchanges into distinct sessions"; dualStackAddressFamily asks
+        // for the opposite on this one session.
+        let why = "contradicts dualStackAddressFamily: a session cannot both carry only its own family and both";
+        bad("spec.disableMP", why.into());
+    }
     let md5_key = md5_key(view, peer, &mut bad);
     let bfd_profile = bfd_profile(view, peer, &mut bad);
+    if peer.vrf.is_some() && bfd_profile.is_some() {
+        // The BFD driver's sockets are in the default VRF: the session
+        // would never come up, and it holds BGP down.
+        let why = "a BFD session in a VRF is not supported: unset bfdProfile or vrf";
+        bad("spec.vrf", why.into());
+    }
     if !found.is_empty() {
         problems.extend(found);
         return None;
@@ -543,8 +576,15 @@ fn bfd_profile(
 ) -> Option<(String, BfdProfile)> {
     let name = peer.bfd_profile.as_ref()?;
     let profile = view.model.bfd_profiles.get(name);
-    if profile.is_none() {
-        bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile"));
+    match profile {
+        None => bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile")),
+        // Taking the profile without its echo function would run a
+        // session other than the one asked for.
+        Some(p) if p.echo_mode => bad(
+            "spec.bfdProfile",
+            format!("BFDProfile {name:?} sets echoMode: BFD echo mode is not supported yet"),
+        ),
+        Some(_) => {}
     }
     profile.map(|p| (name.clone(), *p))
 }
@@ -563,6 +603,13 @@ fn session_config(
         PeerAsn::External => PeerAs::External,
     };
     let mut session = session::Config::new(peer.my_asn, peer_as, router_id);
+    // MetalLB's FRR mode writes `neighbor X local-as N no-prepend
+    // replace-as` for localASN: the peer sees N alone, in the OPEN and in
+    // the AS_PATH of our routes.
+    session.local_as_override = peer.local_asn.map(|asn| LocalAs {
+        asn,
+        replace_as: true,
+    });
     session.hold_time = hold_time;
     session.keepalive = peer.timers.map(|t| t.keepalive);
     if let Some(d) = peer.connect_time {
@@ -577,7 +624,12 @@ fn session_config(
     } else {
         vec![Family::Ipv6Unicast]
     };
-    session.disable_mp = peer.disable_mp;
+    // disableMP: the session carries its own family only, which it does
+    // already (dualStackAddressFamily, which contradicts it, is refused).
+    // Over IPv4 the OPEN then has no multiprotocol capability (RFC 4760
+    // §8: IPv4 unicast is implied); over IPv6 it must keep the one for
+    // IPv6, or no route could go.
+    session.disable_mp = peer.disable_mp && session.families == [Family::Ipv4Unicast];
     session.hostname = Some(view.node.clone());
     if peer.graceful_restart {
         session.graceful_restart = Some(GracefulRestartConfig {

@@ -1103,6 +1103,33 @@ mod tests {
         speaker.shutdown(StopMode::Shutdown(String::new())).await;
     }
 
+    /// The session's identity includes the AS it presents (`localASN`):
+    /// the same configuration again changes nothing, another local AS
+    /// restarts the session, since the peer must see the new AS in an OPEN.
+    #[tokio::test]
+    async fn a_changed_local_as_restarts_the_session() {
+        let (mut speaker, _events) = BgpSpeaker::new();
+        speaker.listen("[::]:0".parse().unwrap()).unwrap();
+        let mut first = peer(b"s3cret");
+        first.session.local_as_override = Some(session::LocalAs {
+            asn: 65410,
+            replace_as: true,
+        });
+        assert!(speaker.set_peer("p", first.clone()).await.unwrap());
+        assert!(!speaker.set_peer("p", first.clone()).await.unwrap());
+        let mut other = first.clone();
+        other.session.local_as_override = Some(session::LocalAs {
+            asn: 65411,
+            replace_as: true,
+        });
+        assert!(speaker.set_peer("p", other.clone()).await.unwrap());
+        assert_eq!(speaker.peers["p"].config, other);
+        let mut none = other;
+        none.session.local_as_override = None;
+        assert!(speaker.set_peer("p", none).await.unwrap());
+        speaker.shutdown(StopMode::Shutdown(String::new())).await;
+    }
+
     /// A removed peer's MD5 key leaves the listeners: an unsigned
     /// connection from its address is accepted again (with the key in
     /// place the kernel drops its SYNs, and the connect never completes).

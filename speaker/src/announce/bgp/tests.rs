@@ -7,7 +7,7 @@ use std::time::Duration;
 use api::meta::{LabelSelector, SecretReference};
 use api::v1beta1::{BGPAdvertisement, BGPAdvertisementSpec};
 use api::v1beta2::{BGPPeerSpec, DynamicASNMode};
-use bgp::session::{ConnectMode, PeerAs, RouteAttrs};
+use bgp::session::{ConnectMode, LocalAs, PeerAs, RouteAttrs};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 
 use super::super::fixture::*;
@@ -256,7 +256,7 @@ fn password_secret() {
 
 #[test]
 fn bad_peers_are_reported_and_others_run() {
-    let table: [(Breaker, &str); 9] = [
+    let table: [(Breaker, &str); 11] = [
         (|s| s.peer_address = "not-an-ip".into(), "spec.peerAddress"),
         (|s| s.peer_asn = None, "spec.peerASN"),
         (
@@ -276,9 +276,25 @@ fn bad_peers_are_reported_and_others_run() {
             "spec.interface",
         ),
         (|s| s.password = "x".repeat(81), "spec.password"),
+        (
+            |s| {
+                s.disable_mp = Some(true);
+                s.dual_stack_address_family = Some(true);
+            },
+            "spec.disableMP",
+        ),
+        // Valid in the API; this speaker's BFD has no VRF sockets.
+        (
+            |s| {
+                s.vrf = "red".into();
+                s.bfd_profile = "fast".into();
+            },
+            "spec.vrf",
+        ),
     ];
     for (breaks, field) in table {
         let mut v = base();
+        v.config.bfd_profiles = vec![bfd("fast")];
         breaks(&mut v.config.peers[1].spec);
         v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
         let plan = bgp(&v);
@@ -286,6 +302,91 @@ fn bad_peers_are_reported_and_others_run() {
         assert!(!plan.peers.contains_key("ebgp"), "{field}");
         assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"], "{field}");
     }
+}
+
+/// `localASN` as MetalLB's FRR mode writes it (`local-as N no-prepend
+/// replace-as`), and the combinations FRR refuses.
+#[test]
+fn local_asn_session_and_refusals() {
+    let mut v = base();
+    v.config.peers[1].spec.local_asn = Some(65410);
+    let mut same = peer("same-as-local", 64512, 65410, "10.0.0.252");
+    same.spec.local_asn = Some(65410);
+    v.config.peers.push(same);
+    v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);
+    let plan = bgp(&v);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    let ebgp = &plan.peers["ebgp"];
+    assert_eq!(ebgp.session.local_as, 64512);
+    assert_eq!(
+        ebgp.session.local_as_override,
+        Some(LocalAs {
+            asn: 65410,
+            replace_as: true
+        })
+    );
+    assert_eq!(ebgp.session.session_as(), 65410);
+    assert!(!ebgp.ibgp);
+    assert_eq!(ebgp.transport.ttl, Some(1));
+    // The peer in AS N: internal, decided against N as FRR does.
+    assert!(plan.peers["same-as-local"].ibgp);
+    assert_eq!(plan.peers["same-as-local"].transport.ttl, None);
+
+    let table: [(Breaker, &str); 3] = [
+        (|s| s.local_asn = Some(s.my_asn), "equals myASN"),
+        (
+            |s| {
+                s.peer_asn = Some(s.my_asn);
+                s.local_asn = Some(65410);
+            },
+            "iBGP peer",
+        ),
+        (
+            |s| {
+                s.peer_asn = None;
+                s.dynamic_asn = Some(DynamicASNMode::Internal);
+                s.local_asn = Some(65410);
+            },
+            "dynamicASN internal",
+        ),
+    ];
+    for (breaks, why) in table {
+        let mut v = base();
+        breaks(&mut v.config.peers[1].spec);
+        let plan = bgp(&v);
+        assert_eq!(
+            fields(&plan),
+            [("BGPPeer", "ebgp", "spec.localASN")],
+            "{why}"
+        );
+        assert!(
+            plan.problems[0].message.contains(why),
+            "{:?}",
+            plan.problems
+        );
+        assert!(!plan.peers.contains_key("ebgp"), "{why}");
+    }
+}
+
+/// BFDProfile `echoMode`: ferrolb's BFD has no echo function, so a peer
+/// whose profile asks for it is refused, not run without it.
+#[test]
+fn bfd_echo_mode_is_refused() {
+    let mut v = base();
+    let mut echo = bfd("echo");
+    echo.spec.echo_mode = Some(true);
+    v.config.bfd_profiles = vec![bfd("fast"), echo];
+    v.config.peers[0].spec.bfd_profile = "fast".into();
+    v.config.peers[1].spec.bfd_profile = "echo".into();
+    let plan = bgp(&v);
+    assert_eq!(fields(&plan), [("BGPPeer", "ebgp", "spec.bfdProfile")]);
+    assert!(
+        plan.problems[0].message.contains("echoMode"),
+        "{:?}",
+        plan.problems
+    );
+    assert!(!plan.peers.contains_key("ebgp"));
+    assert!(plan.peers["ibgp"].bfd_profile.is_some());
 }
 
 #[test]
@@ -719,6 +820,9 @@ fn dual_stack() {
     let mut mp_off = peer("mp-off", 64512, 65000, "10.0.0.251");
     mp_off.spec.disable_mp = Some(true);
     v.config.peers.push(mp_off);
+    let mut mp_off_v6 = peer("mp-off-v6", 64512, 65000, "2001:db8:ffff::2");
+    mp_off_v6.spec.disable_mp = Some(true);
+    v.config.peers.push(mp_off_v6);
     v.services = services([svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
@@ -730,6 +834,10 @@ fn dual_stack() {
     );
     assert!(plan.peers["mp-off"].session.disable_mp);
     assert_eq!(prefixes(&plan, "mp-off"), ["192.0.2.10/32"]);
+    // Over IPv6 the multiprotocol capability for IPv6 stays, or the
+    // session could carry nothing.
+    assert!(!plan.peers["mp-off-v6"].session.disable_mp);
+    assert_eq!(prefixes(&plan, "mp-off-v6"), ["2001:db8::10/128"]);
 }
 
 #[test]
