@@ -67,7 +67,10 @@ async fn routes_answer_from_metrics_and_health() {
         m.contains("content-type: text/plain; version=0.0.4\r\n"),
         "{m}"
     );
-    assert!(m.contains("\r\n\r\na_metric 1\n# HELP ferrolb_live "), "{m}");
+    assert!(
+        m.contains("\r\n\r\na_metric 1\n# HELP ferrolb_live "),
+        "{m}"
+    );
     assert!(m.contains("\nferrolb_ready 0\n"), "{m}");
     assert!(
         m.ends_with("\nferrolb_component_ready{component=\"configuration\"} 0\n"),
@@ -312,7 +315,10 @@ mod secure_listener {
         assert_eq!(get("/metrics", Some("boom")).await.0, 500);
         let (code, r) = get("/metrics", Some("good")).await;
         assert_eq!(code, 200, "{r}");
-        assert!(https::body(&r).starts_with("a_metric 1\n# HELP ferrolb_live "), "{r}");
+        assert!(
+            https::body(&r).starts_with("a_metric 1\n# HELP ferrolb_live "),
+            "{r}"
+        );
         // Only /metrics, and only GET and HEAD, whoever asks.
         assert_eq!(get("/healthz", Some("good")).await.0, 404);
         assert_eq!(get("/readyz", None).await.0, 404);
