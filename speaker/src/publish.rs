@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::announce::status::newly_assigned;
+use crate::announce::status::{ServiceAnnouncement, changed, newly_assigned};
 use crate::announce::{Announcements, ObjectKey};
 
 /// What the reconcile loop reports.
@@ -142,29 +142,53 @@ impl Writer {
         let Some(ann) = &report.announcements else {
             return Ok(());
         };
-        let l2: BTreeMap<ObjectKey, Value> = ann
-            .iter()
-            .filter_map(|(key, a)| {
-                let interfaces: Vec<Value> =
-                    a.l2.as_ref()?.iter().map(|n| json!({"name": n})).collect();
-                Some((key.clone(), self.status(key, "interfaces", interfaces)))
-            })
-            .collect();
-        let bgp: BTreeMap<ObjectKey, Value> = ann
-            .iter()
-            .filter(|(_, a)| !a.bgp.is_empty())
-            .map(|(key, a)| {
-                let peers: Vec<Value> = a.bgp.iter().map(|p| json!(p)).collect();
-                (key.clone(), self.status(key, "peers", peers))
-            })
-            .collect();
-        self.l2.sync(&self.opts, &l2).await?;
-        self.bgp.sync(&self.opts, &bgp).await?;
-        for (key, protocol) in newly_assigned(&self.evented, ann) {
+        // `evented` is what the objects were last written from.
+        let diff = changed(&self.evented, ann);
+        if self.l2.known.is_none() || self.bgp.known.is_none() {
+            // After a start or an error: every service, against a list.
+            let l2 = ann
+                .iter()
+                .filter_map(|(key, a)| Some((key.clone(), self.l2_status(key, a)?)))
+                .collect();
+            let bgp = ann
+                .iter()
+                .filter_map(|(key, a)| Some((key.clone(), self.bgp_status(key, a)?)))
+                .collect();
+            self.l2.sync(&self.opts, &l2).await?;
+            self.bgp.sync(&self.opts, &bgp).await?;
+        } else {
+            // Only the services whose announcement changed: a change costs
+            // what it touches, not a body per service.
+            let mut l2 = BTreeMap::new();
+            let mut bgp = BTreeMap::new();
+            for key in &diff {
+                let a = ann.get(*key);
+                l2.insert((*key).clone(), a.and_then(|a| self.l2_status(key, a)));
+                bgp.insert((*key).clone(), a.and_then(|a| self.bgp_status(key, a)));
+            }
+            self.l2.apply(&self.opts, &l2).await?;
+            self.bgp.apply(&self.opts, &bgp).await?;
+        }
+        for (key, protocol) in newly_assigned(&self.evented, ann, &diff) {
             self.node_assigned(key, protocol).await;
         }
         self.evented.clone_from(ann);
         Ok(())
+    }
+
+    /// The `ServiceL2Status` body of a service answered for from here.
+    fn l2_status(&self, key: &ObjectKey, a: &ServiceAnnouncement) -> Option<Value> {
+        let interfaces: Vec<Value> = a.l2.as_ref()?.iter().map(|n| json!({"name": n})).collect();
+        Some(self.status(key, "interfaces", interfaces))
+    }
+
+    /// The `ServiceBGPStatus` body of a service advertised from here.
+    fn bgp_status(&self, key: &ObjectKey, a: &ServiceAnnouncement) -> Option<Value> {
+        if a.bgp.is_empty() {
+            return None;
+        }
+        let peers: Vec<Value> = a.bgp.iter().map(|p| json!(p)).collect();
+        Some(self.status(key, "peers", peers))
     }
 
     /// A status body: node, service, and the protocol's list.
@@ -332,7 +356,8 @@ impl Kind {
         Ok(known)
     }
 
-    /// Creates, updates and deletes objects so that exactly `want` exist.
+    /// Creates, updates and deletes objects so that exactly `want` exist
+    /// (listing them first when they are not known).
     async fn sync(
         &mut self,
         opts: &Options,
@@ -348,31 +373,74 @@ impl Kind {
             .cloned()
             .collect();
         for key in gone {
-            if let Some((name, _)) = known.remove(&key) {
-                self.delete(&name).await?;
-                debug!(kind = self.resource.kind, service = %key, name, "status deleted");
-            }
+            self.remove(&mut known, &key).await?;
         }
         for (key, status) in want {
-            let name = match known.get(key) {
-                Some((_, have)) if *have == digest(status) => continue,
-                Some((name, _)) => name.clone(),
-                None => self.create(opts, key).await?,
-            };
-            // A list that became empty is removed, not left behind.
-            let mut body = status.clone();
-            for field in ["interfaces", "peers"] {
-                if body.get(field).is_none() {
-                    body[field] = Value::Null;
-                }
-            }
-            let patch = json!({"status": body});
-            self.api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-            known.insert(key.clone(), (name, digest(status)));
+            self.put(opts, &mut known, key, status).await?;
         }
         self.known = Some(known);
+        Ok(())
+    }
+
+    /// Writes the services in `changes` alone: a body, or `None` for no
+    /// object. The objects must be known (after a [`Kind::sync`]).
+    async fn apply(
+        &mut self,
+        opts: &Options,
+        changes: &BTreeMap<ObjectKey, Option<Value>>,
+    ) -> Result<(), kube::Error> {
+        let Some(mut known) = self.known.take() else {
+            return Ok(());
+        };
+        for (key, status) in changes {
+            match status {
+                None => self.remove(&mut known, key).await?,
+                Some(status) => self.put(opts, &mut known, key, status).await?,
+            }
+        }
+        self.known = Some(known);
+        Ok(())
+    }
+
+    /// Deletes the service's object, if there is one.
+    async fn remove(
+        &self,
+        known: &mut BTreeMap<ObjectKey, (String, u64)>,
+        key: &ObjectKey,
+    ) -> Result<(), kube::Error> {
+        if let Some((name, _)) = known.remove(key) {
+            self.delete(&name).await?;
+            debug!(kind = self.resource.kind, service = %key, name, "status deleted");
+        }
+        Ok(())
+    }
+
+    /// Creates the service's object if needed, and writes its status
+    /// unless it already holds it.
+    async fn put(
+        &self,
+        opts: &Options,
+        known: &mut BTreeMap<ObjectKey, (String, u64)>,
+        key: &ObjectKey,
+        status: &Value,
+    ) -> Result<(), kube::Error> {
+        let name = match known.get(key) {
+            Some((_, have)) if *have == digest(status) => return Ok(()),
+            Some((name, _)) => name.clone(),
+            None => self.create(opts, key).await?,
+        };
+        // A list that became empty is removed, not left behind.
+        let mut body = status.clone();
+        for field in ["interfaces", "peers"] {
+            if body.get(field).is_none() {
+                body[field] = Value::Null;
+            }
+        }
+        let patch = json!({"status": body});
+        self.api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        known.insert(key.clone(), (name, digest(status)));
         Ok(())
     }
 

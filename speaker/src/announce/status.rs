@@ -60,15 +60,55 @@ pub fn announcements(bgp: &BgpPlan, l2: Option<&L2Plan>) -> Announcements {
     out
 }
 
+/// The services whose announcement differs between `old` and `new`
+/// (changed, new, or gone), in key order: one walk over both maps, no
+/// lookups.
+pub fn changed<'a>(old: &'a Announcements, new: &'a Announcements) -> Vec<&'a ObjectKey> {
+    use std::cmp::Ordering;
+    let mut out = Vec::new();
+    let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => return out,
+            (Some((ka, _)), None) => {
+                out.push(*ka);
+                a.next();
+            }
+            (None, Some((kb, _))) => {
+                out.push(*kb);
+                b.next();
+            }
+            (Some((ka, va)), Some((kb, vb))) => match ka.cmp(kb) {
+                Ordering::Less => {
+                    out.push(*ka);
+                    a.next();
+                }
+                Ordering::Greater => {
+                    out.push(*kb);
+                    b.next();
+                }
+                Ordering::Equal => {
+                    if va != vb {
+                        out.push(*kb);
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
+        }
+    }
+}
+
 /// The (service, protocol) pairs that `new` announces and `old` did not:
 /// where MetalLB's speaker records `nodeAssigned` ("announcing from node
 /// X with protocol Y"). Only changes count, so a resync records nothing.
 pub fn newly_assigned<'a>(
     old: &Announcements,
     new: &'a Announcements,
+    changed: &[&'a ObjectKey],
 ) -> Vec<(&'a ObjectKey, &'static str)> {
     let mut out = Vec::new();
-    for (key, a) in new {
+    for (key, a) in changed.iter().filter_map(|k| new.get_key_value(*k)) {
         let before = old.get(key);
         if a.l2.is_some() && before.is_none_or(|b| b.l2.is_none()) {
             out.push((key, LAYER2));
@@ -223,10 +263,16 @@ mod tests {
             (key("moved"), a(Some(vec![]), &["p"])),
             (key("fresh"), a(None, &["p"])),
         ]);
+        let diff = changed(&old, &new);
         assert_eq!(
-            newly_assigned(&old, &new),
+            diff,
+            [&key("fresh"), &key("gone"), &key("kept"), &key("moved")]
+        );
+        assert_eq!(
+            newly_assigned(&old, &new, &diff),
             vec![(&key("fresh"), BGP), (&key("moved"), LAYER2)]
         );
-        assert!(newly_assigned(&new, &new).is_empty());
+        assert!(changed(&new, &new).is_empty());
+        assert!(newly_assigned(&new, &new, &[]).is_empty());
     }
 }
