@@ -255,9 +255,10 @@ const V1BETA2: &[&str] = &["v1beta2"];
 
 // The address patterns of the CEL rules.
 //
-// Kubernetes 1.31 added CEL's `isIP`, `isCIDR`, `ip()` and `cidr()`; the
-// apiserver takes a CRD rule only if its functions are in the environment of
-// the release before it, so rules that used them needed 1.31+. These rules
+// Kubernetes 1.30 added CEL's `isIP`, `isCIDR`, `ip()` and `cidr()`; the
+// apiserver takes a new CRD rule only if its functions are in the
+// environment of the release before it, so rules that used them needed
+// 1.31+. These rules
 // use only `matches` (RE2) and the string functions that every apiserver
 // from 1.28 on has, and decide exactly as `isIP`/`isCIDR` did: Go's
 // `netip.ParseAddr`/`ParsePrefix` grammar, no zone, no IPv4-mapped IPv6
