@@ -18,8 +18,8 @@
 //!   for two families). [`Entry::parse`] reads it the same way:
 //!   [`Entry::Empty`], or [`AddressError::Reversed`].
 //! - An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`), which Go reads as the
-//!   IPv4 address and Kubernetes' CEL `isIP`/`isCIDR` refuse. The CRDs run
-//!   those functions, so the parser refuses it too
+//!   IPv4 address and Kubernetes' CEL `isIP`/`isCIDR` refuse. The CRDs'
+//!   rules refuse it as those functions do, so the parser refuses it too
 //!   ([`AddressError::Ipv4Mapped`]): write the IPv4 address.
 //!
 //! Pure parsing: no I/O.
@@ -218,8 +218,8 @@ pub enum AddressError {
     /// IPv4 `a.b.c.d` as `::ffff:a.b.c.d`).
     #[error("is a reversed range: its first address is after its last")]
     Reversed,
-    /// An IPv4-mapped IPv6 address, which the CRDs refuse (Kubernetes' CEL
-    /// `isIP` and `isCIDR` do).
+    /// An IPv4-mapped IPv6 address, which the CRDs refuse (as Kubernetes'
+    /// CEL `isIP` and `isCIDR` do).
     #[error("holds the IPv4-mapped IPv6 address {written:?}: write it as IPv4 ({ipv4})")]
     Ipv4Mapped {
         /// The address as written.

@@ -253,6 +253,262 @@ const BGPPEER_BOTH: &[&str] = &["v1beta1", "v1beta2"];
 const V1BETA1: &[&str] = &["v1beta1"];
 const V1BETA2: &[&str] = &["v1beta2"];
 
+// The address patterns of the CEL rules.
+//
+// Kubernetes 1.30 added CEL's `isIP`, `isCIDR`, `ip()` and `cidr()`; the
+// apiserver takes a new CRD rule only if its functions are in the
+// environment of the release before it, so rules that used them needed
+// 1.31+. These rules
+// use only `matches` (RE2) and the string functions that every apiserver
+// from 1.28 on has, and decide exactly as `isIP`/`isCIDR` did: Go's
+// `netip.ParseAddr`/`ParsePrefix` grammar, no zone, no IPv4-mapped IPv6
+// address (api/tests/cel_compat.rs compares the two on the current
+// apiserver, and runs the table on the oldest one the README names).
+//
+// Every pattern applies to `self`, never to a part cut out with split():
+// the apiserver's cost estimate knows the length of `self` (maxLength) but
+// not that of a split() element, and prices a pattern on an unknown length
+// over any budget. A range's two ends are told apart by the one `-`.
+// Letters are matched case-insensitively (`(?i)` where a pattern starts).
+
+/// What CEL's `trim()` strips: Go's `unicode.IsSpace`.
+macro_rules! ws {
+    () => {
+        r"[\t-\r\x{85}\p{Z}]*"
+    };
+}
+
+/// An IPv4 octet without leading zeros, as netip takes it.
+macro_rules! octet {
+    () => {
+        "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    };
+}
+
+/// A dotted-quad IPv4 address.
+macro_rules! v4_re {
+    () => {
+        concat!("(", octet!(), "[.]){3}", octet!())
+    };
+}
+
+/// One IPv6 group.
+macro_rules! hex {
+    () => {
+        "[0-9a-f]{1,4}"
+    };
+}
+
+/// An IPv6 address without zone: eight groups, or fewer around one `::`
+/// standing for at least one zero group, the last two groups possibly
+/// written as an IPv4 address.
+macro_rules! v6_re {
+    () => {
+        concat!(
+            "(",
+            hex!(),
+            ":){7}",
+            hex!(),
+            "|(",
+            hex!(),
+            ":){1,7}:",
+            "|(",
+            hex!(),
+            ":){1,6}:",
+            hex!(),
+            "|(",
+            hex!(),
+            ":){1,5}(:",
+            hex!(),
+            "){1,2}",
+            "|(",
+            hex!(),
+            ":){1,4}(:",
+            hex!(),
+            "){1,3}",
+            "|(",
+            hex!(),
+            ":){1,3}(:",
+            hex!(),
+            "){1,4}",
+            "|(",
+            hex!(),
+            ":){1,2}(:",
+            hex!(),
+            "){1,5}",
+            "|",
+            hex!(),
+            ":(:",
+            hex!(),
+            "){1,6}",
+            "|:(:",
+            hex!(),
+            "){1,7}",
+            "|::",
+            // Six groups' worth before an IPv4 tail.
+            "|((",
+            hex!(),
+            ":){6}",
+            "|::(",
+            hex!(),
+            ":){0,5}",
+            "|(",
+            hex!(),
+            ":){1,5}:",
+            "|(",
+            hex!(),
+            ":){1,4}:",
+            hex!(),
+            ":",
+            "|(",
+            hex!(),
+            ":){1,3}(:",
+            hex!(),
+            "){2}:",
+            "|(",
+            hex!(),
+            ":){1,2}(:",
+            hex!(),
+            "){3}:",
+            "|",
+            hex!(),
+            ":(:",
+            hex!(),
+            "){4}:",
+            ")",
+            v4_re!()
+        )
+    };
+}
+
+/// Either family.
+macro_rules! ip_re {
+    () => {
+        concat!(v4_re!(), "|", v6_re!())
+    };
+}
+
+/// A whole value that is a range of two addresses matching `$end`.
+macro_rules! range_re {
+    ($end:expr) => {
+        concat!(
+            "(?i)^",
+            ws!(),
+            "(",
+            $end,
+            ")",
+            ws!(),
+            "-",
+            ws!(),
+            "(",
+            $end,
+            ")",
+            ws!(),
+            "$"
+        )
+    };
+}
+
+/// A whole value that is a CIDR (prefix length without leading zeros).
+macro_rules! cidr_re {
+    () => {
+        concat!(
+            "(?i)^(",
+            v4_re!(),
+            "/(3[0-2]|[12]?[0-9])|(",
+            v6_re!(),
+            ")/(12[0-8]|1[01][0-9]|[1-9]?[0-9]))$"
+        )
+    };
+}
+
+/// The IPv4 tail of an IPv6 address already known valid.
+macro_rules! v4_tail {
+    () => {
+        "[0-9]+([.][0-9]+){3}"
+    };
+}
+
+// An address already known valid is IPv4-mapped (in ::ffff:0:0/96) when its
+// first five groups are zero and its sixth is ffff: written out in full
+// (the prefix pattern), or with the `::` before the ffff and exactly two
+// groups after it (the full pattern; a trailing IPv4 is two groups).
+macro_rules! mapped_prefix {
+    () => {
+        "(0{1,4}:){5}ffff:"
+    };
+}
+macro_rules! mapped_full {
+    () => {
+        concat!(
+            "((0{1,4}:)*|:):(0{1,4}:)*ffff:(",
+            hex!(),
+            ":",
+            hex!(),
+            "|",
+            v4_tail!(),
+            ")"
+        )
+    };
+}
+
+// An IPv6 address already known valid is in ::/80 when its first five
+// groups are zero: written out, or all zero up to the `::` and after it
+// all zero but for the last three groups.
+macro_rules! in80_prefix {
+    () => {
+        "(0{1,4}:){5}"
+    };
+}
+macro_rules! in80_full {
+    () => {
+        concat!(
+            "((0{1,4}:)*|:):(0{1,4}:)*((",
+            hex!(),
+            ":){0,2}",
+            hex!(),
+            "|(",
+            hex!(),
+            ":)?",
+            v4_tail!(),
+            ")?"
+        )
+    };
+}
+
+/// The first end of a range has the property (`$prefix` at its start, or
+/// `$full` all of it).
+macro_rules! first_re {
+    ($prefix:expr, $full:expr) => {
+        concat!("(?i)^", ws!(), "(", $prefix, "|", $full, ws!(), "-)")
+    };
+}
+
+/// The last end of a range has it.
+macro_rules! last_re {
+    ($prefix:expr, $full:expr) => {
+        concat!("(?i)-", ws!(), "(", $prefix, "|", $full, ws!(), "$)")
+    };
+}
+
+/// A CIDR's address has it (mapped).
+macro_rules! cidr_mapped_re {
+    () => {
+        concat!("(?i)^(", mapped_prefix!(), "|", mapped_full!(), "/)")
+    };
+}
+
+/// `self == '' || isIP(self)`, in the terms above.
+const IS_IP_OR_EMPTY: &str = concat!(
+    "self == '' || (self.matches(r'(?i)^(",
+    ip_re!(),
+    ")$') && !self.matches(r'(?i)^(",
+    mapped_prefix!(),
+    "|",
+    mapped_full!(),
+    "$)'))"
+);
+
 /// Every CEL rule ferrolb adds to MetalLB's schemas.
 ///
 /// Cross-object rules (overlapping pools, duplicate peers, unknown community
@@ -272,11 +528,25 @@ pub const RULES: &[Rule] = &[
         kind: "IPAddressPool",
         versions: V1BETA1,
         path: "/properties/spec/properties/addresses/items",
-        // isCIDR takes host bits set (10.0.0.1/24), as MetalLB does. isIP
-        // and isCIDR refuse IPv4-mapped IPv6 addresses (::ffff:a.b.c.d),
-        // and so does the api crate's parser. A range's two ends may be of
-        // two families: the next rule but one decides, as MetalLB does.
-        rule: "self.contains('-') ? (self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim())) : isCIDR(self)",
+        // Go's netip grammar, as Kubernetes' isIP/isCIDR take it (see the
+        // regular expressions below): a CIDR may have host bits set
+        // (10.0.0.1/24), as in MetalLB; IPv4-mapped IPv6 addresses
+        // (::ffff:a.b.c.d) are refused, as the api crate's parser refuses
+        // them. A range's two ends may be of two families: the next rule
+        // but one decides, as MetalLB does.
+        rule: concat!(
+            "self.contains('-') ? (self.matches(r'",
+            range_re!(ip_re!()),
+            "') && !self.matches(r'",
+            first_re!(mapped_prefix!(), mapped_full!()),
+            "') && !self.matches(r'",
+            last_re!(mapped_prefix!(), mapped_full!()),
+            "')) : (self.matches(r'",
+            cidr_re!(),
+            "') && !self.matches(r'",
+            cidr_mapped_re!(),
+            "'))"
+        ),
         message: "='\"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" holds an IPv4-mapped IPv6 address (::ffff:a.b.c.d): write it as IPv4' : '\" is neither a CIDR (192.168.10.0/24, fc00::/64) nor a range of two addresses (192.168.10.1-192.168.10.9)')",
         field_path: None,
     },
@@ -285,14 +555,18 @@ pub const RULES: &[Rule] = &[
         versions: V1BETA1,
         path: "/properties/spec/properties/addresses/items",
         // An IPv4 range's first address must not be after its last. CEL
-        // has no order on ip() values, so the dotted quads are compared as
-        // numbers (isIP refuses leading zeros and other spellings). CRD
-        // rules have no cel.bind, and a macro used as one costs too much
-        // in the apiserver's estimate: the parts are spelt out. IPv6
+        // has no order on addresses, so the dotted quads are compared as
+        // numbers (the pattern refuses leading zeros and other spellings).
+        // CRD rules have no cel.bind, and a macro used as one costs too
+        // much in the apiserver's estimate: the parts are spelt out. IPv6
         // ranges are left to the controller and the speaker, which keep
         // the pool's last good version (the expansion of `::` is beyond
         // what a rule can do within the cost budget).
-        rule: "!self.contains('-') || size(self.split('-')) != 2 || !isIP(self.split('-')[0].trim()) || !isIP(self.split('-')[1].trim()) || ip(self.split('-')[0].trim()).family() != 4 || ip(self.split('-')[1].trim()).family() != 4 || ((int(self.split('-')[0].trim().split('.')[0]) * 256 + int(self.split('-')[0].trim().split('.')[1])) * 256 + int(self.split('-')[0].trim().split('.')[2])) * 256 + int(self.split('-')[0].trim().split('.')[3]) <= ((int(self.split('-')[1].trim().split('.')[0]) * 256 + int(self.split('-')[1].trim().split('.')[1])) * 256 + int(self.split('-')[1].trim().split('.')[2])) * 256 + int(self.split('-')[1].trim().split('.')[3])",
+        rule: concat!(
+            "!self.matches(r'",
+            range_re!(v4_re!()),
+            "') || ((int(self.split('-')[0].trim().split('.')[0]) * 256 + int(self.split('-')[0].trim().split('.')[1])) * 256 + int(self.split('-')[0].trim().split('.')[2])) * 256 + int(self.split('-')[0].trim().split('.')[3]) <= ((int(self.split('-')[1].trim().split('.')[0]) * 256 + int(self.split('-')[1].trim().split('.')[1])) * 256 + int(self.split('-')[1].trim().split('.')[2])) * 256 + int(self.split('-')[1].trim().split('.')[3])"
+        ),
         message: "='\"' + self + '\" is a reversed range: its first address is after its last'",
         field_path: None,
     },
@@ -303,9 +577,22 @@ pub const RULES: &[Rule] = &[
         // A range from one family to the other, ordered as MetalLB orders
         // them (Go's 16-byte addresses, IPv4 a.b.c.d as ::ffff:a.b.c.d):
         // in order it is accepted and holds no address, as in MetalLB;
-        // reversed it is refused. An IPv6 address that isIP accepts is
-        // before every ::ffff:a.b.c.d exactly when it is in ::/80.
-        rule: "!self.contains('-') || size(self.split('-')) != 2 || !isIP(self.split('-')[0].trim()) || !isIP(self.split('-')[1].trim()) || ip(self.split('-')[0].trim()).family() == ip(self.split('-')[1].trim()).family() || (ip(self.split('-')[0].trim()).family() == 4 ? !cidr('::/80').containsIP(self.split('-')[1].trim()) : cidr('::/80').containsIP(self.split('-')[0].trim()))",
+        // reversed it is refused. A valid IPv6 address that is not
+        // IPv4-mapped is before every ::ffff:a.b.c.d exactly when it is in
+        // ::/80. An end is IPv6 when it has a colon.
+        rule: concat!(
+            "!self.matches(r'",
+            range_re!(ip_re!()),
+            "') || self.matches(r'",
+            first_re!(mapped_prefix!(), mapped_full!()),
+            "') || self.matches(r'",
+            last_re!(mapped_prefix!(), mapped_full!()),
+            "') || self.matches('^[^-:]*:') == self.matches('-[^:]*:') || (self.matches('^[^-:]*:') ? self.matches(r'",
+            first_re!(in80_prefix!(), in80_full!()),
+            "') : !self.matches(r'",
+            last_re!(in80_prefix!(), in80_full!()),
+            "'))"
+        ),
         message: "='\"' + self + '\" is a reversed range: its first address is after its last'",
         field_path: None,
     },
@@ -359,7 +646,7 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/peerAddress",
-        rule: "self == '' || isIP(self)",
+        rule: IS_IP_OR_EMPTY,
         message: "='peerAddress \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
@@ -367,7 +654,7 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/sourceAddress",
-        rule: "self == '' || isIP(self)",
+        rule: IS_IP_OR_EMPTY,
         message: "='sourceAddress \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
@@ -375,7 +662,7 @@ pub const RULES: &[Rule] = &[
         kind: "BGPPeer",
         versions: BGPPEER_BOTH,
         path: "/properties/spec/properties/routerID",
-        rule: "self == '' || isIP(self)",
+        rule: IS_IP_OR_EMPTY,
         message: "='routerID \"' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '\" is an IPv4-mapped IPv6 address: write it as IPv4' : '\" is not an IP address')",
         field_path: None,
     },
@@ -554,18 +841,45 @@ pub struct Bound {
 
 /// Every size bound ferrolb adds to MetalLB's schemas.
 pub const BOUNDS: &[Bound] = &[
-    // The longest range, two full IPv6 addresses and spaces, is under 90.
+    // The longest range, two full IPv6 addresses and spaces, is under 100.
+    // The address patterns are long, and the apiserver multiplies a rule's
+    // cost by the number of items: at 1024 items Kubernetes 1.28 refuses
+    // them (estimated cost 2.5 to 2.7 times its budget), at 256 it takes
+    // them.
     Bound {
         kind: "IPAddressPool",
         versions: V1BETA1,
         path: "/properties/spec/properties/addresses",
         key: "maxItems",
-        value: 1024,
+        value: 256,
     },
     Bound {
         kind: "IPAddressPool",
         versions: V1BETA1,
         path: "/properties/spec/properties/addresses/items",
+        key: "maxLength",
+        value: 128,
+    },
+    // An address is at most 45 characters (IPv6 with an IPv4 tail). The
+    // address rules are patterns, which the apiserver prices by length.
+    Bound {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/peerAddress",
+        key: "maxLength",
+        value: 128,
+    },
+    Bound {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/sourceAddress",
+        key: "maxLength",
+        value: 128,
+    },
+    Bound {
+        kind: "BGPPeer",
+        versions: BGPPEER_BOTH,
+        path: "/properties/spec/properties/routerID",
         key: "maxLength",
         value: 128,
     },

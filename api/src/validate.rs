@@ -922,7 +922,7 @@ fn ip_field(p: &mut Found, field: &str, text: &str) -> Option<IpAddr> {
         p.push(field, format!("{text:?} is not an IP address"));
         return None;
     };
-    // The CRDs' `isIP` refuses these; Go would read the IPv4 address.
+    // The CRDs refuse these (as `isIP` does); Go would read the IPv4 address.
     if let Some(ipv4) = addr::ipv4_mapped(parsed) {
         p.push(
             field,
@@ -1217,8 +1217,8 @@ mod tests {
         );
         let (model, problems) = ip_address_pool(&pool("nothing", &["10.0.0.1-fc00::1"]));
         assert_eq!((problems, model.unwrap().ranges), (vec![], vec![]));
-        // IPv4-mapped IPv6 addresses are refused, as the CRD's isCIDR and
-        // isIP refuse them.
+        // IPv4-mapped IPv6 addresses are refused, as the CRD's rules (and
+        // isCIDR and isIP) refuse them.
         let p = pool(
             "mapped",
             &[

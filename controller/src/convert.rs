@@ -191,7 +191,7 @@ fn annotation_entry<'a>(
 /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is refused, naming where
 /// it was written and the IPv4 address to request instead. MetalLB (Go's
 /// `net.ParseIP`) reads it as the IPv4 address; ferrolb refuses it as its
-/// pools do (Kubernetes' CEL `isIP`, which the CRDs use, refuses it), so a
+/// pools do (the CRDs refuse it, as Kubernetes' CEL `isIP` does), so a
 /// requested address is always written as the Service's status shows it.
 fn requested_ips(
     annotation: Option<(&str, &str)>,
