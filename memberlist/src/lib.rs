@@ -84,7 +84,11 @@
 //!   suspect itself. A dead member is confirmed by everyone within one probe
 //!   interval, so its timeout falls to the minimum at once; a live one
 //!   passes, so a false suspicion keeps the maximum. A suspect that answers
-//!   is probed again each interval until its refutation arrives.
+//!   is probed again each interval until its refutation arrives. A failed
+//!   probe of a suspect does not raise the local health multiplier (when
+//!   many die at once its relays are often dead too), and confirmations
+//!   past the K expected are neither counted nor relayed, so a death costs
+//!   O(n) datagrams, not O(n²) (BENCHMARKS.md, memberlist at 1,000 members).
 //! - **Stale-news correction**: a member told a suspicion, death or leave
 //!   about itself that it already refuted answers the sender with its
 //!   current incarnation, so a member that missed the refutation's gossip

@@ -1105,3 +1105,173 @@ fn member_table_is_bounded() {
     assert_eq!(a.swim.members().count(), 4);
     assert_eq!(a.swim.stats().members_evicted, 1);
 }
+
+/// The counts kept as members change state (members up, up addresses,
+/// seeds missing, the slot index) equal a recount of the table.
+fn assert_books(swim: &Swim<Rng>) {
+    let up: Vec<&Member> = swim.members().filter(|m| m.state.is_up()).collect();
+    assert_eq!(swim.num_up(), up.len());
+    let mut addrs: BTreeMap<SocketAddr, u32> = BTreeMap::new();
+    for m in &up {
+        *addrs.entry(m.addr).or_default() += 1;
+    }
+    assert_eq!(swim.up_addrs, addrs);
+    let missing = swim.seeds.iter().filter(|s| !addrs.contains_key(s)).count();
+    assert_eq!(swim.seeds_missing, missing);
+    assert_eq!(swim.slots.len(), swim.members.len());
+    for (slot, name) in swim.slots.iter().enumerate() {
+        assert_eq!(swim.members[name].slot, slot, "{name}");
+    }
+    let pending = &swim.probe_order[swim.probe_next.min(swim.probe_order.len())..];
+    for e in swim.members.values().filter(|e| e.queued) {
+        assert!(pending.contains(&e.member.name), "{}", e.member.name);
+    }
+}
+
+/// Random updates from a peer (alive at new addresses, suspicions,
+/// deaths, leaves, at random incarnations), reaps and evictions from a
+/// small table: the books stay exact after every input.
+#[test]
+fn member_counts_follow_every_change() {
+    let t0 = Instant::now();
+    let mut c = config(1);
+    c.max_members = 12;
+    c.dead_retention = ms(300);
+    let mut a = Node::with(c, t0);
+    a.swim.join(t0, [addr(2), addr(3), addr(40)]);
+    a.drain();
+    assert_books(&a.swim);
+    let mut rng = Rng::seed_from_u64(11);
+    let mut now = t0;
+    for step in 0..3000 {
+        now += ms(1);
+        let who = 2 + index(&mut rng, 18);
+        let incarnation = u32::try_from(index(&mut rng, 4)).unwrap();
+        let update = match index(&mut rng, 4) {
+            0 => Update::Alive {
+                name: name(who),
+                incarnation,
+                // Sometimes at another member's address.
+                addr: addr(2 + index(&mut rng, 40)),
+                meta: Meta::default(),
+            },
+            1 => Update::Suspect {
+                name: name(who),
+                incarnation,
+                from: name(2),
+            },
+            2 => Update::Dead {
+                name: name(who),
+                incarnation,
+                from: name(2),
+            },
+            _ => Update::Left {
+                name: name(who),
+                incarnation,
+            },
+        };
+        a.recv(now, 2, &packet(2, Message::Gossip, vec![update]))
+            .unwrap();
+        if step % 10 == 0 {
+            a.swim.handle_timeout(now);
+            a.drain();
+        }
+        assert_books(&a.swim);
+        a.take_sent();
+        a.timers.clear();
+        a.events.clear();
+    }
+    let s = a.swim.stats();
+    assert!(s.members_evicted > 0, "{s:?}");
+}
+
+/// Confirmations past the K expected change nothing: they are neither
+/// counted nor passed on, so a death seen by every member of a large
+/// cluster is not relayed once per member (Lifeguard §IV-B, as
+/// hashicorp/memberlist's `suspicion.Confirm`).
+#[test]
+fn confirmations_past_k_are_not_relayed() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    a.know(t0, &(2..12).collect::<Vec<_>>());
+    let suspect = |from| Update::Suspect {
+        name: name(3),
+        incarnation: 0,
+        from: name(from),
+    };
+    let relayed = |a: &mut Node, from| {
+        a.recv(
+            t0 + ms(10),
+            from,
+            &packet(from, Message::Gossip, vec![suspect(from)]),
+        )
+        .unwrap();
+        // Gossip rounds until the queue is empty: was it passed on?
+        let mut seen = false;
+        while a.timers.iter().any(|(_, t)| t.kind() == TimerKind::Gossip) {
+            let (at, t) = a.timer(TimerKind::Gossip);
+            a.timers.retain(|(_, x)| x.kind() != TimerKind::Gossip);
+            a.swim.handle_timer(at, t);
+            a.drain();
+            seen |= a
+                .take_sent()
+                .iter()
+                .any(|(_, p)| p.updates.contains(&suspect(from)));
+        }
+        seen
+    };
+    // The suspector, then K = 3 confirmations: each is passed on.
+    assert!(relayed(&mut a, 2));
+    for from in 4..7 {
+        assert!(relayed(&mut a, from), "confirmation from n{from}");
+    }
+    let (at, _) = a.timer(TimerKind::Suspicion);
+    assert_eq!(at, t0 + ms(10) + ms(250), "K confirmations: the minimum");
+    let arms = a.timers.len();
+    // A fourth changes nothing: not relayed, no timer re-armed.
+    assert!(!relayed(&mut a, 7));
+    assert_eq!(a.timers.len(), arms);
+    assert_eq!(
+        a.swim.members["n3"]
+            .suspicion
+            .as_ref()
+            .unwrap()
+            .confirmations
+            .len(),
+        3
+    );
+}
+
+/// A failed probe of a member already suspected (here the confirmation
+/// probe of a suspicion heard by gossip) says nothing about our own
+/// health, even when no relay nacks: under a mass death the relays are
+/// often dead too.
+#[test]
+fn failed_probe_of_a_suspect_leaves_health_alone() {
+    let t0 = Instant::now();
+    let mut a = Node::new(1, t0);
+    a.know(t0, &[2, 3, 4]);
+    let suspect = Update::Suspect {
+        name: name(3),
+        incarnation: 0,
+        from: name(2),
+    };
+    a.recv(t0, 2, &packet(2, Message::Gossip, vec![suspect]))
+        .unwrap();
+    let sent = a.take_sent();
+    assert!(
+        sent.iter()
+            .any(|(to, p)| *to == addr(3) && matches!(p.message, Message::Ping { .. }))
+    );
+    a.fire(TimerKind::ProbeTimeout);
+    let reqs = a
+        .take_sent()
+        .iter()
+        .filter(|(_, p)| matches!(p.message, Message::PingReq { .. }))
+        .count();
+    assert_eq!(reqs, 2, "both other members asked");
+    // Neither relay nacks.
+    a.fire(TimerKind::ProbeDeadline);
+    assert_eq!(a.swim.stats().probe_failures, 1);
+    assert_eq!(a.swim.health_multiplier(), 1);
+}

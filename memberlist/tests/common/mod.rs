@@ -118,6 +118,13 @@ pub struct Sim {
     pub events: Vec<(Instant, usize, Event)>,
     by_addr: BTreeMap<SocketAddr, usize>,
     pub delivered: u64,
+    /// Datagrams emitted by the cores (lost ones included), and their
+    /// encoded octets as sent (envelope included).
+    pub sent_packets: u64,
+    pub sent_bytes: u64,
+    /// Stream frames emitted (push-pull, joins) and their octets.
+    pub sent_streams: u64,
+    pub stream_bytes: u64,
 }
 
 impl Sim {
@@ -137,6 +144,10 @@ impl Sim {
             events: Vec::new(),
             by_addr: BTreeMap::new(),
             delivered: 0,
+            sent_packets: 0,
+            sent_bytes: 0,
+            sent_streams: 0,
+            stream_bytes: 0,
         }
     }
 
@@ -240,6 +251,14 @@ impl Sim {
     /// other member up.
     pub fn converged(&self) -> bool {
         let running: Vec<usize> = self.running().collect();
+        // The cheap count first: this is checked after every step that
+        // produced an event, thousands of times while 1,000 members form.
+        if !running
+            .iter()
+            .all(|&i| self.get(i).num_up() == running.len() - 1)
+        {
+            return false;
+        }
         running.iter().all(|&i| {
             let s = self.get(i);
             running.iter().filter(|&&j| j != i).all(|&j| {
@@ -274,6 +293,8 @@ impl Sim {
         while let Some(out) = self.nodes[i].swim.as_mut().and_then(Swim::poll_output) {
             match out {
                 Output::Send { to, packet } => {
+                    self.sent_packets += 1;
+                    self.sent_bytes += packet.len() as u64;
                     let Some(&j) = self.by_addr.get(&to) else {
                         continue;
                     };
@@ -292,6 +313,8 @@ impl Sim {
                     );
                 }
                 Output::Stream { to, frame } => {
+                    self.sent_streams += 1;
+                    self.stream_bytes += frame.len() as u64;
                     let Some(&j) = self.by_addr.get(&to) else {
                         continue;
                     };
@@ -359,6 +382,32 @@ impl Sim {
         }
         self.drain(node);
         true
+    }
+
+    /// Items waiting in the event queue, by kind: datagrams, stream
+    /// frames, and timers per [`TimerKind`](memberlist::TimerKind).
+    pub fn pending(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for Reverse(item) in &self.queue {
+            let kind = match &item.action {
+                Action::Packet { .. } => "datagram".to_string(),
+                Action::Stream { .. } => "stream".to_string(),
+                Action::Timer { timer, .. } => format!("{:?}", timer.kind()),
+            };
+            *counts.entry(kind).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Processes the next queued item if it is due by `deadline`;
+    /// otherwise moves the clock to `deadline` and returns `false`.
+    pub fn step_before(&mut self, deadline: Instant) -> bool {
+        if self.queue.peek().is_some_and(|Reverse(i)| i.at <= deadline) {
+            self.step()
+        } else {
+            self.now = self.now.max(deadline);
+            false
+        }
     }
 
     pub fn run_until(&mut self, t: Instant) {
