@@ -1,6 +1,7 @@
 //! The reconcile loop: one task that owns the drivers. On every
 //! configuration change or memberlist event it rebuilds the
-//! [`ClusterView`], hands it to the keyed desired state ([`Keyed`]), which
+//! [`ClusterView`](crate::announce::ClusterView), hands it to the keyed
+//! desired state ([`Keyed`]), which
 //! decides again only the services that changed, and applies what changed
 //! to the BGP speaker (per peer, the prefixes to announce or withdraw) and
 //! the layer 2 announcer (per IP). It makes no announcement decisions of
