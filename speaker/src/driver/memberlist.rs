@@ -239,6 +239,31 @@ enum Command {
     Leave(oneshot::Sender<()>),
 }
 
+/// A datagram socket and a listener on one port: `bind`'s, or, when its
+/// port is 0, a port free for both. The listener takes the port the
+/// datagram socket got; TCP connections share the ephemeral range, so a
+/// TCP socket may hold that number already, and then another is drawn.
+fn bind_pair(
+    bind: SocketAddr,
+) -> io::Result<(std::net::UdpSocket, std::net::TcpListener, SocketAddr)> {
+    const DRAWS: usize = 64;
+    let mut draws = 0;
+    loop {
+        let udp = std::net::UdpSocket::bind(bind)?;
+        let local = udp.local_addr()?;
+        match std::net::TcpListener::bind(local) {
+            Ok(tcp) => return Ok((udp, tcp, local)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && bind.port() == 0 => {
+                draws += 1;
+                if draws == DRAWS {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Memberlist {
     /// Binds UDP and TCP on `config.bind`, starts the driver task, joins
     /// `config.seeds`, and returns the handle with the event stream. Must
@@ -248,10 +273,7 @@ impl Memberlist {
     /// Binding failed, or the core's configuration is invalid
     /// (`InvalidInput`).
     pub fn start(mut config: Config) -> io::Result<(Self, Events)> {
-        let udp = std::net::UdpSocket::bind(config.bind)?;
-        let local_addr = udp.local_addr()?;
-        // The listener takes the port the datagram socket got.
-        let tcp = std::net::TcpListener::bind(local_addr)?;
+        let (udp, tcp, local_addr) = bind_pair(config.bind)?;
         udp.set_nonblocking(true)?;
         tcp.set_nonblocking(true)?;
         let udp = UdpSocket::from_std(udp)?;
@@ -956,6 +978,22 @@ mod tests {
         // Nobody else was refused for lack of slots.
         assert_eq!(io.streams_refused, 0, "{io:?}");
         attackers.abort_all();
+    }
+
+    /// A given port is used as it is (an error when TCP holds it); port 0
+    /// gets one that UDP and TCP both have free.
+    #[test]
+    fn bind_pair_takes_one_port_for_both() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        let given = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        let err = bind_pair(given).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+        let (udp, tcp, local) = bind_pair(any).unwrap();
+        assert_ne!(local.port(), 0);
+        assert_eq!(udp.local_addr().unwrap(), local);
+        assert_eq!(tcp.local_addr().unwrap(), local);
     }
 
     /// One join reply lists every member: the new member's consumer gets
