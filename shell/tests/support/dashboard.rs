@@ -1,11 +1,11 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 //! Checks `config/grafana/ferrolb.json` against what the programs export:
 //! every query of a row's panels names only metrics that a real scrape
-//! has samples of, and promtool parses every query.
+//! has samples of, and promtool parses every query. Needs the
+//! `promtool` support module beside it.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -88,22 +88,7 @@ pub fn check(promtool: &Path, dir: &Path, row: &str, scrapes: &[&str]) -> Result
             .map(|(i, q)| json!({"record": format!("dashboard:query{i}"), "expr": q}))
             .collect::<Vec<_>>(),
     }]});
-    std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("dashboard-queries.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&rules).unwrap()).unwrap();
-    let out = Command::new(promtool)
-        .args(["check", "rules"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "promtool check rules {} (the dashboard's {row:?} queries):\n{}{}",
-            path.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    crate::promtool::rules_command(promtool, "check", &path, &rules)
+        .map_err(|e| format!("the dashboard's {row:?} queries: {e}"))
 }

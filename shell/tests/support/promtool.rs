@@ -152,19 +152,30 @@ pub fn test_rules(promtool: &Path, dir: &Path, cases: &[Case]) -> Result<(), Str
         "evaluation_interval": "1m",
         "tests": tests,
     });
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("test.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    rules_command(promtool, "test", &dir.join("test.json"), &file)
+}
+
+/// Writes `file` (JSON, which promtool reads as YAML) to `path` and runs
+/// `promtool CHECK rules PATH` (`test` or `check`); the error is
+/// promtool's report.
+pub fn rules_command(
+    promtool: &Path,
+    check: &str,
+    path: &Path,
+    file: &Value,
+) -> Result<(), String> {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_string_pretty(file).unwrap()).unwrap();
     let out = Command::new(promtool)
-        .args(["test", "rules"])
-        .arg(&path)
+        .args([check, "rules"])
+        .arg(path)
         .output()
         .unwrap();
     if out.status.success() {
         Ok(())
     } else {
         Err(format!(
-            "promtool test rules {} failed:\n{}{}",
+            "promtool {check} rules {} failed:\n{}{}",
             path.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
