@@ -317,11 +317,7 @@ fn soak(seed: u64, loss: f64) {
         }
     }
     let downs = sim.downs_since(from);
-    let suspects = sim
-        .events
-        .iter()
-        .filter(|(t, _, e)| *t >= from && matches!(e, Event::Suspect(_)))
-        .count();
+    let suspects = sim.suspects_since(from);
     let per = |b: u64| b as f64 / n as f64 / secs as f64;
     let maxh = sim.running().map(|i| sim.get(i).health_multiplier()).max();
     let alive = sim

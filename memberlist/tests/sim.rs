@@ -144,11 +144,7 @@ fn soak(seed: u64, n: usize, loss: f64, minutes: u64, config: impl Fn(usize) -> 
     let from = sim.now;
     sim.run_for(Duration::from_secs(60 * minutes));
     let downs = sim.downs_since(from);
-    let suspects = sim
-        .events
-        .iter()
-        .filter(|(t, _, e)| *t >= from && matches!(e, Event::Suspect(_)))
-        .count();
+    let suspects = sim.suspects_since(from);
     let refutations: u64 = sim.running().map(|i| sim.get(i).stats().refutations).sum();
     let probes: u64 = sim.running().map(|i| sim.get(i).stats().probes).sum();
     let failures: u64 = sim
@@ -201,11 +197,7 @@ fn stalls_are_not_deaths() {
         }
         sim.run_for(Duration::from_secs(5));
         let downs = sim.downs_since(from);
-        let suspects = sim
-            .events
-            .iter()
-            .filter(|(t, _, e)| *t >= from && matches!(e, Event::Suspect(_)))
-            .count();
+        let suspects = sim.suspects_since(from);
         let late: u64 = sim.running().map(|i| sim.get(i).stats().late_timers).sum();
         println!(
             "stalls n={n} x{stalls}: downs={} suspect-events={suspects} late-timers={late}",

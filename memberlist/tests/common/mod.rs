@@ -470,6 +470,14 @@ impl Sim {
             })
             .collect()
     }
+
+    /// How many Suspect events members reported since `from`.
+    pub fn suspects_since(&self, from: Instant) -> usize {
+        self.events
+            .iter()
+            .filter(|(t, _, e)| *t >= from && matches!(e, Event::Suspect(_)))
+            .count()
+    }
 }
 
 /// The `q` quantile (0..=1) of sorted samples, nearest rank.
