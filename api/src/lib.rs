@@ -21,6 +21,7 @@ pub mod community;
 pub mod crd;
 pub mod duration;
 pub mod event;
+pub mod legacy;
 pub mod meta;
 pub mod model;
 pub mod v1beta1;

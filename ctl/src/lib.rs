@@ -12,13 +12,12 @@
 //! ServiceL2Status, ServiceBGPStatus, ConfigurationState, Events).
 //! [`diff`] runs the same decisions twice, on the cluster as it is and
 //! with the objects of some files applied, and compares them.
-//! [`migrate`] converts MetalLB's legacy ConfigMap and reads no cluster.
+//! `migrate-configmap` is [`api::legacy`]: it reads no cluster.
 //! [`table`] prints a report as columns; `-o json|yaml` serialises it.
 
 pub mod cluster;
 pub mod diff;
 pub mod explain;
-pub mod migrate;
 pub mod status;
 pub mod table;
 

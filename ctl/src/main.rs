@@ -185,9 +185,8 @@ fn main() -> ExitCode {
 /// `migrate-configmap`: the file's objects as YAML.
 fn migrate(file: &str, namespace: &str) -> Result<String, String> {
     let source = read_source(file)?;
-    let cfg = kubectl_ferrolb::migrate::convert(&source.text, namespace)
-        .map_err(|e| format!("{file}: {e}"))?;
-    kubectl_ferrolb::migrate::to_yaml(&cfg).map_err(|e| e.to_string())
+    let cfg = api::legacy::convert(&source.text, namespace).map_err(|e| format!("{file}: {e}"))?;
+    api::legacy::to_yaml(&cfg).map_err(|e| e.to_string())
 }
 
 /// A file's text, or standard input's for `-`.

@@ -1,6 +1,6 @@
-//! `kubectl ferrolb migrate-configmap -f config.yaml`: MetalLB's legacy
-//! configuration (the `config` key of the `metallb-system/config`
-//! ConfigMap, used before MetalLB 0.13) as metallb.io objects.
+//! MetalLB's legacy configuration (the `config` key of the
+//! `metallb-system/config` ConfigMap, used before MetalLB 0.13) as
+//! metallb.io objects: what `kubectl ferrolb migrate-configmap` prints.
 //!
 //! Pure: text in, objects out. The mapping is the one MetalLB's own
 //! converter (`configmaptocrs`) made: every `peers` entry becomes a
@@ -12,18 +12,18 @@
 //! `bgp-communities` become one Community named `communities`, and
 //! `bfd-profiles` BFDProfiles of their names. Where it differs: a key this
 //! converter does not know is an error naming it (MetalLB's dropped it
-//! silently), and the objects are checked with [`api::validate::config`]
+//! silently), and the objects are checked with [`crate::validate::config`]
 //! before they are printed, so every one is what ferrolb accepts.
 
 use std::collections::BTreeMap;
 
-use api::meta::{LabelSelector, LabelSelectorRequirement};
-use api::v1beta1::{
+use crate::meta::{LabelSelector, LabelSelectorRequirement};
+use crate::v1beta1::{
     BFDProfile, BFDProfileSpec, BGPAdvertisement, BGPAdvertisementSpec, Community, CommunityAlias,
     CommunitySpec, IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec,
 };
-use api::v1beta2::{BGPPeer, BGPPeerSpec};
-use api::validate::{self, Config};
+use crate::v1beta2::{BGPPeer, BGPPeerSpec};
+use crate::validate::{self, Config};
 use serde::Deserialize;
 use serde_json::Value;
 
