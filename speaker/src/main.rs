@@ -16,7 +16,7 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use memberlist::{Name, Security};
 use shell::task::{Spawner, Supervisor};
-use speaker::announce::ApiSpeakers;
+use speaker::announce::{ApiSpeakers, MetallbSpeakers};
 use speaker::driver::l2::{Exclude, L2Config};
 use speaker::driver::memberlist::{Config as MemberlistConfig, Events, Memberlist};
 use speaker::metrics;
@@ -90,6 +90,16 @@ struct Args {
         default_value = "app=metallb,component=speaker"
     )]
     memberlist_labels: String,
+    /// Kubernetes mode, while replacing MetalLB node by node: the label
+    /// selector of MetalLB's speaker Pods (e.g. app=metallb,component=speaker;
+    /// it must not select ferrolb's). Layer 2 services stay with MetalLB's
+    /// speakers while one runs that can answer for them (its ServiceL2Status
+    /// names it, or MetalLB's election can pick it); ferrolb takes each over,
+    /// with gratuitous ARP / unsolicited NA, once none can. Until both are
+    /// listed, no layer 2 service is answered. Harmless once MetalLB is gone
+    /// (README, "Coming from MetalLB").
+    #[arg(long, conflicts_with = "config_dir")]
+    metallb_speaker_labels: Option<String>,
     /// How often the directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     reload_interval_ms: u64,
@@ -243,6 +253,12 @@ impl Args {
             self.pod_name = env("POD_NAME");
         }
         self.ns = shell::compat::namespace(self.namespace.as_deref());
+        if self.metallb_speaker_labels.as_deref() == Some(self.memberlist_labels.as_str()) {
+            return Err(format!(
+                "--metallb-speaker-labels {:?} is also --memberlist-labels: it must select MetalLB's speaker Pods, not ferrolb's",
+                self.memberlist_labels
+            ));
+        }
         if let Some(ip) = self.ml_bindaddr {
             self.memberlist_bind = Some(SocketAddr::new(ip, self.ml_bindport));
             self.memberlist_advertise.get_or_insert(Advertise::Ip(ip));
@@ -411,8 +427,26 @@ async fn start_kubernetes(
     tx: mpsc::Sender<Reload>,
     tasks: &Spawner,
 ) -> Result<run::Kube, String> {
-    let (speakers_tx, speakers) = watch::channel(Arc::new(ApiSpeakers::default()));
+    let (speakers_tx, speakers) = watch::channel(Arc::new(ApiSpeakers {
+        // Not listed yet: no layer 2 service is taken from MetalLB.
+        metallb: args
+            .metallb_speaker_labels
+            .as_ref()
+            .map(|_| MetallbSpeakers::default()),
+        ..ApiSpeakers::default()
+    }));
     let speakers_tx = Arc::new(speakers_tx);
+    if let Some(labels) = &args.metallb_speaker_labels {
+        tasks.spawn(
+            "MetalLB speakers",
+            k8s::metallb_feed(
+                kube::Api::namespaced(client.clone(), &args.ns),
+                kube::Api::namespaced(client.clone(), &args.ns),
+                labels.clone(),
+                Arc::clone(&speakers_tx),
+            ),
+        );
+    }
     let (isolated, isolated_rx) = watch::channel(false);
     let seeds = match (&memberlist, args.memberlist_bind) {
         (Some(ml), Some(bind)) => {

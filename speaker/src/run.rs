@@ -165,8 +165,9 @@ pub async fn run(
                     r.reconcile().await;
                 }
             }
-            // Only an isolated node's decisions read the API's speakers.
-            () = api_changed(r.kube.as_mut()) => if r.membership.isolated {
+            // Only an isolated node's decisions, and those of a node that
+            // coexists with MetalLB, read the API's speakers.
+            () = api_changed(r.kube.as_mut()) => if r.membership.isolated || r.coexists() {
                 r.reconcile().await;
             },
             () = sleep_opt(r.peer_retry) => {
@@ -321,6 +322,14 @@ struct Reported {
 }
 
 impl Reconciler {
+    /// Whether the API's speakers include MetalLB's
+    /// (`--metallb-speaker-labels`).
+    fn coexists(&self) -> bool {
+        self.kube
+            .as_ref()
+            .is_some_and(|k| k.speakers.borrow().metallb.is_some())
+    }
+
     fn reload(&mut self, reload: Reload) {
         let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
         match reload {
@@ -413,6 +422,9 @@ impl Reconciler {
         }
         for (service, node) in &changes.yielded {
             warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");
+        }
+        for (service, why) in &changes.deferred {
+            info!(%service, metallb_node = %why.node(), why = ?why, "layer 2: leaving the service to MetalLB's speaker (it answers or will); taking over when no MetalLB speaker can");
         }
         self.apply_bgp(&changes).await;
         self.apply_l2(&changes);

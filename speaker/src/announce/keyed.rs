@@ -27,6 +27,7 @@ use api::model::{Model, Secrets};
 use bgp::session::{IpPrefix, RouteAttrs};
 
 use super::bgp::{BgpContext, Pending};
+use super::coexist::Deferral;
 use super::l2::{L2Context, ServiceL2};
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
@@ -78,6 +79,9 @@ pub struct Changes {
     /// Services this node newly leaves, while isolated, to the node the
     /// API shows answering for them.
     pub yielded: Vec<(ObjectKey, String)>,
+    /// Services this node newly leaves to MetalLB's speakers
+    /// ([`super::coexist`]), and why.
+    pub deferred: Vec<(ObjectKey, Deferral)>,
 }
 
 /// The desired state of one node, kept per service.
@@ -104,6 +108,7 @@ pub struct Keyed {
     l2: BTreeMap<IpAddr, Address>,
     announcements: Announcements,
     yielded: BTreeMap<ObjectKey, String>,
+    deferred: BTreeMap<ObjectKey, Deferral>,
     /// Incremented by every update; entries not seen in it are gone.
     generation: u64,
     /// The addresses of the last view's services, in its order, when each
@@ -369,10 +374,14 @@ impl Keyed {
         self.with_problems.remove(key);
         let Some(e) = new else {
             self.yielded.remove(key);
+            self.deferred.remove(key);
             return;
         };
         if e.l2.as_ref().is_none_or(|l| l.yielded.is_none()) {
             self.yielded.remove(key);
+        }
+        if e.l2.as_ref().is_none_or(|l| l.deferred.is_none()) {
+            self.deferred.remove(key);
         }
         for ((peer, prefix), pending) in &e.routes {
             self.routes
@@ -399,6 +408,11 @@ impl Keyed {
                 && self.yielded.insert(key.clone(), node.clone()).as_ref() != Some(node)
             {
                 changes.yielded.push((key.clone(), node.clone()));
+            }
+            if let Some(why) = &l2.deferred
+                && self.deferred.insert(key.clone(), why.clone()).as_ref() != Some(why)
+            {
+                changes.deferred.push((key.clone(), why.clone()));
             }
         }
         if !e.problems.is_empty() {
@@ -669,6 +683,11 @@ impl Keyed {
     /// See [`super::L2Plan::yielded`].
     pub fn yielded(&self) -> &BTreeMap<ObjectKey, String> {
         &self.yielded
+    }
+
+    /// See [`super::L2Plan::deferred`].
+    pub fn deferred(&self) -> &BTreeMap<ObjectKey, Deferral> {
+        &self.deferred
     }
 }
 

@@ -10,6 +10,7 @@ use api::model::{L2Advertisement, Pool};
 use api::validate::Problem;
 use sha2::{Digest, Sha256};
 
+use super::coexist::{Deferral, l2_deferral};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
@@ -29,6 +30,9 @@ pub struct L2Plan {
     /// While isolated: services this node wins but leaves to the node the
     /// API shows answering for them (a Ready speaker).
     pub yielded: BTreeMap<ObjectKey, String>,
+    /// While MetalLB speakers remain (`--metallb-speaker-labels`): services
+    /// this node wins but leaves to MetalLB ([`super::coexist`]).
+    pub deferred: BTreeMap<ObjectKey, Deferral>,
     /// What was inconsistent, and skipped.
     pub problems: Vec<Problem>,
 }
@@ -113,6 +117,9 @@ pub fn l2_plan(view: &ClusterView) -> L2Plan {
         if let Some(node) = d.yielded {
             plan.yielded.insert(svc.key.clone(), node);
         }
+        if let Some(why) = d.deferred {
+            plan.deferred.insert(svc.key.clone(), why);
+        }
         let Some(interfaces) = d.interfaces else {
             continue;
         };
@@ -147,6 +154,9 @@ pub(super) struct ServiceL2 {
     pub(super) interfaces: Option<Interfaces>,
     /// While isolated: the Ready node this node leaves the service to.
     pub(super) yielded: Option<String>,
+    /// While MetalLB speakers remain: why this node leaves the service to
+    /// them.
+    pub(super) deferred: Option<Deferral>,
 }
 
 /// What every service's layer 2 decision on this node shares.
@@ -240,6 +250,17 @@ impl<'a> L2Context<'a> {
         if !won || self.excluded.is_some() {
             return Some(out);
         }
+        if let Some(metallb) = view.api_speakers.as_ref().and_then(|a| a.metallb.as_ref()) {
+            let with_endpoints = svc.nodes_with_serving_endpoints();
+            let seed = svc.ingress[0].to_string();
+            out.deferred = l2_deferral(metallb, &svc.key, &seed, |n| {
+                svc.has_serving_endpoint()
+                    && self.eligibility(svc, &ads, &with_endpoints, n).is_ok()
+            });
+            if out.deferred.is_some() {
+                return Some(out);
+            }
+        }
         if let Some(other) = self.api.and_then(|api| {
             api.l2_announcers
                 .get(&svc.key)?
@@ -304,10 +325,22 @@ impl<'a> L2Context<'a> {
         with_endpoints: &BTreeSet<&str>,
         name: &str,
     ) -> Result<i64, NotCandidate> {
-        let view = self.view;
         if !self.speakers.contains(name) {
             return Err(NotCandidate::NotMember);
         }
+        self.eligibility(svc, ads, with_endpoints, name)
+    }
+
+    /// [`Self::candidacy`] without the question of who runs on the node:
+    /// whether the service's rules allow it.
+    pub(super) fn eligibility(
+        &self,
+        svc: &Service,
+        ads: &[&L2Advertisement],
+        with_endpoints: &BTreeSet<&str>,
+        name: &str,
+    ) -> Result<i64, NotCandidate> {
+        let view = self.view;
         let Some(node) = view.nodes.get(name) else {
             return Err(NotCandidate::NotInView);
         };

@@ -18,6 +18,7 @@
 
 pub mod bfd_gate;
 mod bgp;
+pub mod coexist;
 pub mod explain;
 pub mod interfaces;
 pub mod k8s;
@@ -37,8 +38,8 @@ pub use self::keyed::{Changes, Keyed, RouteChange, Via};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
-    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Node, ObjectKey, POOL_ANNOTATION,
-    Service, TrafficPolicy,
+    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, MetallbSpeakers, Node, ObjectKey,
+    POOL_ANNOTATION, Service, TrafficPolicy,
 };
 
 /// A service this speaker is responsible for, with the pool its IPs are in.

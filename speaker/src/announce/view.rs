@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub use api::model::ObjectKey;
 use api::model::{Model, Secrets};
 
+pub use super::coexist::MetallbSpeakers;
+
 /// Everything this node knows when it decides what to announce.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterView {
@@ -76,6 +78,9 @@ pub struct ApiSpeakers {
     /// By service, the nodes whose ServiceL2Status says they answer for
     /// it. Read only while this node is isolated.
     pub l2_announcers: BTreeMap<ObjectKey, BTreeSet<String>>,
+    /// MetalLB's speakers, while ferrolb replaces them
+    /// (`--metallb-speaker-labels`); `None` when not asked to look.
+    pub metallb: Option<MetallbSpeakers>,
 }
 
 /// Why a node announces nothing.

@@ -44,7 +44,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
-use crate::announce::ApiSpeakers;
+use crate::announce::{ApiSpeakers, MetallbSpeakers};
 
 /// How long a burst is gathered: a change within this time of the last
 /// snapshot waits this long, so a burst (a rollout, a relist) costs one
@@ -560,6 +560,103 @@ pub async fn l2_claims(
     }
 }
 
+/// Keeps `speakers.metallb` current while ferrolb replaces MetalLB
+/// (`--metallb-speaker-labels`): watches MetalLB's speaker Pods (the
+/// `labels` selector) and the ServiceL2Status objects, and sends what they
+/// tell ([`metallb_speakers`]) once both are listed and whenever it changes.
+pub async fn metallb_feed(
+    pods: Api<Pod>,
+    statuses: Api<ServiceL2Status>,
+    labels: String,
+    speakers: Arc<watch::Sender<Arc<ApiSpeakers>>>,
+) {
+    info!(selector = %labels, "coexisting with MetalLB: layer 2 services stay with MetalLB's speakers while one can answer");
+    let (pod_reader, pod_writer) = reflector::store();
+    let (status_reader, status_writer) = reflector::store();
+    let pod_events = watcher(pods, watcher::Config::default().labels(&labels))
+        .default_backoff()
+        .reflect(pod_writer)
+        .map(|e| (true, e.map(|e| matches!(e, watcher::Event::InitDone))));
+    let status_events = watcher(statuses, watcher::Config::default())
+        .default_backoff()
+        .reflect(status_writer)
+        .map(|e| (false, e.map(|e| matches!(e, watcher::Event::InitDone))));
+    let mut events = std::pin::pin!(futures::stream::select(pod_events, status_events));
+    let (mut pods_listed, mut statuses_listed) = (false, false);
+    while let Some((is_pod, event)) = events.next().await {
+        match event {
+            Ok(init_done) => {
+                if init_done && is_pod {
+                    pods_listed = true;
+                } else if init_done {
+                    statuses_listed = true;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, pods = is_pod, "watching MetalLB's speaker Pods or the ServiceL2Status objects failed, retrying");
+                continue;
+            }
+        }
+        if !(pods_listed && statuses_listed) {
+            continue;
+        }
+        let now = metallb_speakers(&pod_reader.state(), &status_reader.state());
+        speakers.send_if_modified(|s| {
+            let changed = s.metallb.as_ref() != Some(&now);
+            if changed {
+                debug!(running = ?now.running, owners = ?now.l2_owners, "MetalLB's speakers changed");
+                Arc::make_mut(s).metallb = Some(now);
+            }
+            changed
+        });
+    }
+}
+
+/// What MetalLB's speaker Pods and the ServiceL2Status objects tell: the
+/// nodes where a MetalLB speaker runs (its Pod `Ready`, deleted or not: it
+/// answers until its process exits), and per service the nodes named by
+/// the statuses a MetalLB speaker Pod owns (ferrolb's own are not).
+pub fn metallb_speakers(pods: &[Arc<Pod>], statuses: &[Arc<ServiceL2Status>]) -> MetallbSpeakers {
+    let running = pods
+        .iter()
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    let names: BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    let mut l2_owners: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
+    for o in statuses {
+        let owned = o
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.kind == "Pod" && names.contains(r.name.as_str()));
+        let Some(s) = o.status.as_ref().filter(|_| owned) else {
+            continue;
+        };
+        if s.node.is_empty() || s.service_name.is_empty() {
+            continue;
+        }
+        l2_owners
+            .entry(ObjectKey::new(&s.service_namespace, &s.service_name))
+            .or_default()
+            .insert(s.node.clone());
+    }
+    MetallbSpeakers {
+        synced: true,
+        running,
+        l2_owners,
+    }
+}
+
 /// How often an isolated speaker lists the ServiceL2Status objects.
 pub const CLAIMS_POLL: Duration = Duration::from_secs(2);
 
@@ -785,6 +882,68 @@ mod tests {
                 "10.0.0.1:7946".parse().unwrap_or_else(|e| panic!("{e}")),
                 "[fd00::3]:7946".parse().unwrap_or_else(|e| panic!("{e}")),
             ]
+        );
+    }
+
+    /// Which MetalLB speakers run and which statuses are theirs.
+    #[test]
+    fn metallb_speakers_from_pods_and_statuses() {
+        let pod = |name: &str, node: &str, ready: Option<&str>, deleting: bool| -> Arc<Pod> {
+            let mut v = json!({
+                "metadata": {"name": name, "namespace": "metallb-system"},
+                "spec": {"nodeName": node, "containers": []},
+                "status": {},
+            });
+            if let Some(r) = ready {
+                v["status"]["conditions"] = json!([{"type": "Ready", "status": r}]);
+            }
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-11-29T04:00:00Z");
+            }
+            Arc::new(serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}")))
+        };
+        let status = |owner: &str, node: &str, svc: &str| -> Arc<ServiceL2Status> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "metallb.io/v1beta1", "kind": "ServiceL2Status",
+                    "metadata": {"name": format!("l2-{owner}-{svc}"), "namespace": "metallb-system",
+                                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                      "name": owner, "uid": "u"}]},
+                    "spec": {},
+                    "status": {"node": node, "serviceName": svc, "serviceNamespace": "demo"},
+                }))
+                .unwrap_or_else(|e| panic!("{e}")),
+            )
+        };
+        let pods = [
+            pod("metallb-speaker-a", "a", Some("True"), false),
+            // Terminating but still Ready: its process may still answer.
+            pod("metallb-speaker-b", "b", Some("True"), true),
+            // Its process exited: the kubelet reported it not Ready.
+            pod("metallb-speaker-c", "c", Some("False"), true),
+            // Not started yet.
+            pod("metallb-speaker-d", "d", None, false),
+        ];
+        let statuses = [
+            status("metallb-speaker-b", "b", "web"),
+            status("metallb-speaker-c", "c", "db"),
+            // ferrolb's own status, owned by a Pod outside the selector.
+            status("ferrolb-speaker-e", "e", "web"),
+        ];
+        let got = metallb_speakers(&pods, &statuses);
+        let set = |n: &[&str]| {
+            n.iter()
+                .map(|s| (*s).to_owned())
+                .collect::<BTreeSet<String>>()
+        };
+        assert!(got.synced);
+        assert_eq!(got.running, set(&["a", "b"]));
+        assert_eq!(
+            got.l2_owners,
+            BTreeMap::from([
+                (ObjectKey::new("demo", "db"), set(&["c"])),
+                (ObjectKey::new("demo", "web"), set(&["b"])),
+            ])
         );
     }
 }

@@ -524,6 +524,34 @@ impl Node {
         }
     }
 
+    /// The speaker for `cluster`'s node `name` in an existing namespace that
+    /// reaches the apiserver through `forward` (one a test set up for
+    /// another program first: the migration test's MetalLB speaker).
+    pub fn start_in(
+        cluster: &Cluster,
+        ns: Netns,
+        forward: Forward,
+        name: &str,
+        extra: &[&str],
+        logs: &RunDir,
+    ) -> Self {
+        let log = logs.join(&format!("{name}.log"));
+        let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        if let Some(class) = &cluster.class {
+            args.extend(["--lb-class".to_owned(), class.clone()]);
+        }
+        let proc = spawn_speaker(&ns, &cluster.node(name), &cluster.system, &args, &log);
+        Self {
+            ns,
+            proc,
+            log,
+            args,
+            node: cluster.node(name),
+            system: cluster.system.clone(),
+            _forward: forward,
+        }
+    }
+
     /// Starts the speaker again after a kill, appending to its log.
     pub fn restart(&mut self) {
         self.proc = spawn_speaker(&self.ns, &self.node, &self.system, &self.args, &self.log);

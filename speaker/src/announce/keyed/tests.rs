@@ -219,6 +219,11 @@ fn check(step: &str, view: &ClusterView, l2_on: bool, keyed: &Keyed, applied: &A
         l2.as_ref().map(|p| p.yielded.clone()).unwrap_or_default(),
         "{step}"
     );
+    assert_eq!(
+        *keyed.deferred(),
+        l2.as_ref().map(|p| p.deferred.clone()).unwrap_or_default(),
+        "{step}: deferred to MetalLB"
+    );
     // Status, and the (protocol, service, IP) log.
     let want = announcements(&bgp, l2.as_ref());
     assert_eq!(*keyed.announcements(), want, "{step}: announcements");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use api::v1beta1::{L2AdvertisementSpec, PreferredNodeSelector};
 
+use super::super::coexist::{Deferral, MetallbSpeakers};
 use super::super::fixture::*;
 use super::super::view::{ApiSpeakers, Exclusion, TrafficPolicy};
 use super::*;
@@ -411,8 +412,103 @@ fn isolated(this: &str, answering: &[&str]) -> Fixture {
             answering.iter().map(|n| (*n).to_owned()).collect(),
         )]
         .into(),
+        metallb: None,
     }));
     v
+}
+
+/// `base`, during a migration: ferrolb's speakers run on `ferrolb` (its
+/// memberlist members), MetalLB's on `metallb` (Ready Pods), and MetalLB's
+/// ServiceL2Status says `owner` answers for `web`.
+fn migrating(this: &str, ferrolb: &[&str], metallb: &[&str], owner: Option<&str>) -> Fixture {
+    let mut v = base(this);
+    let set = |n: &[&str]| {
+        n.iter()
+            .map(|n| (*n).to_owned())
+            .collect::<BTreeSet<String>>()
+    };
+    v.members = Some(set(ferrolb));
+    v.api_speakers = Some(Arc::new(ApiSpeakers {
+        metallb: Some(MetallbSpeakers {
+            synced: true,
+            running: set(metallb),
+            l2_owners: owner
+                .map(|o| [(key("web"), set(&[o]))].into())
+                .unwrap_or_default(),
+        }),
+        ..ApiSpeakers::default()
+    }));
+    v
+}
+
+/// Which of ferrolb's nodes answer for 192.0.2.10 during a migration.
+fn ferrolb_announcers(
+    ferrolb: &[&str],
+    metallb: &[&str],
+    owner: Option<&str>,
+) -> Vec<&'static str> {
+    NODES
+        .iter()
+        .filter(|n| ferrolb.contains(*n))
+        .filter(|n| {
+            l2(&migrating(n, ferrolb, metallb, owner))
+                .announce
+                .contains_key(&ip("192.0.2.10"))
+        })
+        .copied()
+        .collect()
+}
+
+/// The node-by-node hand-over (README, "Coming from MetalLB"): ferrolb's
+/// speakers answer for `web` only once no MetalLB speaker can, and then
+/// exactly one of them does. MetalLB's election order for 192.0.2.10 is
+/// ORDER_10 (n2, n3, n4, n1), as ferrolb's.
+#[test]
+fn during_a_migration_ferrolb_answers_only_when_no_metallb_speaker_can() {
+    // (ferrolb nodes, MetalLB nodes, MetalLB's status owner, who of
+    // ferrolb answers)
+    type Step<'a> = (&'a [&'a str], &'a [&'a str], Option<&'a str>, &'a [&'a str]);
+    let steps: &[Step<'_>] = &[
+        // n1 replaced: n2 (MetalLB) still answers.
+        (&["n1"], &["n2", "n3", "n4"], Some("n2"), &[]),
+        // n2, the owner, replaced: MetalLB's n3 takes over and has not
+        // written its status yet; ferrolb's n2 would win its own election
+        // but defers.
+        (&["n1", "n2"], &["n3", "n4"], None, &[]),
+        (&["n1", "n2"], &["n3", "n4"], Some("n3"), &[]),
+        // n3 replaced, its status left behind (no garbage collector yet).
+        (&["n1", "n2", "n3"], &["n4"], Some("n3"), &[]),
+        // The last MetalLB speaker gone: ferrolb's winner, n2, answers.
+        (&["n1", "n2", "n3", "n4"], &[], Some("n3"), &["n2"]),
+    ];
+    for (ferrolb, metallb, owner, want) in steps {
+        assert_eq!(
+            ferrolb_announcers(ferrolb, metallb, *owner),
+            *want,
+            "ferrolb on {ferrolb:?}, MetalLB on {metallb:?}, owner {owner:?}"
+        );
+    }
+    // The deferral is reported, naming MetalLB's node.
+    let plan = l2(&migrating("n2", &["n1", "n2"], &["n3", "n4"], Some("n3")));
+    assert_eq!(
+        plan.deferred.get(&key("web")),
+        Some(&Deferral::Owner("n3".into()))
+    );
+    // A MetalLB speaker that cannot serve the service (externalTrafficPolicy
+    // Local, no endpoint on its node) holds nothing: ferrolb's n3, with the
+    // endpoint, answers.
+    let mut v = migrating("n3", &["n1", "n2", "n3"], &["n4"], None);
+    v.services = services([svc("web", &["192.0.2.10"], &["n3"])]);
+    for s in &mut v.services {
+        Arc::make_mut(s).external_traffic_policy = TrafficPolicy::Local;
+    }
+    assert!(l2(&v).announce.contains_key(&ip("192.0.2.10")));
+    // Before MetalLB's Pods and statuses are listed, nothing is answered.
+    let mut v = migrating("n2", &["n1", "n2", "n3", "n4"], &[], None);
+    Arc::make_mut(v.api_speakers.as_mut().unwrap()).metallb = Some(MetallbSpeakers::default());
+    let plan = l2(&v);
+    assert!(plan.announce.is_empty());
+    assert_eq!(plan.deferred.get(&key("web")), Some(&Deferral::NotSynced));
 }
 
 #[test]
