@@ -61,6 +61,10 @@ pub struct Snapshot {
     pub l2_api_candidates: u64,
     /// See [`crate::announce::L2Plan::yielded`].
     pub l2_yielded: u64,
+    /// While coexisting with MetalLB (`--metallb-speaker-labels`): the
+    /// layer 2 services this node wins but leaves to MetalLB's speakers
+    /// ([`crate::announce::L2Plan::deferred`]); `None` otherwise.
+    pub l2_metallb_deferred: Option<u64>,
     /// Per BFD peer address: MetalLB's FRR-mode `metallb_bfd_*`.
     pub bfd_sessions: BTreeMap<String, BfdSessionMetrics>,
     /// BFD Control packets dropped, by reason (see [`BFD_DROP_REASONS`]).
@@ -341,6 +345,14 @@ impl Snapshot {
                 u64::from(self.last_reload_success),
             ),
         ];
+        if let Some(n) = self.l2_metallb_deferred {
+            scalars.push((
+                "ferrolb_l2_metallb_deferred_services",
+                "gauge",
+                "While coexisting with MetalLB: layer 2 services this node wins but leaves to MetalLB's speakers, one of which can answer for them",
+                n,
+            ));
+        }
         if let Some(m) = self.memberlist {
             scalars.push((
                 "ferrolb_memberlist_members",
@@ -553,6 +565,7 @@ mod tests {
             }),
             l2_api_candidates: 2,
             l2_yielded: 1,
+            l2_metallb_deferred: Some(3),
             l2: BTreeMap::from([
                 (
                     "192.0.2.20".parse().unwrap(),
@@ -605,6 +618,7 @@ mod tests {
             "ferrolb_memberlist_isolated 1\n",
             "ferrolb_l2_isolated_api_candidates 2\n",
             "ferrolb_l2_isolated_yielded_services 1\n",
+            "ferrolb_l2_metallb_deferred_services 3\n",
             "ferrolb_memberlist_rejected_total{reason=\"authentication\"} 7\n",
             "ferrolb_memberlist_rejected_total{reason=\"unknown_key\"} 1\n",
         ] {

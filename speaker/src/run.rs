@@ -468,6 +468,7 @@ impl Reconciler {
             }
             m.l2_api_candidates = self.keyed.api_candidates() as u64;
             m.l2_yielded = self.keyed.yielded().len() as u64;
+            m.l2_metallb_deferred = self.coexists().then(|| self.keyed.deferred().len() as u64);
             m.ready = true;
         }
         self.refresh_metrics().await;

@@ -561,9 +561,12 @@ pub async fn l2_claims(
 }
 
 /// Keeps `speakers.metallb` current while ferrolb replaces MetalLB
-/// (`--metallb-speaker-labels`): watches MetalLB's speaker Pods (the
+/// (`--metallb-speaker-labels`): follows MetalLB's speaker Pods (the
 /// `labels` selector) and the ServiceL2Status objects, and sends what they
 /// tell ([`metallb_speakers`]) once both are listed and whenever it changes.
+/// Each is watched; where the role grants only `list` (ferrolb's grants no
+/// watch on ServiceL2Status, MetalLB's none on Pods), it is listed every
+/// [`METALLB_POLL`] instead.
 pub async fn metallb_feed(
     pods: Api<Pod>,
     statuses: Api<ServiceL2Status>,
@@ -571,44 +574,103 @@ pub async fn metallb_feed(
     speakers: Arc<watch::Sender<Arc<ApiSpeakers>>>,
 ) {
     info!(selector = %labels, "coexisting with MetalLB: layer 2 services stay with MetalLB's speakers while one can answer");
-    let (pod_reader, pod_writer) = reflector::store();
-    let (status_reader, status_writer) = reflector::store();
-    let pod_events = watcher(pods, watcher::Config::default().labels(&labels))
-        .default_backoff()
-        .reflect(pod_writer)
-        .map(|e| (true, e.map(|e| matches!(e, watcher::Event::InitDone))));
-    let status_events = watcher(statuses, watcher::Config::default())
-        .default_backoff()
-        .reflect(status_writer)
-        .map(|e| (false, e.map(|e| matches!(e, watcher::Event::InitDone))));
-    let mut events = std::pin::pin!(futures::stream::select(pod_events, status_events));
-    let (mut pods_listed, mut statuses_listed) = (false, false);
-    while let Some((is_pod, event)) = events.next().await {
-        match event {
-            Ok(init_done) => {
-                if init_done && is_pod {
-                    pods_listed = true;
-                } else if init_done {
-                    statuses_listed = true;
-                }
+    let (tx, mut rx) = mpsc::unbounded_channel::<Listed>();
+    let follow_pods = follow(pods, Some(labels), "MetalLB's speaker Pods", {
+        let tx = tx.clone();
+        move |l| tx.send(Listed::Pods(l)).is_ok()
+    });
+    let follow_statuses = follow(statuses, None, "ServiceL2Status objects", move |l| {
+        tx.send(Listed::Statuses(l)).is_ok()
+    });
+    let apply = async move {
+        let (mut pods, mut statuses) = (None, None);
+        while let Some(listed) = rx.recv().await {
+            match listed {
+                Listed::Pods(p) => pods = Some(p),
+                Listed::Statuses(s) => statuses = Some(s),
             }
-            Err(e) => {
-                warn!(error = %e, pods = is_pod, "watching MetalLB's speaker Pods or the ServiceL2Status objects failed, retrying");
+            let (Some(p), Some(s)) = (&pods, &statuses) else {
+                continue;
+            };
+            let now = metallb_speakers(p, s);
+            speakers.send_if_modified(|s| {
+                let changed = s.metallb.as_ref() != Some(&now);
+                if changed {
+                    debug!(running = ?now.running, owners = ?now.l2_owners, "MetalLB's speakers changed");
+                    Arc::make_mut(s).metallb = Some(now);
+                }
+                changed
+            });
+        }
+    };
+    futures::join!(follow_pods, follow_statuses, apply);
+}
+
+/// A whole list of one kind the MetalLB feed follows.
+enum Listed {
+    Pods(Vec<Arc<Pod>>),
+    Statuses(Vec<Arc<ServiceL2Status>>),
+}
+
+/// How often the MetalLB feed lists what it may not watch.
+pub const METALLB_POLL: Duration = Duration::from_secs(1);
+
+/// Hands every whole list of `api` (with the `labels` selector) to `send`,
+/// after each change: watched, or listed every [`METALLB_POLL`] when a
+/// watch is forbidden. Returns when `send` returns false.
+async fn follow<K>(
+    api: Api<K>,
+    labels: Option<String>,
+    what: &'static str,
+    send: impl Fn(Vec<Arc<K>>) -> bool,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut config = watcher::Config::default();
+    let mut params = ListParams::default();
+    if let Some(l) = &labels {
+        config = config.labels(l);
+        params = params.labels(l);
+    }
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api.clone(), config)
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    let mut listed = false;
+    loop {
+        match stream.next().await {
+            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+            Some(Ok(watcher::Event::InitDone)) => listed = true,
+            Some(Ok(_)) => {}
+            Some(Err(watcher::Error::WatchStartFailed(kube::Error::Api(e)))) if e.code == 403 => {
+                info!(
+                    what,
+                    every_ms = METALLB_POLL.as_millis() as u64,
+                    "watching is forbidden: listing periodically instead"
+                );
+                break;
+            }
+            Some(Err(e)) => {
+                warn!(what, error = %e, "watch failed, retrying");
                 continue;
             }
+            None => return,
         }
-        if !(pods_listed && statuses_listed) {
-            continue;
+        if listed && !send(reader.state()) {
+            return;
         }
-        let now = metallb_speakers(&pod_reader.state(), &status_reader.state());
-        speakers.send_if_modified(|s| {
-            let changed = s.metallb.as_ref() != Some(&now);
-            if changed {
-                debug!(running = ?now.running, owners = ?now.l2_owners, "MetalLB's speakers changed");
-                Arc::make_mut(s).metallb = Some(now);
+    }
+    loop {
+        match api.list(&params).await {
+            Ok(list) => {
+                if !send(list.items.into_iter().map(Arc::new).collect()) {
+                    return;
+                }
             }
-            changed
-        });
+            Err(e) => warn!(what, error = %e, "listing failed, retrying"),
+        }
+        tokio::time::sleep(METALLB_POLL).await;
     }
 }
 
