@@ -23,8 +23,9 @@
 //!
 //! The sequence: MetalLB's controller stops, ferrolb's starts and adopts
 //! the IPs from the Services' status; then on each node MetalLB's speaker
-//! goes and ferrolb's (`--metallb-speaker-labels`) starts, waiting for the
-//! router to have that node's path again before the next node. Counted:
+//! goes and ferrolb's (`--metallb-speaker-labels`, under ferrolb's own
+//! roles: `config/rbac/speaker.yaml`) starts, waiting for the router to
+//! have that node's path again before the next node. Counted:
 //! requests sent and failed (any connect, write or read error, or a
 //! response other than 200, within 1 s), the longest time between two
 //! successful responses, the IPs before and after, and from a capture of
@@ -145,8 +146,68 @@ struct Lab {
     client: Netns,
     nodes: Vec<LabNode>,
     backends: Vec<Backend>,
+    /// ferrolb's speakers' kubeconfig: a token of a service account bound
+    /// to ferrolb's own roles (`config/rbac/speaker.yaml`), which may list
+    /// but not watch ServiceL2Status objects.
+    ferrolb_kubeconfig: PathBuf,
     _router: Netns,
     _bridge: Bridge,
+}
+
+/// A kubeconfig for ferrolb's speakers: the service account
+/// `ferrolb-speaker` of `cluster`'s system namespace, bound to the roles of
+/// `config/rbac/speaker.yaml` (moved into that namespace), with a token
+/// from the TokenRequest API.
+fn speaker_identity(cluster: &Cluster, run: &RunDir) -> PathBuf {
+    let sa = "ferrolb-speaker";
+    let system = &cluster.system;
+    cluster.apply(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": sa, "namespace": system}}));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/rbac/speaker.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
+        if doc["metadata"]["namespace"] == "metallb-system" {
+            doc["metadata"]["namespace"] = json!(system);
+        }
+        if doc["kind"] == "ClusterRoleBinding" {
+            doc["metadata"]["name"] = json!(format!("ferrolb-speaker-{system}"));
+        }
+        if let Some(subjects) = doc.get_mut("subjects").and_then(Value::as_array_mut) {
+            for s in subjects {
+                s["name"] = json!(sa);
+                s["namespace"] = json!(system);
+            }
+        }
+        cluster.apply(doc);
+    }
+    let env = testenv::TestEnv::global();
+    let out = env
+        .kubectl()
+        .args(["create", "token", sa, "-n", system, "--duration=2h"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let admin = std::fs::read_to_string(env.kubeconfig_path()).unwrap();
+    let text: String = admin
+        .lines()
+        .map(|l| match l.split_once("token: ") {
+            Some((indent, _)) => format!("{indent}token: {token}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    assert!(
+        text.contains(&token),
+        "no token line in testenv's kubeconfig"
+    );
+    let out = run.join("ferrolb-speaker.kubeconfig");
+    std::fs::write(&out, text).unwrap();
+    out
 }
 
 fn apiserver_port() -> u16 {
@@ -214,6 +275,7 @@ impl Lab {
         std::fs::create_dir_all(&secret_dir).unwrap();
         std::fs::write(secret_dir.join("secretkey"), "migrate-test-key").unwrap();
         let backends = Vec::new();
+        let ferrolb_kubeconfig = speaker_identity(&cluster, &run);
         let mut lab = Self {
             cluster,
             run,
@@ -224,6 +286,7 @@ impl Lab {
             client,
             nodes,
             backends,
+            ferrolb_kubeconfig,
             _router: router,
             _bridge: bridge,
         };
@@ -386,6 +449,7 @@ impl Lab {
         ));
         let bind = format!("{}:7947", n.ip);
         let pod = format!("ferrolb-speaker-{}", n.name);
+        let kubeconfig = self.ferrolb_kubeconfig.to_str().unwrap();
         let node = Node::start_in(
             &self.cluster,
             n.ns.clone(),
@@ -400,6 +464,8 @@ impl Lab {
                 &bind,
                 "--pod-name",
                 &pod,
+                "--kubeconfig",
+                kubeconfig,
             ],
             &self.run,
         );
@@ -795,6 +861,17 @@ fn switch_once(round: usize) -> String {
             t0.elapsed()
         );
         std::thread::sleep(settle);
+    }
+    // Under ferrolb's own roles the ServiceL2Status objects could not be
+    // watched: the feed listed them instead.
+    for n in lab.ferrolb_nodes() {
+        let log = std::fs::read_to_string(&n.log).unwrap();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("watching is forbidden") && l.contains("ServiceL2Status")),
+            "{}: the MetalLB feed did not fall back to listing",
+            n.node
+        );
     }
     // ferrolb answers for the layer 2 IP now, from exactly one node.
     let nodes = lab.ferrolb_nodes();
