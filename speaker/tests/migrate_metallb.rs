@@ -22,7 +22,8 @@
 //! load balancer is replaced.
 //!
 //! The sequence: MetalLB's controller stops, ferrolb's starts and adopts
-//! the IPs from the Services' status; then on each node MetalLB's speaker
+//! the IPs from the Services' status (and assigns a new Service another
+//! one); then on each node MetalLB's speaker
 //! goes and ferrolb's (`--metallb-speaker-labels`, under ferrolb's own
 //! roles: `config/rbac/speaker.yaml`) starts, waiting for the router to
 //! have that node's path again before the next node. Counted:
@@ -844,6 +845,15 @@ fn switch_once(round: usize) -> String {
     lab.remove_pod("metallb-controller");
     drop((mctl_forward, mctl_ns));
     let controller = Controller::start(&lab.cluster, "ferrolb-controller");
+    // ferrolb's controller serves: a new Service gets an address, one the
+    // two MetalLB assigned do not hold.
+    let mut s = lab.cluster.service("web-new", "Cluster");
+    s["metadata"]["annotations"] = json!({"metallb.io/address-pool": "l2-pool"});
+    lab.cluster.apply(s);
+    let new_ip = lab.wait("ferrolb's controller to assign a new Service", || {
+        ingress(&lab.cluster, "web-new").first().cloned()
+    });
+    assert_ne!(new_ip, l2_ip, "a new Service got the address of a live one");
     std::thread::sleep(settle);
 
     // 2. Each speaker, node by node.

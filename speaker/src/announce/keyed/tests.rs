@@ -9,6 +9,7 @@ use api::validate::{self, Config};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::super::coexist::MetallbSpeakers;
 use super::super::fixture::*;
 use super::super::view::{ClusterView, TrafficPolicy};
 use super::super::{announcements, bgp_plan, l2_plan};
@@ -250,6 +251,7 @@ fn check(step: &str, view: &ClusterView, l2_on: bool, keyed: &Keyed, applied: &A
 #[test]
 fn keyed_matches_whole_plans() {
     let mut decided_alone = 0;
+    let mut deferred_steps = 0;
     for seed in 0..CASES {
         let mut rng = SmallRng::seed_from_u64(seed);
         let (model, problems) = validate::config(&config(&mut rng));
@@ -298,6 +300,24 @@ fn keyed_matches_whole_plans() {
                     let (model, _) = validate::config(&config(&mut rng));
                     view.model = Arc::new(model);
                 }
+                // A migration from MetalLB: one of its speakers comes or
+                // goes, and its status may name it for a service.
+                96..99 => {
+                    let api = Arc::make_mut(view.api_speakers.get_or_insert_with(Default::default));
+                    let m = api.metallb.get_or_insert_with(|| MetallbSpeakers {
+                        synced: true,
+                        ..MetallbSpeakers::default()
+                    });
+                    let n = NODES[rng.random_range(0..NODES.len())].to_owned();
+                    if !m.running.remove(&n) {
+                        m.running.insert(n.clone());
+                    }
+                    let svc = format!("s{}", rng.random_range(0..16));
+                    m.l2_owners.clear();
+                    if rng.random_bool(0.5) {
+                        m.l2_owners.insert(key(&svc), BTreeSet::from([n]));
+                    }
+                }
                 _ => {}
             }
             let changes = keyed.update(&view, l2_on);
@@ -306,6 +326,9 @@ fn keyed_matches_whole_plans() {
                 assert!(changes.decided <= 2, "seed {seed} step {step}: {changes:?}");
             }
             applied.apply(&keyed, &changes);
+            if !keyed.deferred().is_empty() {
+                deferred_steps += 1;
+            }
             check(
                 &format!("seed {seed} step {step}"),
                 &view,
@@ -315,6 +338,8 @@ fn keyed_matches_whole_plans() {
             );
         }
     }
+    // Some steps left services to MetalLB's speakers.
+    assert!(deferred_steps > 0, "no step deferred to MetalLB");
     // The histories exercised the incremental path, not only full ones.
     assert!(
         decided_alone > CASES as usize * STEPS / 2,
