@@ -1027,7 +1027,7 @@ fn switch_once(round: usize) -> String {
 }
 
 #[test]
-fn switch_from_metallb_node_by_node_without_a_failed_request() {
+fn switch_from_metallb_node_by_node_under_load() {
     let rounds: usize = std::env::var("MIGRATE_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
