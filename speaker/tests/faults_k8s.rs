@@ -22,8 +22,9 @@
 //! The third is the compressed soak: seeded random churn (Services created
 //! and deleted, their endpoints moved, a node excluded and readmitted) with
 //! the real controller and two speakers, and after every step a checker
-//! that compares what FRR has with what the API says should be announced.
-//! Bounded mode: 25 steps; full mode: 30 minutes of steps.
+//! that compares what FRR has, and which MACs answer a layer 2 client's
+//! ARP requests, with what the API says should be announced. Bounded mode:
+//! 25 steps; full mode: 30 minutes of steps.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
 mod k8s;
@@ -343,40 +344,90 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
 /// are on.
 struct Churned {
     local: bool,
+    /// From the layer 2 pool (announced by ARP only), or the BGP one.
+    l2: bool,
     endpoints: Vec<&'static str>,
 }
 
 /// The soak's speakers: (short name, address).
 const SOAK_NODES: [(&str, &str); 2] = [("node1", "10.0.0.2"), ("node2", "10.0.0.3")];
 
-/// What FRR should have, from the API's side: per Service IP the next
-/// hops (the speakers' addresses), as MetalLB's rules give them: `Cluster`
-/// with any endpoint, every node that is not excluded; `Local`, the nodes
-/// with an endpoint that are not excluded; no endpoint, nothing.
+/// The layer 2 pool of the soak: on the nodes' segment, given only to
+/// Services that ask for it, announced by ARP only.
+const SOAK_L2_POOL: &str = "soak-l2";
+
+/// The nodes that may announce `svc`, from the API's side, as MetalLB's
+/// rules give them (the same for BGP and layer 2): `Cluster` with any
+/// endpoint, every node that is not excluded; `Local`, the nodes with an
+/// endpoint that are not excluded; no endpoint, none. Sorted addresses.
+fn eligible(svc: &Churned, excluded: &BTreeSet<&str>) -> Vec<String> {
+    let mut hops: Vec<String> = SOAK_NODES
+        .iter()
+        .filter(|(n, _)| !excluded.contains(n))
+        .filter(|(n, _)| {
+            if svc.local {
+                svc.endpoints.contains(n)
+            } else {
+                !svc.endpoints.is_empty()
+            }
+        })
+        .map(|(_, a)| (*a).to_owned())
+        .collect();
+    hops.sort();
+    hops
+}
+
+/// What FRR should have: per BGP Service IP the next hops (the eligible
+/// speakers' addresses).
 fn expected(
     live: &BTreeMap<String, Churned>,
     ips: &BTreeMap<String, String>,
     excluded: &BTreeSet<&str>,
 ) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    for (name, svc) in live {
-        let Some(ip) = ips.get(name) else { continue };
-        let mut hops: Vec<String> = SOAK_NODES
-            .iter()
-            .filter(|(n, _)| !excluded.contains(n))
-            .filter(|(n, _)| {
-                if svc.local {
-                    svc.endpoints.contains(n)
-                } else {
-                    !svc.endpoints.is_empty()
-                }
-            })
-            .map(|(_, a)| (*a).to_owned())
-            .collect();
-        hops.sort();
-        out.insert(ip.clone(), hops);
+    live.iter()
+        .filter(|(_, svc)| !svc.l2)
+        .filter_map(|(name, svc)| Some((ips.get(name)?.clone(), eligible(svc, excluded))))
+        .collect()
+}
+
+/// What the layer 2 client should see: per layer 2 Service IP the MACs
+/// of the nodes allowed to answer (exactly one of them must).
+fn expected_l2(
+    live: &BTreeMap<String, Churned>,
+    ips: &BTreeMap<String, String>,
+    excluded: &BTreeSet<&str>,
+    macs: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    live.iter()
+        .filter(|(_, svc)| svc.l2)
+        .filter_map(|(name, svc)| {
+            let allowed = eligible(svc, excluded)
+                .iter()
+                .map(|a| macs[a].clone())
+                .collect();
+            Some((ips.get(name)?.clone(), allowed))
+        })
+        .collect()
+}
+
+/// Whether the replies `watch` got in the last three of its requests
+/// (none before `since`: the step that may have changed the answer) are
+/// what the API says: one MAC, one of `allowed`; or, when none is
+/// allowed, no answer at all.
+fn l2_matches(watch: &lab::L2Watch, since: Instant, allowed: &BTreeSet<String>) -> bool {
+    let now = Instant::now();
+    let window = watch.interval * 3;
+    let from = since.max(now.checked_sub(window).unwrap_or(since));
+    let seen: BTreeSet<String> = watch
+        .between(from, now)
+        .into_iter()
+        .map(|r| r.mac)
+        .collect();
+    if allowed.is_empty() {
+        now - since >= window && seen.is_empty()
+    } else {
+        seen.len() == 1 && seen.is_subset(allowed)
     }
-    out
 }
 
 /// The first ingress IP of every Service of the apps namespace that has one.
@@ -401,8 +452,33 @@ fn churn_soak_the_router_follows_the_api() {
     let _slot = lab::serial();
     let cluster = Cluster::with_class("fs");
     cluster.apply_fixture("bgp");
+    cluster.apply(cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": {"addresses": ["10.0.0.200-10.0.0.219"], "autoAssign": false},
+    })));
+    cluster.apply(cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": {"ipAddressPools": [SOAK_L2_POOL]},
+    })));
+    // The speaker Pods: the memberlist seeds, Ready.
+    for (name, ip) in SOAK_NODES {
+        cluster.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
+                         "labels": {"app": "metallb", "component": "speaker"}},
+            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
+                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
+            "status": {"podIP": ip, "podIPs": [{"ip": ip}],
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+    }
     let run = RunDir::new("faults-k8s-soak");
     let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
     let router = Netns::new("rtr");
     bridge.attach(&router, "eth0");
     router.add_addr("eth0", "10.0.0.1/24");
@@ -416,7 +492,23 @@ fn churn_soak_the_router_follows_the_api() {
     let frr = Frr::start(&router, &conf);
     let nodes: Vec<Node> = SOAK_NODES
         .iter()
-        .map(|(name, addr)| Node::start(&cluster, &bridge, name, addr, &[], &run))
+        .map(|(name, addr)| {
+            let bind = format!("{addr}:7946");
+            Node::start(
+                &cluster,
+                &bridge,
+                name,
+                addr,
+                &["--memberlist-bind", &bind],
+                &run,
+            )
+        })
+        .collect();
+    // Node address -> its MAC, as the layer 2 client sees it.
+    let macs: BTreeMap<String, String> = SOAK_NODES
+        .iter()
+        .zip(&nodes)
+        .map(|((_, addr), node)| ((*addr).to_owned(), node.mac()))
         .collect();
     let ctl = Controller::start(&cluster, "ctl-soak");
     for (_, addr) in SOAK_NODES {
@@ -441,6 +533,13 @@ fn churn_soak_the_router_follows_the_api() {
     // Every address a Service held: the router must drop those no live
     // Service holds.
     let mut ever: BTreeSet<String> = BTreeSet::new();
+    // An ARP client (one request every 50 ms) for every layer 2 address a
+    // Service held: it must go quiet when no live Service holds it.
+    let mut watches: BTreeMap<String, lab::L2Watch> = BTreeMap::new();
+    // What the layer 2 client should have seen when the last step
+    // converged: an address whose expectation a step leaves alone is judged
+    // on its last three requests, even those from before the step.
+    let mut settled_l2: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded: BTreeSet<&str> = BTreeSet::new();
     let mut converge = Vec::new();
     let mut divergent_samples = 0u64;
@@ -466,13 +565,18 @@ fn churn_soak_the_router_follows_the_api() {
             next += 1;
             let svc = Churned {
                 local: rng.random_bool(0.5),
+                l2: rng.random_bool(0.5),
                 endpoints: pick(&mut rng),
             };
             cluster.apply(cluster.endpoints(&name, &svc.endpoints));
-            cluster.apply(cluster.service(&name, if svc.local { "Local" } else { "Cluster" }));
+            let mut doc = cluster.service(&name, if svc.local { "Local" } else { "Cluster" });
+            if svc.l2 {
+                doc["metadata"]["annotations"] = json!({"metallb.io/address-pool": SOAK_L2_POOL});
+            }
+            cluster.apply(doc);
             let what = format!(
-                "create {name} local={} endpoints={:?}",
-                svc.local, svc.endpoints
+                "create {name} local={} l2={} endpoints={:?}",
+                svc.local, svc.l2, svc.endpoints
             );
             live.insert(name, svc);
             what
@@ -527,11 +631,27 @@ fn churn_soak_the_router_follows_the_api() {
                 // running and the pool has room), and keeps it. One list
                 // and one FRR table per sample, so a sample is quick.
                 let held = ingress_by_name(&cluster);
-                for name in live.keys() {
+                for (name, svc) in &live {
                     let now = held.get(name)?.clone();
                     let first = ips.entry(name.clone()).or_insert_with(|| now.clone());
                     assert_eq!(*first, now, "{name}'s address changed at step {step}");
+                    if svc.l2 && !watches.contains_key(&now) {
+                        watches.insert(now.clone(), lab::L2Watch::arp(&client, &now));
+                    }
                     ever.insert(now);
+                }
+                let want_l2 = expected_l2(&live, &ips, &excluded, &macs);
+                let l2_ok = watches.iter().all(|(ip, watch)| {
+                    let want = want_l2.get(ip).cloned().unwrap_or_default();
+                    let since = if settled_l2.get(ip).cloned().unwrap_or_default() == want {
+                        t0.checked_sub(watch.interval * 3).unwrap_or(t0)
+                    } else {
+                        t0
+                    };
+                    l2_matches(watch, since, &want)
+                });
+                if !l2_ok {
+                    return None;
                 }
                 let want = expected(&live, &ips, &excluded);
                 let table = frr.vtysh_json("show bgp ipv4 unicast json");
@@ -547,8 +667,14 @@ fn churn_soak_the_router_follows_the_api() {
         )
         .unwrap_or_else(|e| {
             nodes.iter().for_each(Node::dump_log);
+            for (ip, watch) in &watches {
+                let last: Vec<_> = watch.replies().into_iter().rev().take(5).collect();
+                eprintln!("{ip}: last ARP replies {last:?}");
+            }
+            eprintln!("node MACs: {macs:?}");
             panic!("{e}")
         });
+        settled_l2 = expected_l2(&live, &ips, &excluded, &macs);
         divergent_samples += samples - 1;
         converge.push(converged - t0);
         step += 1;
@@ -576,6 +702,12 @@ fn churn_soak_the_router_follows_the_api() {
         );
     }
     converge.sort();
+    // Requests that two MACs answered, over the whole run: handovers where
+    // the new owner answered before the old one stopped.
+    let two_macs: usize = watches
+        .values()
+        .map(|w| lab::requests_with_two_macs(&w.replies(), w.interval))
+        .sum();
     figure(
         "churn_soak",
         &[
@@ -586,6 +718,8 @@ fn churn_soak_the_router_follows_the_api() {
                 format!("{:.1}", started.elapsed().as_secs_f64() / 60.0),
             ),
             ("addresses", ever.len().to_string()),
+            ("l2_addresses", watches.len().to_string()),
+            ("two_mac_requests", two_macs.to_string()),
             ("converge_p50_ms", ms(pct(&converge, 50.0))),
             ("converge_p99_ms", ms(pct(&converge, 99.0))),
             ("converge_max_ms", ms(converge[converge.len() - 1])),
