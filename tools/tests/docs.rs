@@ -366,6 +366,25 @@ fn site_builds_links_resolve_and_every_page_renders() {
             }
         }
     }
+    // Files the style sheets load (fonts, images): a missing one renders
+    // as a fallback without any console message.
+    for css in files_with(&book, "css") {
+        let text = std::fs::read_to_string(&css).unwrap();
+        for url in css_urls(&text) {
+            if url.starts_with("data:") || url.contains("://") {
+                continue;
+            }
+            let path = url.split(['?', '#']).next().unwrap_or("");
+            let target = normalize(&css.parent().unwrap().join(path));
+            if !target.is_file() {
+                broken.push(format!(
+                    "{}: url({url}): no such file",
+                    css.strip_prefix(&book).unwrap().display()
+                ));
+            }
+            checked += 1;
+        }
+    }
     assert!(
         broken.is_empty(),
         "{} broken internal links:\n{}",
@@ -438,7 +457,7 @@ fn site_builds_links_resolve_and_every_page_renders() {
         );
     }
     eprintln!(
-        "docs: built in {built:?}, {checked} links in {} files checked, {} pages rendered in {rendered:?}; screenshots in {}",
+        "docs: built in {built:?}, {checked} links in {} pages and the style sheets checked, {} pages rendered in {rendered:?}; screenshots in {}",
         pages.len(),
         content.len(),
         shots.display()
@@ -490,16 +509,34 @@ fn require_chromium() -> PathBuf {
 }
 
 fn html_files(dir: &Path) -> Vec<PathBuf> {
+    files_with(dir, "html")
+}
+
+/// Every file under `dir` whose name ends in `.ext`, sorted.
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            out.extend(html_files(&path));
-        } else if path.extension().is_some_and(|x| x == "html") {
+            out.extend(files_with(&path, ext));
+        } else if path.extension().is_some_and(|x| x == ext) {
             out.push(path);
         }
     }
     out.sort();
+    out
+}
+
+/// The targets of `url(...)` in a style sheet, without their quotes.
+fn css_urls(css: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = css;
+    while let Some(at) = rest.find("url(") {
+        let value = &rest[at + 4..];
+        let end = value.find(')').unwrap_or(value.len());
+        out.push(value[..end].trim().trim_matches(['\'', '"']).to_owned());
+        rest = &value[end..];
+    }
     out
 }
 
