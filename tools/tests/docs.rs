@@ -171,17 +171,32 @@ fn every_metric_is_documented_and_every_documented_metric_exists() {
     );
 }
 
-/// The rows of the metrics table: `| `name` | type | `l1`, `l2` | program | meaning |`.
+/// The rows of the metrics tables, `| `name` | type | `l1`, `l2` | meaning |`,
+/// under the headings `### Speaker`, `### Controller` and `### Both programs`.
 fn documented_metrics(path: &Path) -> BTreeMap<String, Metric> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("| `")) {
+    let mut program = None;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            program = match heading {
+                "Speaker" => Some("speaker"),
+                "Controller" => Some("controller"),
+                "Both programs" => Some("both"),
+                _ => None,
+            };
+            continue;
+        }
+        if !line.starts_with("| `") {
+            continue;
+        }
         let cells: Vec<&str> = line.split(" | ").map(str::trim).collect();
         let name = cells[0].trim_start_matches("| ").trim_matches('`');
         if !is_metric_name(name) {
             continue;
         }
-        assert!(cells.len() >= 5, "short row in the metrics table: {line}");
+        assert!(cells.len() >= 4, "short row in the metrics table: {line}");
+        let program = program.unwrap_or_else(|| panic!("{name}: not under a program's heading"));
         let labels = if cells[2] == "-" {
             BTreeSet::new()
         } else {
@@ -193,7 +208,7 @@ fn documented_metrics(path: &Path) -> BTreeMap<String, Metric> {
         let metric = Metric {
             kind: cells[1].to_owned(),
             labels,
-            program: cells[3].to_owned(),
+            program: program.to_owned(),
         };
         assert!(
             out.insert(name.to_owned(), metric).is_none(),

@@ -234,8 +234,8 @@ impl Crd {
         for f in &fields {
             let _ = writeln!(
                 out,
-                "| [`{}`](#{}) | {} | {} | {} |",
-                f.path,
+                "| [<code>{}</code>](#{}) | {} | {} | {} |",
+                breakable(&f.path),
                 anchor(&name, &f.path),
                 f.ty,
                 if f.required { "yes" } else { "no" },
@@ -615,6 +615,23 @@ pub fn anchor(version: &str, path: &str) -> String {
     id
 }
 
+/// A field path as inline HTML that a narrow table cell may break after
+/// each `.` and before each `[`; the characters Markdown would read (`*`,
+/// `[`, `]`) as entities.
+fn breakable(path: &str) -> String {
+    let mut out = String::new();
+    for c in path.chars() {
+        match c {
+            '.' => out.push_str(".<wbr>"),
+            '[' => out.push_str("<wbr>&#91;"),
+            ']' => out.push_str("&#93;"),
+            '*' => out.push_str("&#42;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Description text made safe for Markdown: no raw HTML.
 fn text(s: &str) -> String {
     s.trim().replace('<', "&lt;").replace('>', "&gt;")
@@ -714,7 +731,9 @@ spec:
                 .contains("| [Widget](widgets.md) | v1 | Namespaced | A widget. |")
         );
         let page = &pages[1].1;
-        assert!(page.contains("| [`spec.size`](#v1-spec-size) | integer (int32) | yes | `3` |"));
+        assert!(page.contains(
+            "| [<code>spec.<wbr>size</code>](#v1-spec-size) | integer (int32) | yes | `3` |"
+        ));
         assert!(
             page.contains("- Default: `3`\n- Minimum 1\n- Maximum 10\n"),
             "{page}"
