@@ -574,8 +574,17 @@ fn rules(schema: &Value) -> Vec<Rule> {
 fn write_rules(out: &mut String, rules: &[Rule]) {
     for (i, r) in rules.iter().enumerate() {
         let said = match (&r.message, &r.message_expression) {
-            (Some(m), _) => format!("refused with \"{}\"", text(m)),
-            (None, Some(_)) => "refused with a message built by the expression below".into(),
+            (Some(m), _) => format!("refused with “{}”", text(m)),
+            (None, Some(expr)) => match messages(expr) {
+                Some(list) => format!(
+                    "refused with {}",
+                    list.iter()
+                        .map(|m| format!("“{}”", text(m)))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+                None => "refused with a message built by the expression below".into(),
+            },
             (None, None) => "refused with the rule's text".into(),
         };
         let _ = write!(out, "{}. On {}: {said}", i + 1, r.on);
@@ -598,6 +607,56 @@ fn write_rules(out: &mut String, rules: &[Rule]) {
         }
         let _ = writeln!(out, "   </details>\n");
     }
+}
+
+/// The messages a `messageExpression` of the shape `'prefix' + self + 'a'`
+/// or `'prefix' + self + (cond ? 'a' : 'b')` can give, with the value shown
+/// as `VALUE`; `None` for any other shape (then only the expression is
+/// shown).
+fn messages(expr: &str) -> Option<Vec<String>> {
+    let (prefix, rest) = expr.split_once(" + self + ")?;
+    let prefix = single_quoted(prefix.trim())?;
+    let alternatives: Vec<String> = literals(rest)
+        .into_iter()
+        // Regular expressions in the condition are not messages.
+        .filter(|l| !l.starts_with("(?"))
+        .collect();
+    if alternatives.is_empty() {
+        return None;
+    }
+    Some(
+        alternatives
+            .iter()
+            .map(|a| format!("{prefix}VALUE{a}"))
+            .collect(),
+    )
+}
+
+/// The text of a CEL string literal that is the whole of `s`.
+fn single_quoted(s: &str) -> Option<String> {
+    let inner = s.strip_prefix('\'')?.strip_suffix('\'')?;
+    (!inner.contains('\'')).then(|| inner.replace("\\\"", "\""))
+}
+
+/// Every single-quoted CEL string literal in `s`, in order.
+fn literals(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (&mut current, c) {
+            (None, '\'') => current = Some(String::new()),
+            (Some(lit), '\\') => {
+                if let Some(next) = chars.next() {
+                    lit.push(next);
+                }
+            }
+            (Some(_), '\'') => out.extend(current.take()),
+            (Some(lit), c) => lit.push(c),
+            (None, _) => {}
+        }
+    }
+    out
 }
 
 /// The HTML id of a field's section: version, then the path with every
@@ -740,7 +799,7 @@ spec:
         );
         assert!(page.contains("- At most 4 items\n"));
         assert!(page.contains("- Each item: at most 8 characters\n"));
-        assert!(page.contains("1. On each item: refused with \"no spaces\"."));
+        assert!(page.contains("1. On each item: refused with “no spaces”."));
         assert!(page.contains("!self.contains(' ')"));
     }
 
@@ -752,6 +811,23 @@ spec:
             err.contains("unknown schema keyword `uniqueItems`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn message_expressions_become_their_messages() {
+        let expr = r#"'peerAddress "' + self + (self.matches('(?i):ffff:[0-9]+[.]') ? '" is an IPv4-mapped IPv6 address: write it as IPv4' : '" is not an IP address')"#;
+        assert_eq!(
+            messages(expr).unwrap(),
+            [
+                "peerAddress \"VALUE\" is an IPv4-mapped IPv6 address: write it as IPv4",
+                "peerAddress \"VALUE\" is not an IP address"
+            ]
+        );
+        assert_eq!(
+            messages(r#"'"' + self + '" is a reversed range'"#).unwrap(),
+            ["\"VALUE\" is a reversed range"]
+        );
+        assert_eq!(messages("self.size() > 3 ? 'a' : 'b'"), None);
     }
 
     #[test]
