@@ -5,6 +5,7 @@
 //!   regenerates it.
 //! - `docs/src/operate/metrics.md` documents exactly the metrics the code
 //!   exports, with their types, labels and program.
+//! - Every troubleshooting page opens with its `kubectl ferrolb` command.
 //! - The book builds; every internal link and anchor of the built HTML
 //!   resolves; every page renders in headless Chromium with its content, its
 //!   scripts run and no console message; screenshots of two pages are kept
@@ -69,6 +70,39 @@ fn reference_pages_are_current() {
             "docs/src/SUMMARY.md does not list {link}"
         );
     }
+}
+
+/// Each troubleshooting page opens with the `kubectl ferrolb` command that
+/// diagnoses its symptom: right under the title, before any prose.
+#[test]
+fn troubleshooting_pages_start_with_the_diagnosing_command() {
+    let dir = root().join("docs/src/troubleshooting");
+    let mut pages = 0;
+    for page in std::fs::read_dir(&dir).unwrap() {
+        let path = page.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "index.md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let name = path.display();
+        assert!(
+            lines.next().is_some_and(|l| l.starts_with("# ")),
+            "{name}: no title first"
+        );
+        assert_eq!(
+            lines.next(),
+            Some("```sh"),
+            "{name}: no command block under the title"
+        );
+        let command = lines.next().unwrap_or("");
+        assert!(
+            command.starts_with("kubectl ferrolb "),
+            "{name}: the first command is `{command}`, not kubectl ferrolb"
+        );
+        pages += 1;
+    }
+    assert!(pages >= 6, "only {pages} troubleshooting pages");
 }
 
 // --- metrics ----------------------------------------------------------------
