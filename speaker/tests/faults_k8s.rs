@@ -20,7 +20,9 @@
 //! the churn made after each restart must reach the router.
 //!
 //! The third is the compressed soak: seeded random churn (Services created
-//! and deleted, their endpoints moved, a node excluded and readmitted) with
+//! and deleted, their endpoints moved, a node excluded and readmitted, a
+//! pool's second range added and removed, the L2Advertisement's node
+//! selector set and cleared) with
 //! the real controller and two speakers, and after every step a checker
 //! that compares what FRR has, and which MACs answer a layer 2 client's
 //! ARP requests, with what the API says should be announced. Bounded mode:
@@ -356,6 +358,38 @@ const SOAK_NODES: [(&str, &str); 2] = [("node1", "10.0.0.2"), ("node2", "10.0.0.
 /// Services that ask for it, announced by ARP only.
 const SOAK_L2_POOL: &str = "soak-l2";
 
+/// The BGP pool's second range, added and removed by the churn (removed
+/// only while no Service holds an address in it: taking a held address
+/// out of a pool moves it, which the soak would count as an IP change).
+const SOAK_EXTRA_RANGE: &str = "203.0.113.0/28";
+
+/// The L2Advertisement of the soak: every node, or (the churn toggles it)
+/// only nodes labelled `ferrolb.test/l2`, which node1 is.
+fn soak_l2_advertisement(cluster: &Cluster, node1_only: bool) -> serde_json::Value {
+    let mut spec = json!({"ipAddressPools": [SOAK_L2_POOL]});
+    if node1_only {
+        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/l2": "true"}}]);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": spec,
+    }))
+}
+
+/// The fixture's BGP pool, with or without [`SOAK_EXTRA_RANGE`].
+fn soak_bgp_pool(cluster: &Cluster, extra: bool) -> serde_json::Value {
+    let mut addresses = vec!["198.51.100.0/24"];
+    if extra {
+        addresses.push(SOAK_EXTRA_RANGE);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": "bgp-pool", "namespace": "metallb-system"},
+        "spec": {"addresses": addresses},
+    }))
+}
+
 /// The nodes that may announce `svc`, from the API's side, as MetalLB's
 /// rules give them (the same for BGP and layer 2): `Cluster` with any
 /// endpoint, every node that is not excluded; `Local`, the nodes with an
@@ -397,12 +431,14 @@ fn expected_l2(
     ips: &BTreeMap<String, String>,
     excluded: &BTreeSet<&str>,
     macs: &BTreeMap<String, String>,
+    l2_node1_only: bool,
 ) -> BTreeMap<String, BTreeSet<String>> {
     live.iter()
         .filter(|(_, svc)| svc.l2)
         .filter_map(|(name, svc)| {
             let allowed = eligible(svc, excluded)
                 .iter()
+                .filter(|a| !l2_node1_only || a.as_str() == SOAK_NODES[0].1)
                 .map(|a| macs[a].clone())
                 .collect();
             Some((ips.get(name)?.clone(), allowed))
@@ -457,11 +493,8 @@ fn churn_soak_the_router_follows_the_api() {
         "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
         "spec": {"addresses": ["10.0.0.200-10.0.0.219"], "autoAssign": false},
     })));
-    cluster.apply(cluster.localize(json!({
-        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
-        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
-        "spec": {"ipAddressPools": [SOAK_L2_POOL]},
-    })));
+    cluster.apply(soak_l2_advertisement(&cluster, false));
+    cluster.patch_node_labels("node1", json!({"ferrolb.test/l2": "true"}));
     // The speaker Pods: the memberlist seeds, Ready.
     for (name, ip) in SOAK_NODES {
         cluster.apply(json!({
@@ -541,6 +574,10 @@ fn churn_soak_the_router_follows_the_api() {
     // on its last three requests, even those from before the step.
     let mut settled_l2: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded: BTreeSet<&str> = BTreeSet::new();
+    let mut l2_node1_only = false;
+    let mut extra_range = false;
+    // Configuration edits made (pool range, L2Advertisement node selector).
+    let mut config_edits = 0u32;
     let mut converge = Vec::new();
     let mut divergent_samples = 0u64;
     let mut next = 0;
@@ -597,7 +634,7 @@ fn churn_soak_the_router_follows_the_api() {
                 "metadata": {"name": format!("{name}-1"), "namespace": cluster.apps},
             }));
             format!("delete {name}")
-        } else if roll < 88 {
+        } else if roll < 84 {
             let name = live
                 .keys()
                 .nth(rng.random_range(0..live.len()))
@@ -608,6 +645,20 @@ fn churn_soak_the_router_follows_the_api() {
             let what = format!("move {name} endpoints={endpoints:?}");
             live.get_mut(&name).unwrap().endpoints = endpoints;
             what
+        } else if roll < 92 {
+            // The pool: the second range added, or removed while it holds
+            // no address (else added again: a no-op edit).
+            let held = ips.values().any(|ip| ip.starts_with("203.0.113."));
+            extra_range = !extra_range || held;
+            config_edits += 1;
+            cluster.apply(soak_bgp_pool(&cluster, extra_range));
+            format!("pool extra range {extra_range}")
+        } else if roll < 96 {
+            // The L2Advertisement: node1 only, or every node again.
+            l2_node1_only = !l2_node1_only;
+            config_edits += 1;
+            cluster.apply(soak_l2_advertisement(&cluster, l2_node1_only));
+            format!("l2 advertisement node1 only {l2_node1_only}")
         } else {
             let label = "node.kubernetes.io/exclude-from-external-load-balancers";
             if excluded.remove("node2") {
@@ -640,7 +691,7 @@ fn churn_soak_the_router_follows_the_api() {
                     }
                     ever.insert(now);
                 }
-                let want_l2 = expected_l2(&live, &ips, &excluded, &macs);
+                let want_l2 = expected_l2(&live, &ips, &excluded, &macs, l2_node1_only);
                 let l2_ok = watches.iter().all(|(ip, watch)| {
                     let want = want_l2.get(ip).cloned().unwrap_or_default();
                     let since = if settled_l2.get(ip).cloned().unwrap_or_default() == want {
@@ -674,7 +725,7 @@ fn churn_soak_the_router_follows_the_api() {
             eprintln!("node MACs: {macs:?}");
             panic!("{e}")
         });
-        settled_l2 = expected_l2(&live, &ips, &excluded, &macs);
+        settled_l2 = expected_l2(&live, &ips, &excluded, &macs, l2_node1_only);
         divergent_samples += samples - 1;
         converge.push(converged - t0);
         step += 1;
@@ -719,6 +770,7 @@ fn churn_soak_the_router_follows_the_api() {
             ),
             ("addresses", ever.len().to_string()),
             ("l2_addresses", watches.len().to_string()),
+            ("config_edits", config_edits.to_string()),
             ("two_mac_requests", two_macs.to_string()),
             ("converge_p50_ms", ms(pct(&converge, 50.0))),
             ("converge_p99_ms", ms(pct(&converge, 99.0))),
