@@ -21,8 +21,8 @@
 //!
 //! The third is the compressed soak: seeded random churn (Services created
 //! and deleted, their endpoints moved, a node excluded and readmitted, a
-//! pool's second range added and removed, the L2Advertisement's node
-//! selector set and cleared) with
+//! pool's second range added and removed, the L2Advertisement's and the
+//! BGPPeer's node selectors set and cleared) with
 //! the real controller and two speakers, and after every step a checker
 //! that compares what FRR has, and which MACs answer a layer 2 client's
 //! ARP requests, with what the API says should be announced. Bounded mode:
@@ -364,15 +364,32 @@ const SOAK_L2_POOL: &str = "soak-l2";
 const SOAK_EXTRA_RANGE: &str = "203.0.113.0/28";
 
 /// The L2Advertisement of the soak: every node, or (the churn toggles it)
-/// only nodes labelled `ferrolb.test/l2`, which node1 is.
+/// only nodes labelled `ferrolb.test/node1`, which node1 is.
 fn soak_l2_advertisement(cluster: &Cluster, node1_only: bool) -> serde_json::Value {
     let mut spec = json!({"ipAddressPools": [SOAK_L2_POOL]});
     if node1_only {
-        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/l2": "true"}}]);
+        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/node1": "true"}}]);
     }
     cluster.localize(json!({
         "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
         "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": spec,
+    }))
+}
+
+/// The fixture's BGPPeer, for every node or (the churn toggles it) only
+/// nodes labelled `ferrolb.test/node1`, which node1 is.
+fn soak_peer(cluster: &Cluster, node1_only: bool) -> serde_json::Value {
+    let mut spec = json!({
+        "myASN": 64512, "peerASN": 64500, "peerAddress": "10.0.0.1",
+        "holdTime": "9s", "connectTime": "1s",
+    });
+    if node1_only {
+        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/node1": "true"}}]);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+        "metadata": {"name": "router", "namespace": "metallb-system"},
         "spec": spec,
     }))
 }
@@ -412,15 +429,21 @@ fn eligible(svc: &Churned, excluded: &BTreeSet<&str>) -> Vec<String> {
 }
 
 /// What FRR should have: per BGP Service IP the next hops (the eligible
-/// speakers' addresses).
+/// speakers' addresses; only node1's while the BGPPeer selects node1
+/// alone).
 fn expected(
     live: &BTreeMap<String, Churned>,
     ips: &BTreeMap<String, String>,
     excluded: &BTreeSet<&str>,
+    peer_node1_only: bool,
 ) -> BTreeMap<String, Vec<String>> {
     live.iter()
         .filter(|(_, svc)| !svc.l2)
-        .filter_map(|(name, svc)| Some((ips.get(name)?.clone(), eligible(svc, excluded))))
+        .filter_map(|(name, svc)| {
+            let mut hops = eligible(svc, excluded);
+            hops.retain(|a| !peer_node1_only || a.as_str() == SOAK_NODES[0].1);
+            Some((ips.get(name)?.clone(), hops))
+        })
         .collect()
 }
 
@@ -494,7 +517,7 @@ fn churn_soak_the_router_follows_the_api() {
         "spec": {"addresses": ["10.0.0.200-10.0.0.219"], "autoAssign": false},
     })));
     cluster.apply(soak_l2_advertisement(&cluster, false));
-    cluster.patch_node_labels("node1", json!({"ferrolb.test/l2": "true"}));
+    cluster.patch_node_labels("node1", json!({"ferrolb.test/node1": "true"}));
     // The speaker Pods: the memberlist seeds, Ready.
     for (name, ip) in SOAK_NODES {
         cluster.apply(json!({
@@ -556,7 +579,8 @@ fn churn_soak_the_router_follows_the_api() {
         })
         .sum();
 
-    let seed: u64 = std::env::var("FERROLB_SOAK_SEED").map_or(1, |v| v.parse().unwrap());
+    // Seed 4's 25 bounded steps take every kind of step at least once.
+    let seed: u64 = std::env::var("FERROLB_SOAK_SEED").map_or(4, |v| v.parse().unwrap());
     let mut rng = SmallRng::seed_from_u64(seed);
     let soak = full().then(|| Duration::from_secs(30 * 60));
     let bounded_steps = 25;
@@ -575,6 +599,10 @@ fn churn_soak_the_router_follows_the_api() {
     let mut settled_l2: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded: BTreeSet<&str> = BTreeSet::new();
     let mut l2_node1_only = false;
+    let mut peer_node1_only = false;
+    // node2's sessions closed by the churn (the BGPPeer no longer selects
+    // it): FRR counts each as a dropped connection.
+    let mut peer_closes = 0u64;
     let mut extra_range = false;
     // Configuration edits made (pool range, L2Advertisement node selector).
     let mut config_edits = 0u32;
@@ -634,7 +662,7 @@ fn churn_soak_the_router_follows_the_api() {
                 "metadata": {"name": format!("{name}-1"), "namespace": cluster.apps},
             }));
             format!("delete {name}")
-        } else if roll < 84 {
+        } else if roll < 80 {
             let name = live
                 .keys()
                 .nth(rng.random_range(0..live.len()))
@@ -645,7 +673,15 @@ fn churn_soak_the_router_follows_the_api() {
             let what = format!("move {name} endpoints={endpoints:?}");
             live.get_mut(&name).unwrap().endpoints = endpoints;
             what
-        } else if roll < 92 {
+        } else if roll < 84 {
+            // The BGPPeer: node1 only (node2 closes its session), or every
+            // node again.
+            peer_node1_only = !peer_node1_only;
+            peer_closes += u64::from(peer_node1_only);
+            config_edits += 1;
+            cluster.apply(soak_peer(&cluster, peer_node1_only));
+            format!("peer node1 only {peer_node1_only}")
+        } else if roll < 88 {
             // The pool: the second range added, or removed while it holds
             // no address (else added again: a no-op edit).
             let held = ips.values().any(|ip| ip.starts_with("203.0.113."));
@@ -653,7 +689,7 @@ fn churn_soak_the_router_follows_the_api() {
             config_edits += 1;
             cluster.apply(soak_bgp_pool(&cluster, extra_range));
             format!("pool extra range {extra_range}")
-        } else if roll < 96 {
+        } else if roll < 92 {
             // The L2Advertisement: node1 only, or every node again.
             l2_node1_only = !l2_node1_only;
             config_edits += 1;
@@ -670,6 +706,9 @@ fn churn_soak_the_router_follows_the_api() {
                 "exclude node2".to_owned()
             }
         };
+        if !full() {
+            eprintln!("soak step {step}: {action}");
+        }
         let t0 = Instant::now();
         let mut samples = 0u64;
         let converged = wait_until(
@@ -704,7 +743,7 @@ fn churn_soak_the_router_follows_the_api() {
                 if !l2_ok {
                     return None;
                 }
-                let want = expected(&live, &ips, &excluded);
+                let want = expected(&live, &ips, &excluded, peer_node1_only);
                 let table = frr.vtysh_json("show bgp ipv4 unicast json");
                 let matches = ever.iter().all(|ip| {
                     let paths = table["routes"][format!("{ip}/32")]
@@ -738,7 +777,8 @@ fn churn_soak_the_router_follows_the_api() {
                 .unwrap_or(0)
         })
         .sum::<u64>()
-        - drops_before;
+        - drops_before
+        - peer_closes;
     for node in &nodes {
         let health = lab::get(
             &node.ns,
@@ -771,6 +811,7 @@ fn churn_soak_the_router_follows_the_api() {
             ("addresses", ever.len().to_string()),
             ("l2_addresses", watches.len().to_string()),
             ("config_edits", config_edits.to_string()),
+            ("peer_closes", peer_closes.to_string()),
             ("two_mac_requests", two_macs.to_string()),
             ("converge_p50_ms", ms(pct(&converge, 50.0))),
             ("converge_p99_ms", ms(pct(&converge, 99.0))),
