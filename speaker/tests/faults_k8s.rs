@@ -198,8 +198,18 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
     let env = TestEnv::global();
     let cluster = Cluster::with_class("fc");
     cluster.apply_fixture("bgp");
+    // A layer 2 Service too, from a pool of its own on the segment.
+    cluster.apply(cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": {"addresses": ["10.0.0.200-10.0.0.209"], "autoAssign": false},
+    })));
+    cluster.apply(soak_l2_advertisement(&cluster, false));
     let run = RunDir::new("faults-k8s-crash");
     let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
     let router = Netns::new("rtr");
     bridge.attach(&router, "eth0");
     router.add_addr("eth0", "10.0.0.1/24");
@@ -209,11 +219,23 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
         &bridge,
         "node1",
         "10.0.0.2",
-        &[],
+        &["--memberlist-bind", "10.0.0.2:7946"],
         &run,
     )];
     let ctl = Controller::start(&cluster, "ctl-crash");
     frr.wait_established("10.0.0.2", T);
+    cluster.apply(cluster.endpoints("l2web", &["node1"]));
+    let mut l2web = cluster.service("l2web", "Cluster");
+    l2web["metadata"]["annotations"] = json!({"metallb.io/address-pool": SOAK_L2_POOL});
+    cluster.apply(l2web);
+    let l2_ip = eventually("l2web assigned", T, &nodes, || {
+        cluster.ingress("l2web").into_iter().next()
+    });
+    let watch = lab::L2Watch::arp(&client, &l2_ip);
+    let node1_mac = nodes[0].mac();
+    watch.wait_reply("node1 answers for l2web", Instant::now(), T, |r| {
+        r.mac == node1_mac
+    });
     for name in BEFORE {
         cluster.apply(cluster.endpoints(name, &["node1"]));
         cluster.apply(cluster.service(name, "Cluster"));
@@ -254,9 +276,17 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
     {
         env.kill(which).unwrap();
         let down = Instant::now();
-        // While it is down: every route stays, the speaker stays healthy.
+        // While it is down: every route stays, the layer 2 address is
+        // still answered (a reply after each sample; the bound only ends a
+        // failure), the speaker stays healthy.
         let (mut samples, mut healthz_ok) = (0, 0);
         while down.elapsed() < outage {
+            watch.wait_reply(
+                &format!("an ARP reply for l2web while {which:?} is down"),
+                Instant::now(),
+                T,
+                |_| true,
+            );
             for (name, ip) in &kept {
                 assert!(
                     announced(ip),
@@ -279,6 +309,11 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
         }
         env.restart(which).unwrap();
         let back = Instant::now();
+        let during = watch.between(down, back);
+        assert!(
+            during.iter().all(|r| r.mac == node1_mac),
+            "another MAC answered for l2web while {which:?} was down: {during:?}"
+        );
         // Churn after the restart: one Service deleted, one created; the
         // controller assigns the new one and the speaker follows both.
         let (gone, _) = kept.remove(0);
@@ -310,6 +345,11 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
             panic!("after the {which:?} restart: {e}")
         });
         let converged = back.elapsed();
+        assert_eq!(
+            cluster.ingress("l2web"),
+            [l2_ip.clone()],
+            "l2web's IP changed across the {which:?} crash"
+        );
         assert!(
             kept.iter().all(|(_, ip)| *ip != fresh_ip),
             "{fresh} got {fresh_ip}, which a live Service holds: {kept:?}"
@@ -331,6 +371,7 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
                 ("outage_ms", ms(outage)),
                 ("route_samples_during", samples.to_string()),
                 ("healthz_ok_during", format!("{healthz_ok}/{samples}")),
+                ("arp_replies_during", during.len().to_string()),
                 ("assigned_ms", ms(assigned_after.unwrap_or(converged))),
                 ("converge_ms", ms(converged)),
                 ("services", kept.len().to_string()),
