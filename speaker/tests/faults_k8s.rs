@@ -347,7 +347,7 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
         let converged = back.elapsed();
         assert_eq!(
             cluster.ingress("l2web"),
-            [l2_ip.clone()],
+            std::slice::from_ref(&l2_ip),
             "l2web's IP changed across the {which:?} crash"
         );
         assert!(
