@@ -740,9 +740,8 @@ impl Session {
     /// stopping it while Up changes our Required Min RX Interval by a Poll
     /// Sequence.
     fn update_echo(&mut self, now: Instant) {
-        let wanted = self.state == State::Up
-            && !self.key.multihop
-            && !self.remote_min_echo_rx.is_zero();
+        let wanted =
+            self.state == State::Up && !self.key.multihop && !self.remote_min_echo_rx.is_zero();
         let want = self
             .profile
             .echo_interval
