@@ -655,11 +655,16 @@ fn bfd_echo_mode_gates_bgp_and_echo_loss_tears_it_down() {
         ns.sysctl("net.ipv4.conf.eth0.send_redirects", "0");
     });
     lab.wait_up();
-    let echo = |dir: &str| {
-        sample(
-            &lab.metrics(),
-            &format!("metallb_bfd_echo_packet_{dir}{{peer=\"10.0.0.1\"}}"),
-        )
+    // (sent, came back), from one scrape.
+    let echoes = || {
+        let text = lab.metrics();
+        let get = |dir: &str| {
+            sample(
+                &text,
+                &format!("metallb_bfd_echo_packet_{dir}{{peer=\"10.0.0.1\"}}"),
+            )
+        };
+        Some((get("output")?, get("input")?))
     };
     let frr_echo_in = || {
         let v = lab.frr.vtysh_json("show bfd peers counters json");
@@ -668,8 +673,7 @@ fn bfd_echo_mode_gates_bgp_and_echo_loss_tears_it_down() {
     // Echoes flowing both ways, as the metrics (refreshed every second)
     // and FRR count them; BGP up with the route.
     let (out, back) = lab.wait("our echoes counted in the metrics", || {
-        let (o, i) = (echo("output")?, echo("input")?);
-        (i > 5).then_some((o, i))
+        echoes().filter(|(_, back)| *back > 5)
     });
     assert!(out >= back, "{out} sent, {back} back");
     lab.wait("FRR's echoes back", || frr_echo_in().filter(|n| *n > 5));
@@ -718,8 +722,8 @@ fn bfd_echo_mode_gates_bgp_and_echo_loss_tears_it_down() {
     );
     lab.frr.netns().run(["nft", "delete table inet echocut"]);
     lab.wait_up();
-    let back_before = echo("input").unwrap();
+    let (_, back_before) = echoes().unwrap();
     lab.wait("echoes back after the repair", || {
-        echo("input").filter(|n| *n > back_before + 3)
+        echoes().filter(|(_, back)| *back > back_before + 3)
     });
 }

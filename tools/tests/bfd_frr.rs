@@ -2,7 +2,10 @@
 //! sessions come Up over IPv4 and IPv6 with 50-300 ms intervals, a path
 //! cut with nftables takes both sides Down by detection time expiry, and
 //! the sessions come back Up when the path is restored. Multihop with a
-//! passive ferrolb, and AdminDown, too.
+//! passive ferrolb, and AdminDown, too. Echo mode both ways, with loss of
+//! either side's echoes detected by echo while Control packets flow
+//! (`frr_bfdd_echo_mode_both_ways_detection_and_recovery`, which has the
+//! lab notes for FRR's echo).
 //!
 //! A cut is judged by what the programs report, not by the wall clock:
 //! each side declares the IPv4 session (150 ms detection) Down before the
