@@ -84,7 +84,8 @@ struct Args {
     min_ttl: u8,
     /// Echo mode with this interval in milliseconds: our Required Min
     /// Echo RX Interval and the fastest we send echoes at. MetalLB's
-    /// echoMode with echoInterval.
+    /// echoMode with echoInterval. Single-hop IPv4 peers only (IPv6 and
+    /// multihop sessions run without it).
     #[arg(long)]
     echo_ms: Option<u64>,
     /// Seed for discriminators and jitter (default: from the OS).
@@ -130,7 +131,11 @@ async fn run(args: Args) -> Result<(), String> {
         let config = SessionConfig {
             key: key(&args, peer),
             local,
-            profile,
+            profile: Profile {
+                // The driver sends echoes over IPv4 only.
+                echo_interval: profile.echo_interval.filter(|_| peer.is_ipv4()),
+                ..profile
+            },
         };
         speaker
             .add_session(config)
