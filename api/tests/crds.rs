@@ -38,7 +38,8 @@ fn committed_crds_match_the_types() {
     );
     assert!(
         drifted.is_empty(),
-        "config/crd/ is out of date for {drifted:?}; run UPDATE_CRDS=1 cargo test -p api --test crds"
+        "config/crd/ is out of date for {drifted:?}; run UPDATE_CRDS=1 cargo test -p api --test crds, \
+         then cargo run -p ferrolb-tools --bin ferrolb-docs (the documentation's reference)"
     );
 }
 

@@ -48,7 +48,11 @@ impl Reaction {
             return Self::Up;
         }
         match event.cause {
-            Some(DownCause::DetectionTimeExpired | DownCause::NeighborDown) => Self::Down,
+            Some(
+                DownCause::DetectionTimeExpired
+                | DownCause::EchoFunctionFailed
+                | DownCause::NeighborDown,
+            ) => Self::Down,
             Some(DownCause::NeighborRestarted) => Self::Restart,
             // RFC 5882 §3.2: a session that goes Down because the peer
             // signalled AdminDown must not be taken as a path failure. Our

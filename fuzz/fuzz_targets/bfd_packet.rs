@@ -5,7 +5,9 @@
 //! The first octet picks the TTL (its value), multihop (its low bit) and
 //! how far the clock moves (its high nibble, in 10 ms steps) before the
 //! packet is handled; the rest is the datagram. The core's events go
-//! through a `client::Gate`, as the speaker's do.
+//! through a `client::Gate`, as the speaker's do. The session has echo
+//! mode, and the datagram is also handed in as a returned echo packet (and
+//! round-tripped through `EchoRepr` when it parses as one).
 #![no_main]
 // A fuzz target reports a bug by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -14,6 +16,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use bfd::client::Gate;
+use bfd::echo::EchoRepr;
 use bfd::wire::{PACKET_LEN, Packet, Repr};
 use bfd::{Bfd, Output, PeerKey, Profile, SessionConfig};
 use libfuzzer_sys::fuzz_target;
@@ -53,9 +56,16 @@ fuzz_target!(|data: &[u8]| {
         SessionConfig {
             key,
             local: None,
-            profile: Profile::default(),
+            profile: Profile {
+                echo_interval: Some(Duration::from_millis(50)),
+                ..Profile::default()
+            },
         },
     );
+    if let Ok(echo) = EchoRepr::parse(datagram) {
+        let _ = echo.to_string();
+        assert_eq!(EchoRepr::parse(&echo.to_bytes()), Ok(echo));
+    }
     let mut gate = Gate::new();
     let drain = |core: &mut Bfd<Xoshiro256PlusPlus>, gate: &mut Gate| {
         while let Some(o) = core.poll_output() {
@@ -71,6 +81,8 @@ fuzz_target!(|data: &[u8]| {
         let at = now + Duration::from_millis(step);
         core.handle_packet(at, datagram, PEER, control, multihop);
         drain(&mut core, &mut gate);
+        core.handle_echo(at, datagram);
+        drain(&mut core, &mut gate);
         if let Some(t) = core.poll_timeout() {
             core.handle_timeout(t);
             drain(&mut core, &mut gate);
@@ -85,4 +97,5 @@ fuzz_target!(|data: &[u8]| {
         s.received + s.malformed + s.authenticated + s.bad_ttl + s.unknown_session,
         2
     );
+    assert_eq!(s.echo_received + s.echo_dropped, 2);
 });

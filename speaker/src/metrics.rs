@@ -80,6 +80,10 @@ pub struct BfdSessionMetrics {
     pub control_packet_input: u64,
     /// Control packets sent.
     pub control_packet_output: u64,
+    /// Our echo packets that came back (FRR's `echo-packet-input`).
+    pub echo_packet_input: u64,
+    /// Echo packets sent (FRR's `echo-packet-output`).
+    pub echo_packet_output: u64,
     /// Times the session went Up.
     pub session_up_events: u64,
     /// Times the session left Up.
@@ -437,20 +441,19 @@ impl Snapshot {
                 "Number of sent BFD control packets",
                 |s| s.control_packet_output,
             ),
-            // The BFD core has no echo function (it asks for none:
-            // Required Min Echo RX Interval 0), so no echo packet is ever
-            // sent or looped back: 0, as FRR reports without echo-mode.
+            // As FRR counts them: our own echoes, sent and come back (the
+            // peer's echoes that the node forwards are not seen by BFD).
             (
                 "metallb_bfd_echo_packet_input",
                 "counter",
                 "Number of received BFD echo packets",
-                |_| 0,
+                |s| s.echo_packet_input,
             ),
             (
                 "metallb_bfd_echo_packet_output",
                 "counter",
                 "Number of sent BFD echo packets",
-                |_| 0,
+                |s| s.echo_packet_output,
             ),
             (
                 "metallb_bfd_session_down_events",
@@ -640,6 +643,8 @@ mod tests {
                         up: true,
                         control_packet_input: 120,
                         control_packet_output: 64,
+                        echo_packet_input: 998,
+                        echo_packet_output: 1000,
                         session_up_events: 2,
                         session_down_events: 1,
                     },
@@ -658,7 +663,8 @@ mod tests {
             "metallb_bfd_control_packet_input{peer=\"10.0.0.1\"} 120\n",
             "metallb_bfd_control_packet_output{peer=\"10.0.0.1\"} 64\n",
             "# TYPE metallb_bfd_echo_packet_input counter\n",
-            "metallb_bfd_echo_packet_input{peer=\"10.0.0.1\"} 0\n",
+            "metallb_bfd_echo_packet_input{peer=\"10.0.0.1\"} 998\n",
+            "metallb_bfd_echo_packet_output{peer=\"10.0.0.1\"} 1000\n",
             "metallb_bfd_echo_packet_output{peer=\"fd00::1\"} 0\n",
             "metallb_bfd_session_up_events{peer=\"10.0.0.1\"} 2\n",
             "metallb_bfd_session_down_events{peer=\"10.0.0.1\"} 1\n",

@@ -677,6 +677,8 @@ fn bfd_metrics(
                     up: s.state == bfd::State::Up,
                     control_packet_input: s.received,
                     control_packet_output: s.sent,
+                    echo_packet_input: s.echo_received,
+                    echo_packet_output: s.echo_sent,
                     session_up_events: s.ups,
                     session_down_events: s.downs,
                 },

@@ -136,17 +136,25 @@ struct Lab {
 
 impl Lab {
     fn new(frr_conf: &str) -> Self {
+        Self::with(frr_conf, METALLB, |_| {})
+    }
+
+    /// A lab with `metallb` as the speaker's configuration; `setup` runs
+    /// on both namespaces before the daemons start.
+    fn with(frr_conf: &str, metallb: &str, setup: impl Fn(&Netns)) -> Self {
         testnet::require_root();
         testnet::require_binary("nft");
         let run = RunDir::new("bfd-bgp");
         let dir = run.join("config");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("metallb.yaml"), METALLB).unwrap();
+        std::fs::write(dir.join("metallb.yaml"), metallb).unwrap();
         let router = Netns::new("bb-rtr");
         let node = Netns::new("bb-node");
         veth_pair(&router, "eth0", &node, "eth0");
         router.add_addr("eth0", "10.0.0.1/24");
         node.add_addr("eth0", "10.0.0.2/24");
+        setup(&router);
+        setup(&node);
         let frr = Frr::start_daemons(&router, &[("bfdd", frr_conf), ("bgpd", frr_conf)]);
         let log = run.join("speaker.log");
         let stderr = std::fs::File::create(&log).unwrap();
@@ -599,4 +607,123 @@ fn bfd_gates_bgp_and_its_loss_tears_the_session_down() {
         "{ups} Ups, {downs} Downs, {expired} expiries: {m:?} then {m2:?}"
     );
     assert!(m2[1] > input && m2[2] > output, "{m:?} then {m2:?}");
+}
+
+/// FRR's profile with echo mode (200 ms both ways), as MetalLB's FRR mode
+/// writes `echo-mode` and `echo-interval` into it.
+const FRR_ECHO_CONF: &str = "debug bfd peer
+debug bgp neighbor-events
+bfd
+ profile fast
+  receive-interval 300
+  transmit-interval 100
+  detect-multiplier 3
+  echo-mode
+  echo transmit-interval 200
+  echo receive-interval 200
+ !
+!
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.0.2 remote-as 64512
+ neighbor 10.0.0.2 timers connect 1
+ neighbor 10.0.0.2 bfd
+ neighbor 10.0.0.2 bfd profile fast
+";
+
+/// BFDProfile `echoMode` end to end: the speaker in file mode with
+/// `echoMode: true, echoInterval: 200` against FRR bfdd + bgpd with echo
+/// mode. Echoes flow both ways (our `metallb_bfd_echo_packet_*` and FRR's
+/// counters), BGP is up with the route; when our echoes stop coming back
+/// (FRR's namespace stops forwarding UDP 3785; Control packets and BGP
+/// still pass) our BFD session goes Down by echo detection (diag 2), we
+/// send Cease / BFD Down and FRR withdraws the route; restored, all comes
+/// back. Both namespaces forward (`net.ipv4.ip_forward = 1`): each side's
+/// kernel loops the other's echoes (see `tools/tests/bfd_frr.rs` for the
+/// lab notes).
+#[test]
+fn bfd_echo_mode_gates_bgp_and_echo_loss_tears_it_down() {
+    let metallb = METALLB.replace(
+        "  detectMultiplier: 3\n",
+        "  detectMultiplier: 3\n  echoMode: true\n  echoInterval: 200\n",
+    );
+    assert!(metallb.contains("echoMode: true"));
+    let lab = Lab::with(FRR_ECHO_CONF, &metallb, |ns| {
+        ns.sysctl("net.ipv4.ip_forward", "1");
+        ns.sysctl("net.ipv4.conf.all.send_redirects", "0");
+        ns.sysctl("net.ipv4.conf.eth0.send_redirects", "0");
+    });
+    lab.wait_up();
+    // (sent, came back), from one scrape.
+    let echoes = || {
+        let text = lab.metrics();
+        let get = |dir: &str| {
+            sample(
+                &text,
+                &format!("metallb_bfd_echo_packet_{dir}{{peer=\"10.0.0.1\"}}"),
+            )
+        };
+        Some((get("output")?, get("input")?))
+    };
+    let frr_echo_in = || {
+        let v = lab.frr.vtysh_json("show bfd peers counters json");
+        v.as_array()?.iter().find(|p| p["peer"] == "10.0.0.2")?["echo-packet-input"].as_u64()
+    };
+    // Echoes flowing both ways, as the metrics (refreshed every second)
+    // and FRR count them; BGP up with the route.
+    let (out, back) = lab.wait("our echoes counted in the metrics", || {
+        echoes().filter(|(_, back)| *back > 5)
+    });
+    assert!(out >= back, "{out} sent, {back} back");
+    lab.wait("FRR's echoes back", || frr_echo_in().filter(|n| *n > 5));
+    lab.wait_up();
+    assert!(
+        !lab.log().contains("echoMode"),
+        "the BFDProfile was refused:\n{}",
+        lab.log()
+    );
+
+    // Our echoes stop coming back: BFD Down by echo detection, Cease / BFD
+    // Down from us, the route withdrawn at FRR.
+    let echo_downs = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("bfd session") && l.contains("diag=EchoFunctionFailed"))
+            .count()
+    };
+    let (downs_before, ceases_before) = (echo_downs(&lab.log()), cease_bfd_down_lines(&lab.log()));
+    let t_cut = unix_ms_now();
+    lab.frr.netns().run([
+        "nft",
+        "add table inet echocut; \
+         add chain inet echocut forwarded { type filter hook forward priority 0; }; \
+         add rule inet echocut forwarded udp dport 3785 drop",
+    ]);
+    let down_line = lab.wait("our BFD Down by echo detection", || {
+        let log = lab.log();
+        (echo_downs(&log) > downs_before).then(|| {
+            log.lines()
+                .filter(|l| l.contains("bfd session") && l.contains("diag=EchoFunctionFailed"))
+                .nth(downs_before)
+                .map(str::to_owned)
+        })?
+    });
+    lab.wait("Cease / BFD Down from us", || {
+        (cease_bfd_down_lines(&lab.log()) > ceases_before).then_some(())
+    });
+    lab.wait("the route withdrawn at FRR", || {
+        (!lab.has_route()).then_some(())
+    });
+    let withdrawn = unix_ms_now() - t_cut;
+    eprintln!(
+        "bfd-bgp-timing: echo cut: our BFD Down by echo after {:.1} ms, route withdrawn at FRR \
+         by {withdrawn:.1} ms",
+        line_unix_ms(&down_line).unwrap() - t_cut
+    );
+    lab.frr.netns().run(["nft", "delete table inet echocut"]);
+    lab.wait_up();
+    let (_, back_before) = echoes().unwrap();
+    lab.wait("echoes back after the repair", || {
+        echoes().filter(|(_, back)| *back > back_before + 3)
+    });
 }

@@ -20,10 +20,13 @@
 //! the churn made after each restart must reach the router.
 //!
 //! The third is the compressed soak: seeded random churn (Services created
-//! and deleted, their endpoints moved, a node excluded and readmitted) with
+//! and deleted, their endpoints moved, a node excluded and readmitted, a
+//! pool's second range added and removed, the L2Advertisement's and the
+//! BGPPeer's node selectors set and cleared) with
 //! the real controller and two speakers, and after every step a checker
-//! that compares what FRR has with what the API says should be announced.
-//! Bounded mode: 25 steps; full mode: 30 minutes of steps.
+//! that compares what FRR has, and which MACs answer a layer 2 client's
+//! ARP requests, with what the API says should be announced. Bounded mode:
+//! 25 steps; full mode: 30 minutes of steps.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
 mod k8s;
@@ -195,8 +198,18 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
     let env = TestEnv::global();
     let cluster = Cluster::with_class("fc");
     cluster.apply_fixture("bgp");
+    // A layer 2 Service too, from a pool of its own on the segment.
+    cluster.apply(cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": {"addresses": ["10.0.0.200-10.0.0.209"], "autoAssign": false},
+    })));
+    cluster.apply(soak_l2_advertisement(&cluster, false));
     let run = RunDir::new("faults-k8s-crash");
     let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
     let router = Netns::new("rtr");
     bridge.attach(&router, "eth0");
     router.add_addr("eth0", "10.0.0.1/24");
@@ -206,11 +219,23 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
         &bridge,
         "node1",
         "10.0.0.2",
-        &[],
+        &["--memberlist-bind", "10.0.0.2:7946"],
         &run,
     )];
     let ctl = Controller::start(&cluster, "ctl-crash");
     frr.wait_established("10.0.0.2", T);
+    cluster.apply(cluster.endpoints("l2web", &["node1"]));
+    let mut l2web = cluster.service("l2web", "Cluster");
+    l2web["metadata"]["annotations"] = json!({"metallb.io/address-pool": SOAK_L2_POOL});
+    cluster.apply(l2web);
+    let l2_ip = eventually("l2web assigned", T, &nodes, || {
+        cluster.ingress("l2web").into_iter().next()
+    });
+    let watch = lab::L2Watch::arp(&client, &l2_ip);
+    let node1_mac = nodes[0].mac();
+    watch.wait_reply("node1 answers for l2web", Instant::now(), T, |r| {
+        r.mac == node1_mac
+    });
     for name in BEFORE {
         cluster.apply(cluster.endpoints(name, &["node1"]));
         cluster.apply(cluster.service(name, "Cluster"));
@@ -251,9 +276,17 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
     {
         env.kill(which).unwrap();
         let down = Instant::now();
-        // While it is down: every route stays, the speaker stays healthy.
+        // While it is down: every route stays, the layer 2 address is
+        // still answered (a reply after each sample; the bound only ends a
+        // failure), the speaker stays healthy.
         let (mut samples, mut healthz_ok) = (0, 0);
         while down.elapsed() < outage {
+            watch.wait_reply(
+                &format!("an ARP reply for l2web while {which:?} is down"),
+                Instant::now(),
+                T,
+                |_| true,
+            );
             for (name, ip) in &kept {
                 assert!(
                     announced(ip),
@@ -276,6 +309,11 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
         }
         env.restart(which).unwrap();
         let back = Instant::now();
+        let during = watch.between(down, back);
+        assert!(
+            during.iter().all(|r| r.mac == node1_mac),
+            "another MAC answered for l2web while {which:?} was down: {during:?}"
+        );
         // Churn after the restart: one Service deleted, one created; the
         // controller assigns the new one and the speaker follows both.
         let (gone, _) = kept.remove(0);
@@ -307,6 +345,11 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
             panic!("after the {which:?} restart: {e}")
         });
         let converged = back.elapsed();
+        assert_eq!(
+            cluster.ingress("l2web"),
+            std::slice::from_ref(&l2_ip),
+            "l2web's IP changed across the {which:?} crash"
+        );
         assert!(
             kept.iter().all(|(_, ip)| *ip != fresh_ip),
             "{fresh} got {fresh_ip}, which a live Service holds: {kept:?}"
@@ -328,6 +371,7 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
                 ("outage_ms", ms(outage)),
                 ("route_samples_during", samples.to_string()),
                 ("healthz_ok_during", format!("{healthz_ok}/{samples}")),
+                ("arp_replies_during", during.len().to_string()),
                 ("assigned_ms", ms(assigned_after.unwrap_or(converged))),
                 ("converge_ms", ms(converged)),
                 ("services", kept.len().to_string()),
@@ -343,40 +387,147 @@ fn apiserver_and_etcd_crash_during_churn_nothing_withdrawn_no_ip_moves() {
 /// are on.
 struct Churned {
     local: bool,
+    /// From the layer 2 pool (announced by ARP only), or the BGP one.
+    l2: bool,
     endpoints: Vec<&'static str>,
 }
 
 /// The soak's speakers: (short name, address).
 const SOAK_NODES: [(&str, &str); 2] = [("node1", "10.0.0.2"), ("node2", "10.0.0.3")];
 
-/// What FRR should have, from the API's side: per Service IP the next
-/// hops (the speakers' addresses), as MetalLB's rules give them: `Cluster`
-/// with any endpoint, every node that is not excluded; `Local`, the nodes
-/// with an endpoint that are not excluded; no endpoint, nothing.
+/// The layer 2 pool of the soak: on the nodes' segment, given only to
+/// Services that ask for it, announced by ARP only.
+const SOAK_L2_POOL: &str = "soak-l2";
+
+/// The BGP pool's second range, added and removed by the churn (removed
+/// only while no Service holds an address in it: taking a held address
+/// out of a pool moves it, which the soak would count as an IP change).
+const SOAK_EXTRA_RANGE: &str = "203.0.113.0/28";
+
+/// The L2Advertisement of the soak: every node, or (the churn toggles it)
+/// only nodes labelled `ferrolb.test/node1`, which node1 is.
+fn soak_l2_advertisement(cluster: &Cluster, node1_only: bool) -> serde_json::Value {
+    let mut spec = json!({"ipAddressPools": [SOAK_L2_POOL]});
+    if node1_only {
+        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/node1": "true"}}]);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": spec,
+    }))
+}
+
+/// The fixture's BGPPeer, for every node or (the churn toggles it) only
+/// nodes labelled `ferrolb.test/node1`, which node1 is.
+fn soak_peer(cluster: &Cluster, node1_only: bool) -> serde_json::Value {
+    let mut spec = json!({
+        "myASN": 64512, "peerASN": 64500, "peerAddress": "10.0.0.1",
+        "holdTime": "9s", "connectTime": "1s",
+    });
+    if node1_only {
+        spec["nodeSelectors"] = json!([{"matchLabels": {"ferrolb.test/node1": "true"}}]);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+        "metadata": {"name": "router", "namespace": "metallb-system"},
+        "spec": spec,
+    }))
+}
+
+/// The fixture's BGP pool, with or without [`SOAK_EXTRA_RANGE`].
+fn soak_bgp_pool(cluster: &Cluster, extra: bool) -> serde_json::Value {
+    let mut addresses = vec!["198.51.100.0/24"];
+    if extra {
+        addresses.push(SOAK_EXTRA_RANGE);
+    }
+    cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": "bgp-pool", "namespace": "metallb-system"},
+        "spec": {"addresses": addresses},
+    }))
+}
+
+/// The nodes that may announce `svc`, from the API's side, as MetalLB's
+/// rules give them (the same for BGP and layer 2): `Cluster` with any
+/// endpoint, every node that is not excluded; `Local`, the nodes with an
+/// endpoint that are not excluded; no endpoint, none. Sorted addresses.
+fn eligible(svc: &Churned, excluded: &BTreeSet<&str>) -> Vec<String> {
+    let mut hops: Vec<String> = SOAK_NODES
+        .iter()
+        .filter(|(n, _)| !excluded.contains(n))
+        .filter(|(n, _)| {
+            if svc.local {
+                svc.endpoints.contains(n)
+            } else {
+                !svc.endpoints.is_empty()
+            }
+        })
+        .map(|(_, a)| (*a).to_owned())
+        .collect();
+    hops.sort();
+    hops
+}
+
+/// What FRR should have: per BGP Service IP the next hops (the eligible
+/// speakers' addresses; only node1's while the BGPPeer selects node1
+/// alone).
 fn expected(
     live: &BTreeMap<String, Churned>,
     ips: &BTreeMap<String, String>,
     excluded: &BTreeSet<&str>,
+    peer_node1_only: bool,
 ) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    for (name, svc) in live {
-        let Some(ip) = ips.get(name) else { continue };
-        let mut hops: Vec<String> = SOAK_NODES
-            .iter()
-            .filter(|(n, _)| !excluded.contains(n))
-            .filter(|(n, _)| {
-                if svc.local {
-                    svc.endpoints.contains(n)
-                } else {
-                    !svc.endpoints.is_empty()
-                }
-            })
-            .map(|(_, a)| (*a).to_owned())
-            .collect();
-        hops.sort();
-        out.insert(ip.clone(), hops);
+    live.iter()
+        .filter(|(_, svc)| !svc.l2)
+        .filter_map(|(name, svc)| {
+            let mut hops = eligible(svc, excluded);
+            hops.retain(|a| !peer_node1_only || a.as_str() == SOAK_NODES[0].1);
+            Some((ips.get(name)?.clone(), hops))
+        })
+        .collect()
+}
+
+/// What the layer 2 client should see: per layer 2 Service IP the MACs
+/// of the nodes allowed to answer (exactly one of them must).
+fn expected_l2(
+    live: &BTreeMap<String, Churned>,
+    ips: &BTreeMap<String, String>,
+    excluded: &BTreeSet<&str>,
+    macs: &BTreeMap<String, String>,
+    l2_node1_only: bool,
+) -> BTreeMap<String, BTreeSet<String>> {
+    live.iter()
+        .filter(|(_, svc)| svc.l2)
+        .filter_map(|(name, svc)| {
+            let allowed = eligible(svc, excluded)
+                .iter()
+                .filter(|a| !l2_node1_only || a.as_str() == SOAK_NODES[0].1)
+                .map(|a| macs[a].clone())
+                .collect();
+            Some((ips.get(name)?.clone(), allowed))
+        })
+        .collect()
+}
+
+/// Whether the replies `watch` got in the last three of its requests
+/// (none before `since`: the step that may have changed the answer) are
+/// what the API says: one MAC, one of `allowed`; or, when none is
+/// allowed, no answer at all.
+fn l2_matches(watch: &lab::L2Watch, since: Instant, allowed: &BTreeSet<String>) -> bool {
+    let now = Instant::now();
+    let window = watch.interval * 3;
+    let from = since.max(now.checked_sub(window).unwrap_or(since));
+    let seen: BTreeSet<String> = watch
+        .between(from, now)
+        .into_iter()
+        .map(|r| r.mac)
+        .collect();
+    if allowed.is_empty() {
+        now - since >= window && seen.is_empty()
+    } else {
+        seen.len() == 1 && seen.is_subset(allowed)
     }
-    out
 }
 
 /// The first ingress IP of every Service of the apps namespace that has one.
@@ -401,8 +552,30 @@ fn churn_soak_the_router_follows_the_api() {
     let _slot = lab::serial();
     let cluster = Cluster::with_class("fs");
     cluster.apply_fixture("bgp");
+    cluster.apply(cluster.localize(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": {"name": SOAK_L2_POOL, "namespace": "metallb-system"},
+        "spec": {"addresses": ["10.0.0.200-10.0.0.219"], "autoAssign": false},
+    })));
+    cluster.apply(soak_l2_advertisement(&cluster, false));
+    cluster.patch_node_labels("node1", json!({"ferrolb.test/node1": "true"}));
+    // The speaker Pods: the memberlist seeds, Ready.
+    for (name, ip) in SOAK_NODES {
+        cluster.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("speaker-{name}"), "namespace": cluster.system,
+                         "labels": {"app": "metallb", "component": "speaker"}},
+            "spec": {"nodeName": cluster.node(name), "hostNetwork": true,
+                     "containers": [{"name": "speaker", "image": "ferrolb/speaker"}]},
+            "status": {"podIP": ip, "podIPs": [{"ip": ip}],
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+    }
     let run = RunDir::new("faults-k8s-soak");
     let bridge = Bridge::new("lan");
+    let client = Netns::new("client");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
     let router = Netns::new("rtr");
     bridge.attach(&router, "eth0");
     router.add_addr("eth0", "10.0.0.1/24");
@@ -416,7 +589,23 @@ fn churn_soak_the_router_follows_the_api() {
     let frr = Frr::start(&router, &conf);
     let nodes: Vec<Node> = SOAK_NODES
         .iter()
-        .map(|(name, addr)| Node::start(&cluster, &bridge, name, addr, &[], &run))
+        .map(|(name, addr)| {
+            let bind = format!("{addr}:7946");
+            Node::start(
+                &cluster,
+                &bridge,
+                name,
+                addr,
+                &["--memberlist-bind", &bind],
+                &run,
+            )
+        })
+        .collect();
+    // Node address -> its MAC, as the layer 2 client sees it.
+    let macs: BTreeMap<String, String> = SOAK_NODES
+        .iter()
+        .zip(&nodes)
+        .map(|((_, addr), node)| ((*addr).to_owned(), node.mac()))
         .collect();
     let ctl = Controller::start(&cluster, "ctl-soak");
     for (_, addr) in SOAK_NODES {
@@ -431,7 +620,8 @@ fn churn_soak_the_router_follows_the_api() {
         })
         .sum();
 
-    let seed: u64 = std::env::var("FERROLB_SOAK_SEED").map_or(1, |v| v.parse().unwrap());
+    // Seed 4's 25 bounded steps take every kind of step at least once.
+    let seed: u64 = std::env::var("FERROLB_SOAK_SEED").map_or(4, |v| v.parse().unwrap());
     let mut rng = SmallRng::seed_from_u64(seed);
     let soak = full().then(|| Duration::from_secs(30 * 60));
     let bounded_steps = 25;
@@ -441,7 +631,22 @@ fn churn_soak_the_router_follows_the_api() {
     // Every address a Service held: the router must drop those no live
     // Service holds.
     let mut ever: BTreeSet<String> = BTreeSet::new();
+    // An ARP client (one request every 50 ms) for every layer 2 address a
+    // Service held: it must go quiet when no live Service holds it.
+    let mut watches: BTreeMap<String, lab::L2Watch> = BTreeMap::new();
+    // What the layer 2 client should have seen when the last step
+    // converged: an address whose expectation a step leaves alone is judged
+    // on its last three requests, even those from before the step.
+    let mut settled_l2: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded: BTreeSet<&str> = BTreeSet::new();
+    let mut l2_node1_only = false;
+    let mut peer_node1_only = false;
+    // node2's sessions closed by the churn (the BGPPeer no longer selects
+    // it): FRR counts each as a dropped connection.
+    let mut peer_closes = 0u64;
+    let mut extra_range = false;
+    // Configuration edits made (pool range, L2Advertisement node selector).
+    let mut config_edits = 0u32;
     let mut converge = Vec::new();
     let mut divergent_samples = 0u64;
     let mut next = 0;
@@ -466,13 +671,18 @@ fn churn_soak_the_router_follows_the_api() {
             next += 1;
             let svc = Churned {
                 local: rng.random_bool(0.5),
+                l2: rng.random_bool(0.5),
                 endpoints: pick(&mut rng),
             };
             cluster.apply(cluster.endpoints(&name, &svc.endpoints));
-            cluster.apply(cluster.service(&name, if svc.local { "Local" } else { "Cluster" }));
+            let mut doc = cluster.service(&name, if svc.local { "Local" } else { "Cluster" });
+            if svc.l2 {
+                doc["metadata"]["annotations"] = json!({"metallb.io/address-pool": SOAK_L2_POOL});
+            }
+            cluster.apply(doc);
             let what = format!(
-                "create {name} local={} endpoints={:?}",
-                svc.local, svc.endpoints
+                "create {name} local={} l2={} endpoints={:?}",
+                svc.local, svc.l2, svc.endpoints
             );
             live.insert(name, svc);
             what
@@ -493,7 +703,7 @@ fn churn_soak_the_router_follows_the_api() {
                 "metadata": {"name": format!("{name}-1"), "namespace": cluster.apps},
             }));
             format!("delete {name}")
-        } else if roll < 88 {
+        } else if roll < 80 {
             let name = live
                 .keys()
                 .nth(rng.random_range(0..live.len()))
@@ -504,6 +714,28 @@ fn churn_soak_the_router_follows_the_api() {
             let what = format!("move {name} endpoints={endpoints:?}");
             live.get_mut(&name).unwrap().endpoints = endpoints;
             what
+        } else if roll < 84 {
+            // The BGPPeer: node1 only (node2 closes its session), or every
+            // node again.
+            peer_node1_only = !peer_node1_only;
+            peer_closes += u64::from(peer_node1_only);
+            config_edits += 1;
+            cluster.apply(soak_peer(&cluster, peer_node1_only));
+            format!("peer node1 only {peer_node1_only}")
+        } else if roll < 88 {
+            // The pool: the second range added, or removed while it holds
+            // no address (else added again: a no-op edit).
+            let held = ips.values().any(|ip| ip.starts_with("203.0.113."));
+            extra_range = !extra_range || held;
+            config_edits += 1;
+            cluster.apply(soak_bgp_pool(&cluster, extra_range));
+            format!("pool extra range {extra_range}")
+        } else if roll < 92 {
+            // The L2Advertisement: node1 only, or every node again.
+            l2_node1_only = !l2_node1_only;
+            config_edits += 1;
+            cluster.apply(soak_l2_advertisement(&cluster, l2_node1_only));
+            format!("l2 advertisement node1 only {l2_node1_only}")
         } else {
             let label = "node.kubernetes.io/exclude-from-external-load-balancers";
             if excluded.remove("node2") {
@@ -515,6 +747,9 @@ fn churn_soak_the_router_follows_the_api() {
                 "exclude node2".to_owned()
             }
         };
+        if !full() {
+            eprintln!("soak step {step}: {action}");
+        }
         let t0 = Instant::now();
         let mut samples = 0u64;
         let converged = wait_until(
@@ -527,13 +762,29 @@ fn churn_soak_the_router_follows_the_api() {
                 // running and the pool has room), and keeps it. One list
                 // and one FRR table per sample, so a sample is quick.
                 let held = ingress_by_name(&cluster);
-                for name in live.keys() {
+                for (name, svc) in &live {
                     let now = held.get(name)?.clone();
                     let first = ips.entry(name.clone()).or_insert_with(|| now.clone());
                     assert_eq!(*first, now, "{name}'s address changed at step {step}");
+                    if svc.l2 && !watches.contains_key(&now) {
+                        watches.insert(now.clone(), lab::L2Watch::arp(&client, &now));
+                    }
                     ever.insert(now);
                 }
-                let want = expected(&live, &ips, &excluded);
+                let want_l2 = expected_l2(&live, &ips, &excluded, &macs, l2_node1_only);
+                let l2_ok = watches.iter().all(|(ip, watch)| {
+                    let want = want_l2.get(ip).cloned().unwrap_or_default();
+                    let since = if settled_l2.get(ip).cloned().unwrap_or_default() == want {
+                        t0.checked_sub(watch.interval * 3).unwrap_or(t0)
+                    } else {
+                        t0
+                    };
+                    l2_matches(watch, since, &want)
+                });
+                if !l2_ok {
+                    return None;
+                }
+                let want = expected(&live, &ips, &excluded, peer_node1_only);
                 let table = frr.vtysh_json("show bgp ipv4 unicast json");
                 let matches = ever.iter().all(|ip| {
                     let paths = table["routes"][format!("{ip}/32")]
@@ -547,8 +798,14 @@ fn churn_soak_the_router_follows_the_api() {
         )
         .unwrap_or_else(|e| {
             nodes.iter().for_each(Node::dump_log);
+            for (ip, watch) in &watches {
+                let last: Vec<_> = watch.replies().into_iter().rev().take(5).collect();
+                eprintln!("{ip}: last ARP replies {last:?}");
+            }
+            eprintln!("node MACs: {macs:?}");
             panic!("{e}")
         });
+        settled_l2 = expected_l2(&live, &ips, &excluded, &macs, l2_node1_only);
         divergent_samples += samples - 1;
         converge.push(converged - t0);
         step += 1;
@@ -561,7 +818,8 @@ fn churn_soak_the_router_follows_the_api() {
                 .unwrap_or(0)
         })
         .sum::<u64>()
-        - drops_before;
+        - drops_before
+        - peer_closes;
     for node in &nodes {
         let health = lab::get(
             &node.ns,
@@ -576,6 +834,12 @@ fn churn_soak_the_router_follows_the_api() {
         );
     }
     converge.sort();
+    // Requests that two MACs answered, over the whole run: handovers where
+    // the new owner answered before the old one stopped.
+    let two_macs: usize = watches
+        .values()
+        .map(|w| lab::requests_with_two_macs(&w.replies(), w.interval))
+        .sum();
     figure(
         "churn_soak",
         &[
@@ -586,6 +850,10 @@ fn churn_soak_the_router_follows_the_api() {
                 format!("{:.1}", started.elapsed().as_secs_f64() / 60.0),
             ),
             ("addresses", ever.len().to_string()),
+            ("l2_addresses", watches.len().to_string()),
+            ("config_edits", config_edits.to_string()),
+            ("peer_closes", peer_closes.to_string()),
+            ("two_mac_requests", two_macs.to_string()),
             ("converge_p50_ms", ms(pct(&converge, 50.0))),
             ("converge_p99_ms", ms(pct(&converge, 99.0))),
             ("converge_max_ms", ms(converge[converge.len() - 1])),

@@ -235,6 +235,23 @@ fn bgp_ecmp_status_objects_events_and_local_policy() {
         "status-to-route: {:?} (upper bound: vtysh polls)",
         start.elapsed()
     );
+
+    // And a node excluded from load balancers, still with the overlap:
+    // node1 withdraws web and late (ETP Cluster: the others keep them);
+    // readmitted, node1 announces them again.
+    let label = "node.kubernetes.io/exclude-from-external-load-balancers";
+    cluster.patch_node_labels("node1", json!({ label: "" }));
+    eventually("node1 excluded with the overlap", CHANGE, &nodes, || {
+        ["198.51.100.10/32", "198.51.100.30/32"]
+            .iter()
+            .all(|p| next_hops(&paths(&frr, p)) == ["10.0.0.3", "10.0.0.4"])
+            .then_some(())
+    });
+    cluster.patch_node_labels("node1", json!({ label: null }));
+    eventually("node1 readmitted with the overlap", CHANGE, &nodes, || {
+        (paths(&frr, "198.51.100.10/32").len() == 3 && paths(&frr, "198.51.100.30/32").len() == 3)
+            .then_some(())
+    });
     cluster.delete(&overlap);
     eventually("ConfigurationState Valid again", CHANGE, &nodes, || {
         let s = cluster.config_state(&cluster.node("node3"))?;

@@ -1011,6 +1011,23 @@ fn assert_locked_down(c: &Container, add: &[&str]) {
     assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
     let added: BTreeSet<&str> = caps.add.iter().flatten().map(String::as_str).collect();
     assert_eq!(added, add.iter().copied().collect(), "{}", c.name);
+    // Requests for CPU and memory, a memory limit (a leak ends in a
+    // restart, not in the node's OOM killer choosing), and no CPU limit:
+    // throttling would delay ARP replies, BFD and Lease renewals.
+    let res = c.resources.as_ref().unwrap();
+    let requests = res.requests.as_ref().unwrap();
+    let limits = res.limits.as_ref().unwrap();
+    assert!(
+        requests.contains_key("cpu") && requests.contains_key("memory"),
+        "{}: {res:?}",
+        c.name
+    );
+    assert!(limits.contains_key("memory"), "{}: {res:?}", c.name);
+    assert!(
+        !limits.contains_key("cpu"),
+        "{}: no CPU limit: {res:?}",
+        c.name
+    );
 }
 
 /// Liveness on /healthz and readiness on /readyz, on the metrics port.

@@ -2,7 +2,10 @@
 //! sessions come Up over IPv4 and IPv6 with 50-300 ms intervals, a path
 //! cut with nftables takes both sides Down by detection time expiry, and
 //! the sessions come back Up when the path is restored. Multihop with a
-//! passive ferrolb, and AdminDown, too.
+//! passive ferrolb, and AdminDown, too. Echo mode both ways, with loss of
+//! either side's echoes detected by echo while Control packets flow
+//! (`frr_bfdd_echo_mode_both_ways_detection_and_recovery`, which has the
+//! lab notes for FRR's echo).
 //!
 //! A cut is judged by what the programs report, not by the wall clock:
 //! each side declares the IPv4 session (150 ms detection) Down before the
@@ -474,4 +477,255 @@ bfd
     let s = ours.stats();
     assert_eq!(s["bad_ttl"], 0, "{s:#}");
     assert_eq!(s["sessions"][0]["remote_state"], "AdminDown", "{s:#}");
+}
+
+/// FRR's `show bfd peers counters json` entry for `peer`.
+fn frr_counters(frr: &Frr, peer: &str) -> Value {
+    let v = frr.vtysh_json("show bfd peers counters json");
+    v.as_array()
+        .and_then(|a| a.iter().find(|p| p["peer"] == peer).cloned())
+        .unwrap_or_else(|| panic!("no counters for {peer}: {v:#}"))
+}
+
+/// Our one session in a `stats` line.
+fn our_session(stats: &Value) -> &Value {
+    &stats["sessions"][0]
+}
+
+/// Drops BFD Echo packets (UDP 3785) that `ns` would forward, and nothing
+/// else: the echoes the *other* side sends through this one. A forwarded
+/// packet passes the forward hook only; `AF_PACKET` sockets (where bfdd
+/// and ferrolb send and read echoes) and Control packets (3784) are not
+/// touched.
+fn cut_echo_forwarding(ns: &Netns) {
+    ns.run([
+        "nft",
+        "add table inet echocut; \
+         add chain inet echocut forwarded { type filter hook forward priority 0; }; \
+         add rule inet echocut forwarded udp dport 3785 drop",
+    ]);
+}
+
+fn restore_echo_forwarding(ns: &Netns) {
+    ns.run(["nft", "delete table inet echocut"]);
+}
+
+const FRR_ECHO_CONF: &str = "debug bfd peer
+bfd
+ peer 10.0.0.2 local-address 10.0.0.1 interface eth0
+  receive-interval 300
+  transmit-interval 300
+  detect-multiplier 3
+  echo-mode
+  echo transmit-interval 200
+  echo receive-interval 200
+ !
+!
+";
+
+/// BFD echo mode against FRR's bfdd (RFC 5880 §6.4, RFC 5881 §4).
+///
+/// Lab notes (FRR 8.4.4, Linux 6.18, checked here):
+/// - bfdd sends IPv4 echoes as ferrolb does: an Ethernet frame to the
+///   peer's MAC address (from its ARP table; it needs `interface eth0` in
+///   the peer statement to know where), IP source = destination = its own
+///   address, TTL 255, UDP 3785 -> 3785, through an `AF_PACKET` socket;
+///   it reads returned ones on an `AF_PACKET` socket too, and keeps only
+///   TTL 254. So each side's kernel must *forward* the other's echoes:
+///   `net.ipv4.ip_forward = 1` in both namespaces, and nothing else (no
+///   `accept_local`: neither side's IP stack receives its own returning
+///   echo, the packet sockets below it do). `send_redirects` is off so
+///   that a forward out of the arrival interface sends no ICMP redirect.
+/// - bfdd advertises its echo receive interval whether or not echo-mode
+///   is on; ferrolb advertises 0 without echo mode (it cannot know that
+///   the node forwards).
+/// - bfdd does not slow its Control packets while echo is active; we ask
+///   it to (Required Min RX 1 s, RFC 5880 §6.8.3), and it honours that.
+/// - Cutting one direction's echoes: drop UDP 3785 in the forward hook of
+///   the namespace that loops them. nftables' input/output hooks do not
+///   see echoes at all (packet sockets sit below them).
+///
+/// Proves: echoes flow both ways (our counters and FRR's), the session
+/// stays Up while they do, loss of our echoes takes our session Down by
+/// echo detection (diag 2) while Control packets still flow, loss of
+/// FRR's takes FRR's Down the same way, and both recover when the path is
+/// restored. Each Down is checked against the detection time the core
+/// reports, not against a guess; times from the cut are printed as
+/// `bfd-echo-timing:` lines.
+#[test]
+fn frr_bfdd_echo_mode_both_ways_detection_and_recovery() {
+    let lab = lab();
+    for ns in [&lab.router, &lab.node] {
+        ns.sysctl("net.ipv4.ip_forward", "1");
+        ns.sysctl("net.ipv4.conf.all.send_redirects", "0");
+        ns.sysctl("net.ipv4.conf.eth0.send_redirects", "0");
+    }
+    let frr = Frr::start_daemons(&lab.router, &[("bfdd", FRR_ECHO_CONF)]);
+    let mut ours = Ferrolb::start(
+        &lab.node,
+        &[
+            "--peer",
+            "10.0.0.1",
+            "--local",
+            "10.0.0.2",
+            "--tx-ms",
+            "300",
+            "--rx-ms",
+            "300",
+            "--multiplier",
+            "3",
+            "--echo-ms",
+            "200",
+        ],
+    );
+    ours.wait_state("10.0.0.1", "Up", 0);
+    wait_frr_status(&frr, "10.0.0.2", "up");
+
+    let s = settle(&mut ours, 0);
+    let x = our_session(&s);
+    assert_eq!(x["remote_min_echo_rx_ms"], 200.0, "{x:#}");
+    assert_eq!(x["echo_interval_ms"], 200.0, "{x:#}");
+    assert_eq!(x["echo_detection_time_ms"], 600.0, "{x:#}");
+    // Control detection: 3 x max(our Required Min RX raised to 1 s, FRR's 300 ms).
+    assert_eq!(x["detection_time_ms"], 3000.0, "{x:#}");
+    assert_eq!(s["echo_send_errors"], 0, "{s:#}");
+    assert_eq!(s["echo_dropped"], 0, "{s:#}");
+    let v = frr_peer(&frr, "10.0.0.2").unwrap();
+    // FRR sees what we advertise: Required Min RX 1 s while echo is
+    // active, Required Min Echo RX 200 ms.
+    assert_eq!(v["remote-receive-interval"], 1000, "{v:#}");
+    assert_eq!(v["remote-echo-receive-interval"], 200, "{v:#}");
+    stays_up(&mut ours, &frr, 10);
+
+    // 1. Our echoes stop coming back (FRR's kernel stops forwarding
+    // them): our session goes Down by echo detection, not before the
+    // echo detection time had passed since the last echo came back.
+    let from = ours.seen().len();
+    let frr_ctl = n(&frr_counters(&frr, "10.0.0.2"), "control-packet-input");
+    let frr_before = frr_down_reasons(&frr).len();
+    let t_cut = unix_ms();
+    cut_echo_forwarding(&lab.router);
+    let down = ours.wait_state("10.0.0.1", "Down", from);
+    assert_eq!(down["diag"], "EchoFunctionFailed", "{down}");
+    assert_eq!(down["cause"], "EchoFunctionFailed", "{down}");
+    let s = ours.stats();
+    let last_echo = our_session(&s)["last_echo_received_mono_ms"]
+        .as_f64()
+        .unwrap();
+    let silent = down["mono_ms"].as_f64().unwrap() - last_echo;
+    assert!(
+        silent >= 600.0 - 1e-6,
+        "Down {silent:.3} ms after the last echo came back, echo detection time 600 ms"
+    );
+    eprintln!(
+        "bfd-echo-timing: our echoes cut: ours Down after {:.1} ms ({silent:.1} ms after the last echo)",
+        down["ts_ms"].as_f64().unwrap() - t_cut
+    );
+    // FRR heard it from us (it still has its own echoes).
+    let reasons = wait_frr_down(&frr, frr_before);
+    assert_eq!(reasons[0], "neighbor-down", "{reasons:?}");
+    // Control packets still flow: the handshake brings the session Up
+    // again at once, and echo detection takes it Down again while the cut
+    // holds; FRR kept receiving our Control packets.
+    let index = |ours: &Ferrolb, v: &Value| ours.seen().iter().rposition(|x| x == v).unwrap();
+    let up = ours.wait_state("10.0.0.1", "Up", index(&ours, &down));
+    let again = ours.wait_state("10.0.0.1", "Down", index(&ours, &up));
+    assert_eq!(again["diag"], "EchoFunctionFailed", "{again}");
+    assert!(n(&frr_counters(&frr, "10.0.0.2"), "control-packet-input") > frr_ctl);
+    restore_echo_forwarding(&lab.router);
+    let back = n(our_session(&ours.stats()), "echo_received");
+    settle(&mut ours, back);
+    stays_up(&mut ours, &frr, 5);
+
+    // 2. FRR's echoes stop coming back (our kernel stops forwarding them):
+    // FRR goes Down by echo detection and tells us so (diag 2: a failure).
+    let frr_before = frr_down_reasons(&frr).len();
+    let from = ours.seen().len();
+    let t_cut = unix_ms();
+    cut_echo_forwarding(&lab.node);
+    let down = ours.wait_state("10.0.0.1", "Down", from);
+    assert_eq!(down["diag"], "NeighborSignaledSessionDown", "{down}");
+    assert_eq!(down["cause"], "NeighborDown", "{down}");
+    let reasons = wait_frr_down(&frr, frr_before);
+    assert_eq!(reasons[0], "echo-failed", "{reasons:?}");
+    eprintln!(
+        "bfd-echo-timing: FRR's echoes cut: ours told Down after {:.1} ms",
+        down["ts_ms"].as_f64().unwrap() - t_cut
+    );
+    restore_echo_forwarding(&lab.node);
+    let back = n(our_session(&ours.stats()), "echo_received");
+    let s = settle(&mut ours, back);
+    stays_up(&mut ours, &frr, 5);
+    assert_eq!(s["malformed"], 0, "{s:#}");
+    assert_eq!(s["bad_ttl"], 0, "{s:#}");
+    // (echo_dropped may count an echo of ours that came back just after
+    // the session went Down: the core drops it, as FRR does.)
+}
+
+fn n(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+/// Polls until our session is Up, out of its Poll Sequence, with more
+/// than three echoes back since `back` came back; returns the stats.
+fn settle(ours: &mut Ferrolb, back: u64) -> Value {
+    eventually_polled(ours, |s| {
+        let x = our_session(s);
+        x["state"] == "Up" && x["polling"] == false && x["echo_received"].as_u64() > Some(back + 3)
+    })
+}
+
+/// The session stays Up for `times` echo detection times (600 ms): no
+/// state change on either side, and both sides' echoes keep coming back.
+fn stays_up(ours: &mut Ferrolb, frr: &Frr, times: u32) {
+    let from = ours.seen().len();
+    let (before, frr_before) = (ours.stats(), frr_counters(frr, "10.0.0.2"));
+    std::thread::sleep(Duration::from_millis(600) * times);
+    let (after, frr_after) = (ours.stats(), frr_counters(frr, "10.0.0.2"));
+    let changes: Vec<&Value> = ours.seen()[from..]
+        .iter()
+        .filter(|v| v["event"] == "state")
+        .collect();
+    assert!(changes.is_empty(), "{changes:#?}");
+    assert_eq!(
+        n(&frr_after, "session-down"),
+        n(&frr_before, "session-down")
+    );
+    let delta = |k: &str| n(our_session(&after), k) - n(our_session(&before), k);
+    let frr_delta = |k: &str| n(&frr_after, k) - n(&frr_before, k);
+    eprintln!(
+        "bfd-echo-timing: Up for {times} x 600 ms: ours sent {} echoes, {} came back; \
+         FRR sent {}, {} came back; FRR received {} Control packets",
+        delta("echo_sent"),
+        delta("echo_received"),
+        frr_delta("echo-packet-output"),
+        frr_delta("echo-packet-input"),
+        frr_delta("control-packet-input"),
+    );
+    assert!(delta("echo_received") > 0 && frr_delta("echo-packet-input") > 0);
+}
+
+/// bfdd's reasons for each `up -> down` of the session with 10.0.0.2, in
+/// order (`reason:echo-failed`, `reason:neighbor-down`, ...).
+fn frr_down_reasons(frr: &Frr) -> Vec<String> {
+    let log = std::fs::read_to_string(frr.dir().join("bfdd.log")).unwrap_or_default();
+    log.lines()
+        .filter(|l| {
+            l.contains("state-change") && l.contains("peer:10.0.0.2 ") && l.contains("up -> down")
+        })
+        .map(|l| l.rsplit("reason:").next().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+/// Waits for bfdd to log a Down after the first `before`; returns the
+/// reasons from there on.
+fn wait_frr_down(frr: &Frr, before: usize) -> Vec<String> {
+    wait_until("bfdd to log a Down", T, Duration::from_millis(20), || {
+        let r = frr_down_reasons(frr);
+        (r.len() > before).then(|| r[before..].to_vec())
+    })
+    .unwrap_or_else(|e| {
+        frr.dump_logs();
+        panic!("{e}")
+    })
 }

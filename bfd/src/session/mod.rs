@@ -9,9 +9,20 @@
 //! [`Bfd::poll_timeout`] O(1) and each expiry O(log n), so the cost per
 //! packet does not grow with the number of sessions.
 //!
+//! The echo function (RFC 5880 §6.4, §6.8.9) runs beside asynchronous
+//! mode on single-hop sessions whose profile asks for it: once Up, and
+//! while the peer advertises a nonzero Required Min Echo RX Interval, the
+//! session emits [`Output::Echo`] packets that the driver sends to the
+//! peer's forwarding plane addressed to ourselves (RFC 5881 §4), and the
+//! driver hands the ones that come back to [`Bfd::handle_echo`]. A
+//! detection time without a returned echo takes the session Down with
+//! diag 2. While echoes flow, our Required Min RX Interval is raised to at
+//! least one second (§6.8.3's SHOULD), so the peer's Control packets slow
+//! down and the echoes do the fast detection.
+//!
 //! No I/O, no clock: the driver feeds `now` and datagrams (with their
-//! received TTL / hop limit) and drains [`Output`]s. Demand mode is off,
-//! the echo function and authentication are not implemented.
+//! received TTL / hop limit) and drains [`Output`]s. Demand mode is off and
+//! authentication is not implemented.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -22,6 +33,7 @@ use std::time::{Duration, Instant};
 use rand_core::RngCore;
 use tracing::{debug, trace};
 
+use crate::echo::{ECHO_LEN, EchoRepr};
 use crate::wire::{Diag, Error, PACKET_LEN, Repr, State};
 
 /// Timer values of a session: the fields of MetalLB's `BFDProfile` that
@@ -42,6 +54,11 @@ pub struct Profile {
     /// `minimumTtl`: for multihop sessions, the lowest TTL accepted
     /// (single-hop sessions always require 255).
     pub minimum_ttl: u8,
+    /// `echoMode` with its `echoInterval`, or `None` without echo mode.
+    /// The interval is both what we advertise as Required Min Echo RX
+    /// Interval and the fastest we send echoes at (as FRR's
+    /// `echo-interval`). Ignored on multihop sessions (RFC 5883 §3).
+    pub echo_interval: Option<Duration>,
 }
 
 impl Default for Profile {
@@ -53,6 +70,7 @@ impl Default for Profile {
             detect_multiplier: NonZeroU8::MIN.saturating_add(2),
             passive: false,
             minimum_ttl: 254,
+            echo_interval: None,
         }
     }
 }
@@ -84,6 +102,8 @@ pub struct SessionConfig {
 pub enum Output {
     /// Send a Control packet.
     Transmit(Transmit),
+    /// Send an Echo packet.
+    Echo(EchoTransmit),
     /// A session changed state.
     Event(Event),
 }
@@ -98,6 +118,21 @@ pub struct Transmit {
     pub local: Option<IpAddr>,
     /// The packet.
     pub packet: [u8; PACKET_LEN],
+}
+
+/// An Echo packet to send (RFC 5881 §4): UDP port 3785 from and to our
+/// own address (`local`, or the one the driver sends the session's
+/// Control packets from), through the link to `key.peer`, whose
+/// forwarding plane returns it to us. Its TTL is 255, so that only a
+/// packet that was forwarded comes back with less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoTransmit {
+    /// The session.
+    pub key: PeerKey,
+    /// The configured source address.
+    pub local: Option<IpAddr>,
+    /// The packet.
+    pub packet: [u8; ECHO_LEN],
 }
 
 /// A state change of a session.
@@ -127,6 +162,10 @@ pub enum DownCause {
     /// No packet for the detection time (diag 1, RFC 5880 §6.8.4): the
     /// path or the peer failed.
     DetectionTimeExpired,
+    /// None of our echo packets came back for the echo detection time
+    /// (diag 2, RFC 5880 §6.8.5): the peer's forwarding plane or the path
+    /// failed, whatever its control plane says.
+    EchoFunctionFailed,
     /// The peer said Down with the discriminator we knew and a diagnostic
     /// of a failure it detected (its own detection time expired, diag 1;
     /// or echo, forwarding plane, path down: 2, 4, 5, 6, 8; or one we do
@@ -164,6 +203,13 @@ pub struct Stats {
     pub bad_ttl: u64,
     /// Dropped: no session for the discriminator or the source address.
     pub unknown_session: u64,
+    /// Echo packets sent.
+    pub echo_sent: u64,
+    /// Echo packets of ours that came back to a session with echo active.
+    pub echo_received: u64,
+    /// Echo datagrams dropped: not our format, or no session with echo
+    /// active for the discriminator.
+    pub echo_dropped: u64,
 }
 
 /// A snapshot of one session.
@@ -197,6 +243,19 @@ pub struct SessionInfo {
     pub ups: u64,
     /// Times the session left Up.
     pub downs: u64,
+    /// The peer's Required Min Echo RX Interval (zero: it wants none).
+    pub remote_min_echo_rx: Duration,
+    /// The interval we send echoes at, before jitter (zero: the echo
+    /// function is not active).
+    pub echo_interval: Duration,
+    /// The echo detection time in use (zero while echo is not active).
+    pub echo_detection_time: Duration,
+    /// Echo packets sent by this session.
+    pub echo_sent: u64,
+    /// Echo packets that came back to this session.
+    pub echo_received: u64,
+    /// When the last of them came back.
+    pub last_echo_received: Option<Instant>,
 }
 
 /// Every BFD session of a speaker.
@@ -368,6 +427,38 @@ impl<R: RngCore> Bfd<R> {
         self.arm(key);
     }
 
+    /// Handles an echo packet that came back: call for every datagram on
+    /// UDP 3785 that the driver saw arrive from the link with our own
+    /// address as both source and destination and a TTL below 255 (it was
+    /// forwarded). Then drain [`poll_output`](Self::poll_output).
+    pub fn handle_echo(&mut self, now: Instant, data: &[u8]) {
+        let echo = match EchoRepr::parse(data) {
+            Ok(e) => e,
+            Err(e) => {
+                trace!(error = %e, "bfd echo drop: malformed");
+                self.stats.echo_dropped += 1;
+                return;
+            }
+        };
+        let Some(s) = self
+            .by_discriminator
+            .get(&echo.discriminator.get())
+            .and_then(|k| self.sessions.get_mut(k))
+            .filter(|s| s.echo.is_some())
+        else {
+            trace!(
+                discr = echo.discriminator.get(),
+                "bfd echo drop: no session with echo"
+            );
+            self.stats.echo_dropped += 1;
+            return;
+        };
+        s.handle_echo(now);
+        self.stats.echo_received += 1;
+        let key = s.key;
+        self.arm(key);
+    }
+
     /// Fires expired timers: call when [`poll_timeout`](Self::poll_timeout)
     /// has passed (spurious calls are harmless). Then drain
     /// [`poll_output`](Self::poll_output).
@@ -507,6 +598,28 @@ struct Session {
     sent: u64,
     ups: u64,
     downs: u64,
+    /// bfd.RemoteMinEchoRxInterval (RFC 5880 §6.8.1 calls it
+    /// RequiredMinEchoRxInterval on the peer's side).
+    remote_min_echo_rx: Duration,
+    /// The echo function, while active.
+    echo: Option<Echo>,
+    echo_sent: u64,
+    echo_received: u64,
+    last_echo_received: Option<Instant>,
+}
+
+/// The echo function of a session while it is active: only in Up, on a
+/// single-hop session with an echo interval, while the peer advertises a
+/// nonzero Required Min Echo RX Interval.
+#[derive(Debug, Clone, Copy)]
+struct Echo {
+    /// The larger of our echo interval and the peer's Required Min Echo RX
+    /// Interval (§6.8.9: never faster than the peer asks).
+    interval: Duration,
+    next_tx: Instant,
+    detect_at: Instant,
+    /// Sequence number of the last echo sent.
+    sequence: u64,
 }
 
 impl Session {
@@ -540,6 +653,11 @@ impl Session {
             sent: 0,
             ups: 0,
             downs: 0,
+            remote_min_echo_rx: Duration::ZERO,
+            echo: None,
+            echo_sent: 0,
+            echo_received: 0,
+            last_echo_received: None,
         };
         s.schedule_tx_now(now);
         s
@@ -565,13 +683,107 @@ impl Session {
             sent: self.sent,
             ups: self.ups,
             downs: self.downs,
+            remote_min_echo_rx: self.remote_min_echo_rx,
+            echo_interval: self.echo.map_or(Duration::ZERO, |e| e.interval),
+            echo_detection_time: self
+                .echo
+                .map_or(Duration::ZERO, |e| self.echo_detection_time(e.interval)),
+            echo_sent: self.echo_sent,
+            echo_received: self.echo_received,
+            last_echo_received: self.last_echo_received,
         }
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        match (self.next_tx, self.detect_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [
+            self.next_tx,
+            self.detect_at,
+            self.echo.map(|e| e.next_tx),
+            self.echo.map(|e| e.detect_at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Our Required Min Echo RX Interval: the profile's echo interval on a
+    /// single-hop session, else zero (we want no echoes: our node's
+    /// forwarding plane may not loop them, §6.8.3).
+    fn echo_rx(&self) -> Duration {
+        match self.profile.echo_interval {
+            Some(i) if !self.key.multihop => i,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Our echo detection time: our Detect Mult times the echo interval
+    /// (RFC 5880 leaves it to the implementation; FRR multiplies by the
+    /// peer's Detect Mult, the same with equal profiles).
+    fn echo_detection_time(&self, interval: Duration) -> Duration {
+        interval * u32::from(self.profile.detect_multiplier.get())
+    }
+
+    /// The Required Min RX Interval for the profile: at least one second
+    /// while the echo function is active (§6.8.3: echoes do the
+    /// detection, Control packets only keep the session).
+    fn profile_rx(&self) -> Duration {
+        if self.echo.is_some() {
+            self.profile.receive_interval.max(SLOW_TX)
+        } else {
+            self.profile.receive_interval
+        }
+    }
+
+    /// Starts, retimes or stops the echo function after anything that can
+    /// change whether it may run: a state change, a packet (the peer's
+    /// Required Min Echo RX Interval), a profile change. Starting or
+    /// stopping it while Up changes our Required Min RX Interval by a Poll
+    /// Sequence.
+    fn update_echo(&mut self, now: Instant) {
+        let wanted =
+            self.state == State::Up && !self.key.multihop && !self.remote_min_echo_rx.is_zero();
+        let want = self
+            .profile
+            .echo_interval
+            .filter(|_| wanted)
+            .map(|i| i.max(self.remote_min_echo_rx));
+        match (want, &mut self.echo) {
+            (None, None) => return,
+            (Some(interval), Some(e)) => {
+                if e.interval != interval {
+                    // The next echo keeps its time; the detection time
+                    // grows at once, shrinks with the next echo back.
+                    e.interval = interval;
+                    let detect = now + interval * u32::from(self.profile.detect_multiplier.get());
+                    e.detect_at = e.detect_at.max(detect);
+                }
+                return;
+            }
+            (Some(interval), None) => {
+                debug!(peer = %self.key.peer, ?interval, "bfd echo start");
+                self.echo = Some(Echo {
+                    interval,
+                    next_tx: now,
+                    detect_at: now + self.echo_detection_time(interval),
+                    sequence: 0,
+                });
+            }
+            (None, Some(_)) => {
+                debug!(peer = %self.key.peer, "bfd echo stop");
+                self.echo = None;
+            }
+        }
+        if self.state == State::Up {
+            self.update_timers_up(self.profile.transmit_interval, self.profile_rx());
+        }
+    }
+
+    /// One of our echoes came back.
+    fn handle_echo(&mut self, now: Instant) {
+        self.echo_received += 1;
+        self.last_echo_received = Some(now);
+        if let Some(e) = &mut self.echo {
+            e.detect_at = now + e.interval * u32::from(self.profile.detect_multiplier.get());
         }
     }
 
@@ -601,14 +813,7 @@ impl Session {
     /// The next periodic transmission: 75-100 % of the interval, or 75-90 %
     /// with a Detect Mult of 1 (§6.8.7).
     fn jittered(&self, now: Instant, rng: &mut impl RngCore) -> Instant {
-        let span = if self.profile.detect_multiplier.get() == 1 {
-            1500
-        } else {
-            2500
-        };
-        let permyriad = 7500 + u64::from(rng.next_u32()) % (span + 1);
-        let us = u64::try_from(self.tx_interval().as_micros()).unwrap_or(u64::MAX);
-        now + Duration::from_micros(us / 10_000 * permyriad + us % 10_000 * permyriad / 10_000)
+        jitter(now, self.tx_interval(), self.profile.detect_multiplier, rng)
     }
 
     fn set_profile(&mut self, now: Instant, profile: Profile, rng: &mut impl RngCore) {
@@ -616,7 +821,8 @@ impl Session {
         self.profile = profile;
         let (tx, rx) = (profile.transmit_interval, profile.receive_interval);
         if self.state == State::Up {
-            self.update_timers_up(tx, rx);
+            self.update_echo(now);
+            self.update_timers_up(tx, self.profile_rx());
         } else {
             // No Poll Sequence outside Up: the change applies at once.
             self.desired_tx = slow(tx);
@@ -669,8 +875,11 @@ impl Session {
                 self.profile.transmit_interval,
                 self.profile.receive_interval,
             );
+            // And start echoes if the peer wants them.
+            self.update_echo(now);
         } else if from == State::Up {
             self.downs += 1;
+            self.echo = None;
             self.polling = false;
             self.desired_tx = slow(self.profile.transmit_interval);
             self.tx_in_use = self.desired_tx;
@@ -709,6 +918,7 @@ impl Session {
         self.remote_min_rx = repr.required_min_rx;
         self.remote_desired_tx = repr.desired_min_tx;
         self.remote_detect_mult = repr.detect_mult.get();
+        self.remote_min_echo_rx = repr.required_min_echo_rx;
         self.heard = true;
         if repr.final_ && self.polling {
             // The Poll Sequence is over: the new values apply.
@@ -754,6 +964,8 @@ impl Session {
             // handshake from its side), Up hears Init or Up: no change.
             _ => {}
         }
+        // The peer may have started or stopped wanting echoes.
+        self.update_echo(now);
 
         if repr.poll {
             // §6.8.6: answer a Poll with a Final at once, outside the
@@ -780,6 +992,41 @@ impl Session {
         out: &mut VecDeque<Output>,
         stats: &mut Stats,
     ) {
+        if self.echo.is_some_and(|e| e.detect_at <= now) {
+            // §6.8.5: no echo came back for the detection time. The peer's
+            // Control packets may still arrive: its control plane is fine,
+            // the forwarding path is not. Down, and tell the peer at once;
+            // the handshake starts again at the slow rate.
+            self.change_state(
+                now,
+                State::Down,
+                Diag::EchoFunctionFailed,
+                Some(DownCause::EchoFunctionFailed),
+                out,
+            );
+            if self.may_transmit() {
+                self.next_tx = Some(now);
+            }
+        }
+        if let Some(e) = &mut self.echo
+            && e.next_tx <= now
+        {
+            e.sequence += 1;
+            let packet = EchoRepr {
+                discriminator: self.local_discr,
+                sequence: e.sequence,
+            }
+            .to_bytes();
+            let interval = e.interval;
+            e.next_tx = jitter(now, interval, self.profile.detect_multiplier, rng);
+            self.echo_sent += 1;
+            stats.echo_sent += 1;
+            out.push_back(Output::Echo(EchoTransmit {
+                key: self.key,
+                local: self.local,
+                packet,
+            }));
+        }
         if self.detect_at.is_some_and(|t| t <= now) {
             self.detect_at = None;
             let was_up = matches!(self.state, State::Init | State::Up);
@@ -831,7 +1078,7 @@ impl Session {
             your_discriminator: self.remote_discr,
             desired_min_tx: self.desired_tx,
             required_min_rx: self.required_rx,
-            required_min_echo_rx: Duration::ZERO,
+            required_min_echo_rx: self.echo_rx(),
         }
     }
 
@@ -870,6 +1117,20 @@ fn reports_failure(diag: Diag) -> bool {
         | Diag::Unknown(_) => true,
         Diag::None | Diag::NeighborSignaledSessionDown | Diag::AdministrativelyDown => false,
     }
+}
+
+/// `now` plus 75-100 % of `interval`, or 75-90 % with a Detect Mult of 1
+/// (§6.8.7; §6.8.9 allows the same jitter for echoes).
+fn jitter(
+    now: Instant,
+    interval: Duration,
+    detect_mult: NonZeroU8,
+    rng: &mut impl RngCore,
+) -> Instant {
+    let span = if detect_mult.get() == 1 { 1500 } else { 2500 };
+    let permyriad = 7500 + u64::from(rng.next_u32()) % (span + 1);
+    let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
+    now + Duration::from_micros(us / 10_000 * permyriad + us % 10_000 * permyriad / 10_000)
 }
 
 /// §6.8.3: outside Up, Desired Min TX is at least one second.

@@ -7,6 +7,7 @@ use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::*;
+use crate::echo::EchoRepr;
 use crate::wire::Packet;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -36,6 +37,8 @@ type Core = Bfd<Xoshiro256PlusPlus>;
 
 /// Two speakers, A (10.0.0.1) and B (10.0.0.2), one session each way.
 struct Pair {
+    /// Both sessions are multihop (RFC 5883).
+    multihop: bool,
     t0: Instant,
     now: Instant,
     a: Core,
@@ -44,6 +47,11 @@ struct Pair {
     cut: bool,
     /// Drop only what B sends.
     cut_b: bool,
+    /// The peer's forwarding plane drops echo packets: A's (true) or B's
+    /// (false) do not come back.
+    cut_echo: [bool; 2],
+    /// Every echo sent, A's with `true`.
+    echoes: Vec<(bool, Instant)>,
     /// Every event, A's with `true`.
     events: Vec<(bool, Event)>,
     /// Every packet sent, A's with `true`.
@@ -52,18 +60,29 @@ struct Pair {
 
 impl Pair {
     fn new(pa: Profile, pb: Profile) -> Self {
+        Self::with(pa, pb, false)
+    }
+
+    fn with(pa: Profile, pb: Profile, multihop: bool) -> Self {
         let t0 = Instant::now();
         let mut a = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(1));
         let mut b = Bfd::new(Xoshiro256PlusPlus::seed_from_u64(2));
-        a.add_session(t0, config(B, pa));
-        b.add_session(t0, config(A, pb));
+        let cfg = |peer, profile| SessionConfig {
+            key: PeerKey { peer, multihop },
+            ..config(peer, profile)
+        };
+        a.add_session(t0, cfg(B, pa));
+        b.add_session(t0, cfg(A, pb));
         let mut pair = Self {
+            multihop,
             t0,
             now: t0,
             a,
             b,
             cut: false,
             cut_b: false,
+            cut_echo: [false; 2],
+            echoes: Vec::new(),
             events: Vec::new(),
             packets: Vec::new(),
         };
@@ -92,6 +111,22 @@ impl Pair {
     fn deliver(&mut self, from_a: bool, o: Output) {
         match o {
             Output::Event(e) => self.events.push((from_a, e)),
+            Output::Echo(e) => {
+                // The peer's forwarding plane sends it straight back.
+                self.echoes.push((from_a, self.now));
+                let cut = self.cut || self.cut_echo[usize::from(!from_a)];
+                if from_a {
+                    assert_eq!(e.key.peer, B);
+                    if !cut {
+                        self.a.handle_echo(self.now, &e.packet);
+                    }
+                } else {
+                    assert_eq!(e.key.peer, A);
+                    if !cut {
+                        self.b.handle_echo(self.now, &e.packet);
+                    }
+                }
+            }
             Output::Transmit(t) => {
                 let repr = Repr::parse_bytes(&t.packet).unwrap();
                 self.packets.push((from_a, self.now, repr));
@@ -103,10 +138,12 @@ impl Pair {
                     if t.key.peer != B {
                         return;
                     }
-                    self.b.handle_packet(self.now, &t.packet, A, 255, false);
+                    self.b
+                        .handle_packet(self.now, &t.packet, A, 255, self.multihop);
                 } else {
                     assert_eq!(t.key.peer, A);
-                    self.a.handle_packet(self.now, &t.packet, B, 255, false);
+                    self.a
+                        .handle_packet(self.now, &t.packet, B, 255, self.multihop);
                 }
             }
         }
@@ -136,11 +173,19 @@ impl Pair {
     }
 
     fn info_a(&self) -> SessionInfo {
-        self.a.session(key(B)).unwrap()
+        let key = PeerKey {
+            peer: B,
+            multihop: self.multihop,
+        };
+        self.a.session(key).unwrap()
     }
 
     fn info_b(&self) -> SessionInfo {
-        self.b.session(key(A)).unwrap()
+        let key = PeerKey {
+            peer: A,
+            multihop: self.multihop,
+        };
+        self.b.session(key).unwrap()
     }
 
     fn transitions(&self, of_a: bool) -> Vec<(State, State, Diag)> {
@@ -640,4 +685,311 @@ fn multihop_checks_the_minimum_ttl() {
     a.handle_packet(t0, &t.packet, B, 250, true);
     assert_eq!(a.stats().received, 1);
     assert_eq!(a.session(k).unwrap().state, State::Init);
+}
+
+fn echo_profile(tx: u64, rx: u64, mult: u8, echo: Option<u64>) -> Profile {
+    Profile {
+        echo_interval: echo.map(ms),
+        ..profile(tx, rx, mult)
+    }
+}
+
+/// Echoes sent by A (true) or B between `from` and `to` after t0.
+fn echoes_between(p: &Pair, of_a: bool, from: Duration, to: Duration) -> usize {
+    p.echoes
+        .iter()
+        .filter(|(a, t)| *a == of_a && *t >= p.t0 + from && *t < p.t0 + to)
+        .count()
+}
+
+/// RFC 5880 §6.8.9: a system sends echoes only if it wants to (its
+/// profile), only on a single-hop session that is Up, and only while the
+/// peer advertises a nonzero Required Min Echo RX Interval; never faster
+/// than that interval. What each side advertises is its own echo interval,
+/// or zero without echo mode.
+#[test]
+fn echo_is_sent_only_when_both_sides_allow_it() {
+    struct Row {
+        a_echo: Option<u64>,
+        b_echo: Option<u64>,
+        multihop: bool,
+        /// A's echo interval once Up (0: A sends none).
+        a_interval: u64,
+        /// B's echo interval once Up.
+        b_interval: u64,
+    }
+    let rows = [
+        // Both want echoes: each at the slower of its own interval and
+        // the other's Required Min Echo RX.
+        Row {
+            a_echo: Some(50),
+            b_echo: Some(50),
+            multihop: false,
+            a_interval: 50,
+            b_interval: 50,
+        },
+        Row {
+            a_echo: Some(20),
+            b_echo: Some(70),
+            multihop: false,
+            a_interval: 70,
+            b_interval: 70,
+        },
+        // B has no echo mode: it advertises 0, so A sends none, and B
+        // sends none although A advertises 50.
+        Row {
+            a_echo: Some(50),
+            b_echo: None,
+            multihop: false,
+            a_interval: 0,
+            b_interval: 0,
+        },
+        Row {
+            a_echo: None,
+            b_echo: None,
+            multihop: false,
+            a_interval: 0,
+            b_interval: 0,
+        },
+        // RFC 5883 §3: no echo on multihop sessions, whatever the profile.
+        Row {
+            a_echo: Some(50),
+            b_echo: Some(50),
+            multihop: true,
+            a_interval: 0,
+            b_interval: 0,
+        },
+    ];
+    for (i, r) in rows.iter().enumerate() {
+        let mut p = Pair::with(
+            echo_profile(50, 50, 3, r.a_echo),
+            echo_profile(50, 50, 3, r.b_echo),
+            r.multihop,
+        );
+        p.run_until(ms(3000));
+        let (a, b) = (p.info_a(), p.info_b());
+        assert_eq!((a.state, b.state), (State::Up, State::Up), "row {i}");
+        // What each advertises, as the other learned it.
+        let advertised = |e: Option<u64>| if r.multihop { 0 } else { e.unwrap_or(0) };
+        assert_eq!(b.remote_min_echo_rx, ms(advertised(r.a_echo)), "row {i}");
+        assert_eq!(a.remote_min_echo_rx, ms(advertised(r.b_echo)), "row {i}");
+        assert_eq!(a.echo_interval, ms(r.a_interval), "row {i}");
+        assert_eq!(b.echo_interval, ms(r.b_interval), "row {i}");
+        // Echoes went out only once Up, and never faster than 75 % of the
+        // interval; every one came back.
+        let up_at = |of_a| {
+            p.events
+                .iter()
+                .find(|(x, e)| *x == of_a && e.to == State::Up)
+                .map(|(_, e)| e.at)
+                .unwrap()
+        };
+        for (of_a, interval, info) in [(true, r.a_interval, a), (false, r.b_interval, b)] {
+            let mine: Vec<Instant> = p
+                .echoes
+                .iter()
+                .filter(|(x, _)| *x == of_a)
+                .map(|(_, t)| *t)
+                .collect();
+            if interval == 0 {
+                assert!(mine.is_empty(), "row {i}: {mine:?}");
+                assert_eq!(info.echo_detection_time, Duration::ZERO, "row {i}");
+                continue;
+            }
+            assert!(mine[0] >= up_at(of_a), "row {i}: echo before Up");
+            for w in mine.windows(2) {
+                assert!(
+                    w[1] - w[0] >= ms(interval) * 3 / 4,
+                    "row {i}: {:?}",
+                    w[1] - w[0]
+                );
+                assert!(w[1] - w[0] <= ms(interval), "row {i}: {:?}", w[1] - w[0]);
+            }
+            assert_eq!(info.echo_sent, mine.len() as u64, "row {i}");
+            assert_eq!(info.echo_received, info.echo_sent, "row {i}");
+            assert_eq!(info.echo_detection_time, ms(interval) * 3, "row {i}");
+        }
+        let stats = p.a.stats();
+        assert_eq!(stats.echo_sent, a.echo_sent, "row {i}");
+        assert_eq!(stats.echo_dropped, 0, "row {i}");
+    }
+}
+
+/// §6.8.3: while echoes flow, A asks for Control packets no faster than
+/// once a second (by a Poll Sequence), so B slows down and A's Control
+/// detection time grows to 3 s; when B stops wanting echoes (advertises
+/// 0), A stops them and asks for the configured rate again.
+#[test]
+fn control_slows_to_one_second_while_echo_is_active() {
+    let mut p = Pair::new(
+        echo_profile(50, 50, 3, Some(50)),
+        echo_profile(50, 50, 3, Some(50)),
+    );
+    p.run_until(ms(3000));
+    let (a, b) = (p.info_a(), p.info_b());
+    assert!(!a.polling && !b.polling);
+    assert_eq!(a.detection_time, ms(3000), "{a:?}");
+    assert_eq!(b.tx_interval, ms(1000), "{b:?}");
+    // Our own Control packets keep the configured rate.
+    assert_eq!(a.tx_interval, ms(1000), "B asks the same of A: {a:?}");
+    let last = p.packets.iter().rev().find(|(x, _, _)| *x).unwrap().2;
+    assert_eq!(last.required_min_rx, ms(1000));
+    assert_eq!(last.required_min_echo_rx, ms(50));
+    assert_eq!(last.desired_min_tx, ms(50));
+    // Control packets B sent in the last second: one or two, not twenty.
+    let b_sent = p
+        .packets
+        .iter()
+        .filter(|(x, t, _)| !*x && *t >= p.t0 + ms(2000))
+        .count();
+    assert!((1..=2).contains(&b_sent), "{b_sent}");
+
+    // B drops echo mode: it advertises 0, A stops echoing and polls its
+    // Required Min RX back to 50 ms.
+    let now = p.t0 + ms(3000);
+    p.b.add_session(now, config(A, echo_profile(50, 50, 3, None)));
+    p.drain();
+    p.run_until(ms(6000));
+    let (a, b) = (p.info_a(), p.info_b());
+    assert_eq!(a.echo_interval, Duration::ZERO, "{a:?}");
+    assert_eq!(a.detection_time, ms(150), "{a:?}");
+    assert_eq!(b.tx_interval, ms(50), "{b:?}");
+    assert_eq!(echoes_between(&p, true, ms(4500), ms(6000)), 0);
+    assert_eq!((a.state, b.state), (State::Up, State::Up));
+    assert_eq!(
+        p.transitions(true).len(),
+        2,
+        "no flap: {:?}",
+        p.transitions(true)
+    );
+}
+
+/// §6.8.5: when A's echoes stop coming back (B's forwarding plane drops
+/// them) while Control packets still flow both ways, A goes Down with
+/// diag 2 one echo detection time (3 x 50 ms) after the last echo came
+/// back, long before the 3 s Control detection time; B hears it (diag 3).
+/// When the path is repaired the session comes back Up and echoes flow.
+#[test]
+fn echo_loss_takes_the_session_down_with_diag_2() {
+    // Both want echoes; only A's come back no more.
+    let mut p = Pair::new(
+        echo_profile(50, 50, 3, Some(50)),
+        echo_profile(50, 50, 3, Some(50)),
+    );
+    p.run_until(ms(3000));
+    assert_eq!(p.info_a().state, State::Up);
+    assert_eq!(p.info_a().detection_time, ms(3000));
+    p.cut_echo[0] = true;
+    let cut_at = p.now;
+    p.run_until(ms(3400));
+    let down = p
+        .events
+        .iter()
+        .find(|(x, e)| *x && e.at >= cut_at)
+        .unwrap()
+        .1;
+    assert_eq!(
+        (down.from, down.to, down.diag, down.cause),
+        (
+            State::Up,
+            State::Down,
+            Diag::EchoFunctionFailed,
+            Some(DownCause::EchoFunctionFailed)
+        )
+    );
+    let a = p.info_a();
+    let last_echo = a.last_echo_received.unwrap();
+    assert!(last_echo <= cut_at);
+    assert_eq!(down.at - last_echo, ms(150), "one echo detection time");
+    // Control packets still flowed: B's last one before A went Down was
+    // well within A's 3 s Control detection time.
+    let last_control = p
+        .packets
+        .iter()
+        .filter(|(x, t, _)| !*x && *t < down.at)
+        .map(|(_, t, _)| *t)
+        .max()
+        .unwrap();
+    assert!(
+        down.at - last_control < ms(1000),
+        "{:?}",
+        down.at - last_control
+    );
+    let b_down = p
+        .events
+        .iter()
+        .find(|(x, e)| !*x && e.at >= cut_at)
+        .unwrap()
+        .1;
+    assert_eq!(
+        (b_down.to, b_down.cause),
+        (State::Down, Some(DownCause::NeighborDown))
+    );
+    assert_eq!(b_down.at, down.at, "A tells B at once");
+
+    // While still cut, the session comes Up again by the handshake (at
+    // once here: the link has no delay) and fails by echo again, one echo
+    // detection time after each Up.
+    p.run_until(ms(6000));
+    let cycles: Vec<Event> = p
+        .events
+        .iter()
+        .filter(|(x, _)| *x)
+        .map(|(_, e)| *e)
+        .skip_while(|e| *e != down)
+        .skip(1)
+        .filter(|e| e.to == State::Up || e.from == State::Up)
+        .collect();
+    assert!(cycles.len() >= 2, "{cycles:?}");
+    for pair in cycles.chunks(2) {
+        if let [up, down] = pair {
+            assert_eq!((up.to, down.diag), (State::Up, Diag::EchoFunctionFailed));
+            assert_eq!(down.at - up.at, ms(150));
+        }
+    }
+    // Repaired: Up for good, echoes flowing, and exactly the echoes sent
+    // while cut are missing.
+    p.cut_echo[0] = false;
+    let restored = p.now;
+    p.run_until(ms(10_000));
+    let a = p.info_a();
+    assert_eq!(a.state, State::Up);
+    assert_eq!(a.echo_interval, ms(50));
+    assert!(
+        p.events
+            .iter()
+            .all(|(x, e)| !*x || e.at < restored + ms(3000) || e.to == State::Up)
+    );
+    assert!(echoes_between(&p, true, ms(9000), ms(10_000)) >= 20);
+    let lost = echoes_between(&p, true, ms(3000), ms(6000)) as u64;
+    assert_eq!(a.echo_sent - a.echo_received, lost);
+}
+
+/// Echo packets that are not ours, or for a session without echo, are
+/// dropped and counted; they refresh nothing.
+#[test]
+fn foreign_echo_packets_are_dropped_and_counted() {
+    let mut p = Pair::new(
+        echo_profile(50, 50, 3, Some(50)),
+        echo_profile(50, 50, 3, None),
+    );
+    p.run_until(ms(3000));
+    let discr = NonZeroU32::new(p.info_a().local_discriminator).unwrap();
+    let ours = EchoRepr {
+        discriminator: discr,
+        sequence: 1,
+    }
+    .to_bytes();
+    // A's session has no echo active (B advertises 0).
+    p.a.handle_echo(p.now, &ours);
+    p.a.handle_echo(p.now, &[1, 24, 0, 0, 0, 0, 0, 1]);
+    let other = EchoRepr {
+        discriminator: discr.saturating_add(1),
+        sequence: 1,
+    }
+    .to_bytes();
+    p.a.handle_echo(p.now, &other);
+    let s = p.a.stats();
+    assert_eq!((s.echo_received, s.echo_dropped), (0, 3));
+    assert_eq!(p.info_a().echo_received, 0);
 }

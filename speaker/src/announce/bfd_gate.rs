@@ -226,6 +226,7 @@ fn bfd_profile(p: &BfdProfile) -> Profile {
             .unwrap_or(Profile::default().detect_multiplier),
         passive: p.passive,
         minimum_ttl: p.minimum_ttl,
+        echo_interval: p.echo_mode.then_some(p.echo_interval),
     }
 }
 

@@ -579,11 +579,23 @@ fn bfd_profile(
     match profile {
         None => bad("spec.bfdProfile", format!("{name:?} is not a BFDProfile")),
         // Taking the profile without its echo function would run a
-        // session other than the one asked for.
-        Some(p) if p.echo_mode => bad(
+        // session other than the one asked for (FRR ignores echo-mode on
+        // a multihop session silently; we say so).
+        Some(p) if p.echo_mode && peer.ebgp_multi_hop => bad(
             "spec.bfdProfile",
-            format!("BFDProfile {name:?} sets echoMode: BFD echo mode is not supported yet"),
+            format!(
+                "BFDProfile {name:?} sets echoMode, which applies to single-hop sessions only \
+                 (RFC 5883 §3), and the peer has ebgpMultiHop"
+            ),
         ),
+        Some(p) if p.echo_mode && !matches!(peer.target, PeerTarget::Address(a) if a.is_ipv4()) => {
+            bad(
+                "spec.bfdProfile",
+                format!(
+                    "BFDProfile {name:?} sets echoMode: BFD echo over IPv6 is not supported yet"
+                ),
+            );
+        }
         Some(_) => {}
     }
     profile.map(|p| (name.clone(), *p))

@@ -11,6 +11,13 @@
 //! (`crate::net::udp_bfd`), so that a flood from anyone else never fills
 //! the queue the peers' packets wait in. The core checks the TTL again.
 //!
+//! Echo packets (IPv4 sessions whose profile has echo mode) go out and
+//! come back through two `AF_PACKET` sockets (`crate::net::bfd_echo`),
+//! opened with the first echo the core asks for. Each session's echo path
+//! (our address, the interface, the peer's MAC address) is looked up when
+//! needed and forgotten at each state change of the session, so that a
+//! peer whose MAC address changed is found again.
+//!
 //! [`BfdSpeaker`] is the API: add, change and remove sessions, hold them
 //! administratively down, read counters, and receive a stream of the
 //! core's [`Event`]s. The speaker's reconcile loop (`crate::run`) passes
@@ -32,6 +39,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::net::bfd_echo::{self, EchoReceiver, EchoSender};
 use crate::net::udp_bfd::{self, Datagram, MULTIHOP_PORT, SINGLE_HOP_PORT};
 
 /// Where the driver listens and sends. The defaults are the RFC ports on
@@ -74,6 +82,10 @@ pub struct DriverStats {
     /// peer, TTL below the minimum, or a full queue. Reported with the
     /// next datagram that gets through, so it lags a flood.
     pub kernel_drops: u64,
+    /// Echo packets the core produced that could not go out: no echo
+    /// socket (no `CAP_NET_RAW`), the peer's MAC address not resolved, an
+    /// IPv6 session, or the socket refused it.
+    pub echo_send_errors: u64,
 }
 
 enum Command {
@@ -108,7 +120,12 @@ impl BfdSpeaker {
             None => SmallRng::from_os_rng(),
         };
         let (datagram_tx, datagram_rx) = mpsc::channel(1024);
+        let (echo_tx, echo_rx) = mpsc::channel(1024);
         let driver = Driver {
+            echo: None,
+            echo_paths: HashMap::new(),
+            echo_tx,
+            echo_rx,
             core: Bfd::new(rng),
             options,
             senders: HashMap::new(),
@@ -187,8 +204,21 @@ struct Receiver {
     kernel_drops: u32,
 }
 
+/// The echo sockets and the task that reads returned echoes.
+struct EchoIo {
+    sender: EchoSender,
+    task: JoinHandle<()>,
+}
+
 struct Driver {
     core: Bfd<SmallRng>,
+    /// Opened with the first echo to send; `Err` once opening failed (it
+    /// is not tried again: the process lacks the capability).
+    echo: Option<io::Result<EchoIo>>,
+    echo_paths: HashMap<PeerKey, bfd_echo::Path>,
+    /// Payloads of returned echoes, from the echo reader task.
+    echo_tx: mpsc::Sender<Vec<u8>>,
+    echo_rx: mpsc::Receiver<Vec<u8>>,
     options: Options,
     senders: HashMap<PeerKey, UdpSocket>,
     receivers: HashMap<Family, Receiver>,
@@ -230,6 +260,9 @@ impl Driver {
                     let now = Instant::now().into_std();
                     self.core.handle_packet(now, d.data(), d.from.ip(), d.ttl, multihop);
                 }
+                Some(payload) = self.echo_rx.recv() => {
+                    self.core.handle_echo(Instant::now().into_std(), &payload);
+                }
                 () = &mut sleep, if armed.is_some() => {
                     armed = None;
                     self.core.handle_timeout(Instant::now().into_std());
@@ -238,6 +271,9 @@ impl Driver {
         }
         for (_, r) in self.receivers.drain() {
             r.task.abort();
+        }
+        if let Some(Ok(e)) = self.echo.take() {
+            e.task.abort();
         }
     }
 
@@ -256,6 +292,7 @@ impl Driver {
                 // Send the farewell AdminDown before closing the socket.
                 self.drain();
                 self.senders.remove(&key);
+                self.echo_paths.remove(&key);
                 if self.accepted.remove(&key).is_some()
                     && let Err(e) = self.receive(family(key))
                 {
@@ -408,7 +445,15 @@ impl Driver {
                         debug!(peer = %t.key.peer, ?sent, "bfd send failed");
                     }
                 }
+                Output::Echo(e) => {
+                    if let Err(error) = self.send_echo(&e) {
+                        self.stats.echo_send_errors += 1;
+                        debug!(peer = %e.key.peer, %error, "bfd echo send failed");
+                    }
+                }
                 Output::Event(e) => {
+                    // Look the echo path up again after any change.
+                    self.echo_paths.remove(&e.key);
                     if e.to == bfd::State::Up || e.from == bfd::State::Up {
                         info!(peer = %e.key.peer, from = %e.from, to = %e.to, diag = %e.diag, cause = ?e.cause, "bfd session");
                     }
@@ -419,6 +464,69 @@ impl Driver {
             }
         }
     }
+}
+
+impl Driver {
+    /// Sends one echo on the session's path (looked up if unknown),
+    /// opening the echo sockets first if this is the first echo.
+    fn send_echo(&mut self, e: &bfd::EchoTransmit) -> io::Result<()> {
+        let IpAddr::V4(peer) = e.key.peer else {
+            return Err(io::Error::other("echo over IPv6 is not supported"));
+        };
+        let local = match e.local {
+            Some(IpAddr::V4(l)) => Some(l),
+            _ => None,
+        };
+        let io = self.echo.get_or_insert_with(|| {
+            let r = open_echo(self.echo_tx.clone());
+            if let Err(error) = &r {
+                warn!(%error, "bfd echo sockets not opened: echoes will not be sent");
+            }
+            r
+        });
+        let io = io
+            .as_mut()
+            .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+        let path = match self.echo_paths.get(&e.key) {
+            Some(p) => p,
+            None => {
+                let p = bfd_echo::path(peer, local)?
+                    .ok_or_else(|| io::Error::other("the peer's MAC address is not resolved"))?;
+                debug!(peer = %peer, local = %p.local, ifindex = p.ifindex, "bfd echo path");
+                self.echo_paths.entry(e.key).or_insert(p)
+            }
+        };
+        io.sender.send(path, &e.packet)
+    }
+}
+
+/// Opens the echo sockets and starts the task that passes the payloads
+/// of returned echoes to the driver.
+fn open_echo(tx: mpsc::Sender<Vec<u8>>) -> io::Result<EchoIo> {
+    let sender = EchoSender::open()?;
+    let receiver = EchoReceiver::open()?;
+    let task = shell::task::spawn(
+        "bfd echo receiver".to_string(),
+        async move {
+            let mut buf = [0u8; 256];
+            loop {
+                match receiver.recv(&mut buf).await {
+                    Ok(n) => {
+                        let Some((_, _, payload)) = bfd_echo::returned(&buf[..n.min(buf.len())])
+                        else {
+                            continue;
+                        };
+                        if tx.send(payload.to_vec()).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "bfd echo recv"),
+                }
+            }
+        }
+        .in_current_span(),
+    );
+    Ok(EchoIo { sender, task })
 }
 
 #[cfg(test)]

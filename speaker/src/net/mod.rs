@@ -2,6 +2,7 @@
 //! is allowed, each block with a `// SAFETY:` comment.
 
 pub(crate) mod addrs;
+pub(crate) mod bfd_echo;
 pub(crate) mod netlink;
 pub(crate) mod packet_socket;
 pub(crate) mod tcp;

@@ -226,7 +226,7 @@ pub(crate) const FILTER: [libc::sock_filter; 11] = [
 
 const ETH_P_ALL: u16 = libc::ETH_P_ALL as u16;
 
-fn attach_filter(fd: RawFd, filter: &[libc::sock_filter]) -> io::Result<()> {
+pub(crate) fn attach_filter(fd: RawFd, filter: &[libc::sock_filter]) -> io::Result<()> {
     let prog = libc::sock_fprog {
         len: filter.len() as libc::c_ushort,
         // The kernel copies the program; it only reads through this pointer.
@@ -235,7 +235,7 @@ fn attach_filter(fd: RawFd, filter: &[libc::sock_filter]) -> io::Result<()> {
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
 }
 
-fn sockaddr_ll(ifindex: u32, protocol: u16) -> libc::sockaddr_ll {
+pub(crate) fn sockaddr_ll(ifindex: u32, protocol: u16) -> libc::sockaddr_ll {
     // SAFETY: sockaddr_ll is plain old data; all zeroes is valid.
     let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
     addr.sll_family = libc::AF_PACKET as libc::c_ushort;
@@ -291,7 +291,7 @@ pub(crate) fn register<T: AsFd + AsRawFd>(fd: T) -> io::Result<AsyncFd<T>> {
     unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
 }
 
-const fn socklen<T>() -> libc::socklen_t {
+pub(crate) const fn socklen<T>() -> libc::socklen_t {
     size_of::<T>() as libc::socklen_t
 }
 

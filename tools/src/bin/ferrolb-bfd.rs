@@ -22,8 +22,12 @@ use tokio::signal::unix::{SignalKind, signal};
 /// Single-hop sessions (RFC 5881) use UDP 3784 and require TTL 255 on
 /// received packets; multihop sessions (RFC 5883, --multihop) use UDP 4784
 /// and require at least --min-ttl. Packets go out from a source port in
-/// 49152-65535 with TTL 255. Authentication, echo and demand mode are not
-/// supported (packets with the A bit are dropped and counted).
+/// 49152-65535 with TTL 255. With --echo-ms, single-hop IPv4 sessions also
+/// run the echo function (RFC 5880 §6.4; RFC 5881 §4: UDP 3785, our own
+/// address as destination, sent to the peer's MAC address so that its
+/// forwarding plane loops it back; needs CAP_NET_RAW). Authentication and
+/// demand mode are not supported (packets with the A bit are dropped and
+/// counted).
 ///
 /// Prints one JSON object per state change on standard output:
 ///   {"event":"state","peer":ADDR,"multihop":BOOL,"from":STATE,"to":STATE,
@@ -78,6 +82,12 @@ struct Args {
     /// MetalLB's minimumTtl. Single-hop sessions always require 255.
     #[arg(long, default_value_t = 254)]
     min_ttl: u8,
+    /// Echo mode with this interval in milliseconds: our Required Min
+    /// Echo RX Interval and the fastest we send echoes at. MetalLB's
+    /// echoMode with echoInterval. Single-hop IPv4 peers only (IPv6 and
+    /// multihop sessions run without it).
+    #[arg(long)]
+    echo_ms: Option<u64>,
     /// Seed for discriminators and jitter (default: from the OS).
     #[arg(long)]
     seed: Option<u64>,
@@ -110,6 +120,7 @@ async fn run(args: Args) -> Result<(), String> {
         detect_multiplier: args.multiplier,
         passive: args.passive,
         minimum_ttl: args.min_ttl,
+        echo_interval: args.echo_ms.map(Duration::from_millis),
     };
     for &peer in &args.peers {
         let local = args
@@ -120,7 +131,11 @@ async fn run(args: Args) -> Result<(), String> {
         let config = SessionConfig {
             key: key(&args, peer),
             local,
-            profile,
+            profile: Profile {
+                // The driver sends echoes over IPv4 only.
+                echo_interval: profile.echo_interval.filter(|_| peer.is_ipv4()),
+                ..profile
+            },
         };
         speaker
             .add_session(config)
@@ -198,6 +213,14 @@ async fn command(
                         "sent": s.sent,
                         "ups": s.ups,
                         "downs": s.downs,
+                        "remote_min_echo_rx_ms": ms(s.remote_min_echo_rx),
+                        "echo_interval_ms": ms(s.echo_interval),
+                        "echo_detection_time_ms": ms(s.echo_detection_time),
+                        "echo_sent": s.echo_sent,
+                        "echo_received": s.echo_received,
+                        "last_echo_received_mono_ms": s
+                            .last_echo_received
+                            .map(|t| ms(t.saturating_duration_since(start))),
                     })
                 })
                 .collect();
@@ -212,6 +235,10 @@ async fn command(
                 "unknown_session": c.unknown_session,
                 "send_errors": stats.send_errors,
                 "kernel_drops": stats.kernel_drops,
+                "echo_sent": c.echo_sent,
+                "echo_received": c.echo_received,
+                "echo_dropped": c.echo_dropped,
+                "echo_send_errors": stats.echo_send_errors,
                 "sessions": sessions,
             }));
         }

@@ -298,6 +298,19 @@ fn session_of_a_peer_plan() {
     assert_eq!(s.profile.detect_multiplier.get(), 5);
     assert!(s.profile.passive);
     assert_eq!(s.profile.minimum_ttl, 250);
+    // echoInterval counts only with echoMode.
+    assert_eq!(s.profile.echo_interval, None);
+    plan.bfd_profile = Some((
+        "echo".into(),
+        BfdProfile {
+            echo_mode: true,
+            ..profile
+        },
+    ));
+    assert_eq!(
+        bfd_session(&plan).unwrap().profile.echo_interval,
+        Some(Duration::from_millis(50))
+    );
     // A multiplier of 0 is the core's default.
     plan.bfd_profile = Some((
         "zero".into(),

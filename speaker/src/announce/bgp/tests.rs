@@ -370,23 +370,41 @@ fn local_asn_session_and_refusals() {
 
 /// BFDProfile `echoMode`: ferrolb's BFD has no echo function, so a peer
 /// whose profile asks for it is refused, not run without it.
+/// Echo mode runs on single-hop IPv4 sessions; on a multihop session
+/// (RFC 5883 §3) or over IPv6 (not implemented) the peer is refused
+/// rather than run without it.
 #[test]
-fn bfd_echo_mode_is_refused() {
+fn bfd_echo_mode_needs_a_single_hop_ipv4_peer() {
     let mut v = base();
     let mut echo = bfd("echo");
     echo.spec.echo_mode = Some(true);
+    echo.spec.echo_interval = Some(20);
     v.config.bfd_profiles = vec![bfd("fast"), echo];
     v.config.peers[0].spec.bfd_profile = "fast".into();
     v.config.peers[1].spec.bfd_profile = "echo".into();
     let plan = bgp(&v);
-    assert_eq!(fields(&plan), [("BGPPeer", "ebgp", "spec.bfdProfile")]);
-    assert!(
-        plan.problems[0].message.contains("echoMode"),
-        "{:?}",
-        plan.problems
-    );
-    assert!(!plan.peers.contains_key("ebgp"));
-    assert!(plan.peers["ibgp"].bfd_profile.is_some());
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    let (_, spec) = plan.peers["ebgp"].bfd_profile.as_ref().unwrap();
+    assert!(spec.echo_mode);
+    assert_eq!(spec.echo_interval, Duration::from_millis(20));
+
+    for (address, multihop, words) in [
+        ("10.0.0.253", true, "single-hop sessions only"),
+        ("fd00::253", false, "over IPv6 is not supported"),
+    ] {
+        let mut v = v.clone();
+        v.config.peers[1].spec.peer_address = address.into();
+        v.config.peers[1].spec.ebgp_multi_hop = multihop;
+        let plan = bgp(&v);
+        assert_eq!(fields(&plan), [("BGPPeer", "ebgp", "spec.bfdProfile")]);
+        assert!(
+            plan.problems[0].message.contains(words),
+            "{:?}",
+            plan.problems
+        );
+        assert!(!plan.peers.contains_key("ebgp"));
+        assert!(plan.peers["ibgp"].bfd_profile.is_some());
+    }
 }
 
 #[test]
