@@ -333,6 +333,7 @@ fn speaker_exposition() -> String {
         l2_starts: BTreeMap::from([(ip, 1)]),
         memberlist: Some(MemberlistMetrics::default()),
         bfd_sessions: BTreeMap::from([("192.0.2.1".into(), BfdSessionMetrics::default())]),
+        l2_metallb_deferred: Some(0),
         ..Snapshot::default()
     };
     snap.render()
