@@ -874,25 +874,35 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
         )
         .await;
     }
+    let cut = Instant::now();
     let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
     svcs.delete("s0", &DeleteParams::default()).await.unwrap();
     eventually("replica-b to lead", || async {
         (holder(&client, &ns).await.as_deref() == Some("replica-b")).then_some(())
     })
     .await;
+    let takeover = cut.elapsed();
     let by_b = ips(&client, &ns, &new).await;
     assert_eq!(by_b["n0"], first["s0"], "b fills the freed address first");
 
     // The link comes back: a's held requests reach the apiserver.
     proxy.hold(false);
+    let healed = Instant::now();
     proxy.wait_answered().await;
-    eventually("replica-a to stand by", || async {
+    let a_text = eventually("replica-a to stand by", || async {
         let ready = try_http_get(a_metrics, "/readyz").await?;
         let metrics = try_http_get(a_metrics, "/metrics").await?;
         (ready.starts_with("HTTP/1.1 200") && metrics.contains("ferrolb_controller_leader 0\n"))
-            .then_some(())
+            .then_some(metrics)
     })
     .await;
+    let standby = healed.elapsed();
+    // The old leader's writes that the fence or the apiserver refused.
+    let refused: f64 = a_text
+        .lines()
+        .filter(|l| l.starts_with("ferrolb_controller_writes_refused_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
     let all = ["s1", "s2", "s3", "n0", "n1", "n2", "n3"];
     let last = ips(&client, &ns, &all).await;
     for n in new {
@@ -902,9 +912,33 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
     let violations = violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:#?}");
     let moves = moves.lock().unwrap().clone();
+    figure(&format!(
+        "FIGURE fault=controller_leader_cut_off takeover_ms={} standby_after_heal_ms={} \
+         old_leader_writes_refused={refused} violations={} moves={}",
+        takeover.as_millis(),
+        standby.as_millis(),
+        violations.len(),
+        moves.len()
+    ));
     assert!(moves.is_empty(), "{moves:#?}");
     a.stop().await;
     b.stop().await;
+}
+
+/// Prints a fault suite's `FIGURE ...` line, and appends it to
+/// `$FERROLB_FAULTS_FIGURES` when set (`scripts/faults`).
+fn figure(line: &str) {
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("FERROLB_FAULTS_FIGURES") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
 }
 
 /// A small deterministic generator (splitmix64) for the churn below, so a
@@ -1052,17 +1086,7 @@ async fn churn_with_racing_replicas_crashes_and_pool_edits_moves_no_ip() {
         faults.len(),
         settle.as_millis()
     );
-    eprintln!("{line}");
-    if let Ok(path) = std::env::var("FERROLB_FAULTS_FIGURES") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
+    figure(&line);
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
     assert!(faults.is_empty(), "seed {seed}: moved: {faults:#?}");
     for (_, ctl) in replicas {
