@@ -134,8 +134,9 @@ struct PeerHandle {
     task: JoinHandle<()>,
 }
 
-/// Where accepted connections go: peer address -> that peer's task.
-type Dispatch = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<TcpStream>>>>;
+/// Where accepted connections go: peer address ([`dispatch_key`]) ->
+/// that peer's task.
+type Dispatch = Arc<Mutex<HashMap<(IpAddr, u32), mpsc::Sender<TcpStream>>>>;
 
 /// Runs the BGP sessions of a speaker.
 pub struct BgpSpeaker {
@@ -233,7 +234,7 @@ impl BgpSpeaker {
         self.dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(normalize(config.address.ip()), incoming_tx);
+            .insert(dispatch_key(config.address), incoming_tx);
         let span = info_span!("bgp", peer = %config.address, name);
         let mut driver = PeerDriver::new(
             name.to_owned(),
@@ -420,7 +421,7 @@ impl BgpSpeaker {
         self.dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&normalize(p.config.address.ip()));
+            .remove(&dispatch_key(p.config.address));
         let (done_tx, done) = oneshot::channel();
         if p.commands.send(Command::Stop(mode, done_tx)).is_ok() {
             let _ = done.await;
@@ -439,8 +440,25 @@ fn normalize(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// A peer as connections from it are told apart: its address and, for a
+/// link-local one (an unnumbered peer), the interface it is on, since the
+/// same link-local address may be a neighbor on two links.
+fn dispatch_key(addr: SocketAddr) -> (IpAddr, u32) {
+    match addr {
+        SocketAddr::V6(a) if a.ip().is_unicast_link_local() => (IpAddr::V6(*a.ip()), a.scope_id()),
+        other => (normalize(other.ip()), 0),
+    }
+}
+
+/// [`normalize`] for a socket address; others (a link-local address with
+/// its scope) are kept whole.
 fn normalize_addr(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(normalize(addr.ip()), addr.port())
+    match addr {
+        SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_some() => {
+            SocketAddr::new(normalize(addr.ip()), a.port())
+        }
+        other => other,
+    }
 }
 
 async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
@@ -456,7 +474,7 @@ async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
         let target = dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&normalize(remote.ip()))
+            .get(&dispatch_key(remote))
             .cloned();
         match target {
             Some(tx) => {
