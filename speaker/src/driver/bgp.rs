@@ -1084,6 +1084,33 @@ mod tests {
 
     use super::*;
 
+    /// Accepted connections find their peer: IPv4-mapped addresses as
+    /// IPv4, a link-local address with its interface (the same address on
+    /// two links is two peers), other IPv6 addresses alone.
+    #[test]
+    fn connections_are_told_apart_by_address_and_link() {
+        let key = |s: &str| dispatch_key(s.parse().unwrap());
+        let v4: IpAddr = "10.0.0.2".parse().unwrap();
+        let ll: IpAddr = "fe80::a".parse().unwrap();
+        let global: IpAddr = "2001:db8::2".parse().unwrap();
+        let table = [
+            ("10.0.0.2:179", (v4, 0)),
+            ("[::ffff:10.0.0.2]:40000", (v4, 0)),
+            ("[fe80::a%3]:179", (ll, 3)),
+            ("[fe80::a%4]:40000", (ll, 4)),
+            ("[2001:db8::2]:179", (global, 0)),
+        ];
+        for (addr, want) in table {
+            assert_eq!(key(addr), want, "{addr}");
+        }
+        // The scope survives normalisation; a mapped address loses its
+        // IPv6 form.
+        let a: SocketAddr = "[fe80::a%3]:179".parse().unwrap();
+        assert_eq!(normalize_addr(a), a);
+        let mapped: SocketAddr = "[::ffff:10.0.0.2]:40000".parse().unwrap();
+        assert_eq!(normalize_addr(mapped), "10.0.0.2:40000".parse().unwrap());
+    }
+
     fn peer(key: &[u8]) -> PeerConfig {
         let mut session = session::Config::new(64512, PeerAs::Exact(64500), Ipv4Addr::LOCALHOST);
         session.mode = ConnectMode::Passive;
