@@ -1,7 +1,7 @@
 //! The router-discovery driver of BGP unnumbered peering: one task owns an
 //! [`ndp::unnumbered::Link`] core per interface a BGPPeer names in
 //! `spec.interface`, moves Router Solicitations and Advertisements between
-//! them and one raw ICMPv6 socket ([`crate::net::router_socket`]), feeds
+//! them and one raw ICMPv6 socket (`net::router_socket`), feeds
 //! them the interfaces' up/down changes from rtnetlink, and reports each
 //! neighbor address the cores learn or forget. No protocol decisions are
 //! made here.
