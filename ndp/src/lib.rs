@@ -11,8 +11,13 @@
 //! responders have one shape: `set_interface`/`announce`/`withdraw`,
 //! `handle_frame` returning the reply, `handle_timer`, and `poll_output`
 //! yielding frames and [`Output::Arm`] timers (STYLE §3).
+//!
+//! [`unnumbered`] is the router-discovery half of BGP unnumbered peering:
+//! Router Advertisements out, the neighbor's link-local address learned
+//! from the ones that come in ([`wire::router`] reads and writes them).
 
 pub mod responder;
+pub mod unnumbered;
 pub mod wire;
 
 pub use l2::{Burst, Config, EtherType, EthernetAddress};

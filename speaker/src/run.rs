@@ -18,6 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use api::model::PeerTarget;
 use bgp::session::{State, StopMode};
 use memberlist::Event;
 use shell::task::Supervisor;
@@ -32,6 +33,7 @@ use crate::driver::bgp::{BgpSpeaker, PeerEvent, PeerStatus};
 use crate::driver::l2::{L2Announcer, L2Config, L2Event};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::driver::peers::{BfdPeers, peer_config};
+use crate::driver::unnumbered::Unnumbered;
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics};
 use crate::publish::{self, ConfigResult};
 use crate::source::{Rejected, Reload, Snapshot, file};
@@ -124,6 +126,7 @@ pub async fn run(
         converted: Converted::default(),
         keyed: Keyed::new(),
         bgp,
+        unnumbered: Unnumbered::default(),
         l2: None,
         reported: Reported::default(),
         metrics,
@@ -178,6 +181,18 @@ pub async fn run(
                 r.membership.l2_hold = None;
                 r.reconcile().await;
             }
+            iface = r.unnumbered.recv() => match iface {
+                // A neighbor learned, changed or gone: its peer's session
+                // starts, moves or ends.
+                Some(iface) => {
+                    debug!(%iface, "unnumbered neighbor changed");
+                    r.apply_bgp(&Changes::default()).await;
+                }
+                None => {
+                    ended = Some("the unnumbered router discovery task ended".into());
+                    break;
+                }
+            },
             Some(ev) = bgp_events.recv() => {
                 if let PeerEvent::Established { .. } | PeerEvent::Down { .. } = ev {
                     r.refresh_metrics().await;
@@ -236,6 +251,8 @@ struct Reconciler {
     /// The desired state, per service: what the drivers were given.
     keyed: Keyed,
     bgp: BgpSpeaker,
+    /// The neighbors of the unnumbered peers' interfaces.
+    unnumbered: Unnumbered,
     /// Started when a layer 2 announcement is first needed, with its
     /// events.
     l2: Option<(L2Announcer, mpsc::UnboundedReceiver<L2Event>)>,
@@ -527,11 +544,37 @@ impl Reconciler {
                 .await;
             self.bfd.set_peer(&mut self.bgp, &name, None).await;
         }
+        let interfaces: BTreeSet<String> = plan
+            .values()
+            .filter_map(|p| match &p.target {
+                PeerTarget::Interface { name, .. } => Some(name.clone()),
+                PeerTarget::Address(_) => None,
+            })
+            .collect();
+        if let Err(e) = self.unnumbered.set_interfaces(interfaces) {
+            error!(error = %e, retry_in = ?PEER_RETRY, "cannot start unnumbered router discovery");
+            self.peer_retry
+                .get_or_insert_with(|| std::time::Instant::now() + PEER_RETRY);
+        }
         for (name, peer) in plan {
             self.bfd
                 .set_peer(&mut self.bgp, name, bfd_session(peer))
                 .await;
-            let config = peer_config(peer);
+            let neighbor = match &peer.target {
+                PeerTarget::Interface { name, .. } => self.unnumbered.neighbor(name),
+                PeerTarget::Address(_) => None,
+            };
+            let Some(config) = peer_config(peer, neighbor) else {
+                // An unnumbered peer whose neighbor is not known (yet, or
+                // any more: the link went down): no session.
+                if self.bgp.address(name).is_some() {
+                    info!(peer = %name, "unnumbered neighbor gone: session ended");
+                    self.bgp
+                        .remove_peer(name, StopMode::Shutdown(NEIGHBOR_GONE.into()))
+                        .await;
+                }
+                continue;
+            };
             let address = config.address;
             match self.bgp.set_peer(name, config).await {
                 Ok(true) => {
@@ -734,6 +777,9 @@ async fn recv_opt<T>(rx: Option<&mut mpsc::UnboundedReceiver<T>>) -> Option<T> {
 
 /// The RFC 9003 message sent to a peer removed from the configuration.
 const PEER_REMOVED: &str = "peer removed from ferrolb configuration";
+/// The Cease text for an unnumbered peer whose neighbor is gone (its link
+/// went down; the NOTIFICATION reaches it only if the link is back).
+const NEIGHBOR_GONE: &str = "unnumbered neighbor gone";
 /// How long layer 2 waits at start for memberlist to find a first member;
 /// a node alone (or whose seeds are all down) then decides by itself.
 /// How soon a peer the BGP driver refused to configure is tried again.

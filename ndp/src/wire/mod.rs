@@ -1,6 +1,8 @@
 //! The Neighbor Discovery wire format as the responder sees it: Ethernet,
 //! the IPv6 fixed header, ICMPv6, Neighbor Solicitation and Advertisement
 //! and their options; [`FrameRepr`] reads and writes the whole frame.
+//! Router Solicitation and Advertisement ([`router`]), for BGP unnumbered
+//! peering, are ICMPv6 messages only: they travel through a raw socket.
 //!
 //! Pure wire code: no I/O, no clock. Each layer is a smoltcp-style
 //! zero-copy view with a `Repr`: [`ipv6`], [`icmpv6`], [`ndisc`],
@@ -24,6 +26,7 @@ pub mod icmpv6;
 pub mod ipv6;
 pub mod ndisc;
 pub mod option;
+pub mod router;
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -33,6 +36,7 @@ use l2::ethernet::{self, EtherType, EthernetAddress};
 pub use self::icmpv6::Message;
 pub use self::ndisc::{NeighborFlags, Repr as NdiscRepr};
 pub use self::option::{NdiscOption, NdiscOptionRepr, OptionType};
+pub use self::router::{Repr as RouterRepr, RouterFlags};
 
 /// A frame that is not a valid Neighbor Solicitation or Advertisement.
 ///

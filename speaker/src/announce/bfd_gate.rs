@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::num::NonZeroU8;
 use std::time::Instant;
 
-use api::model::BfdProfile;
+use api::model::{BfdProfile, PeerTarget};
 use bfd::client::{Gate, Verdict};
 use bfd::{Diag, Event, PeerKey, Profile, SessionConfig};
 
@@ -203,12 +203,16 @@ impl BfdGate {
 
 /// The BFD session a peer's profile asks for, if any: to the peer's
 /// address, from its source address, single-hop unless `ebgpMultiHop`.
+/// An unnumbered peer has none (its profile is refused).
 #[must_use]
 pub fn bfd_session(peer: &PeerPlan) -> Option<SessionConfig> {
     let (_, spec) = peer.bfd_profile.as_ref()?;
+    let PeerTarget::Address(address) = &peer.target else {
+        return None;
+    };
     Some(SessionConfig {
         key: PeerKey {
-            peer: peer.address.ip(),
+            peer: address.ip(),
             multihop: peer.multihop,
         },
         local: peer.transport.bind,

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,8 +40,10 @@ pub struct BgpPlan {
 pub struct PeerPlan {
     /// The session (AS numbers, timers, capabilities).
     pub session: session::Config,
-    /// The peer's address and port.
-    pub address: SocketAddr,
+    /// Where the session goes: the peer's address and port, or, for
+    /// unnumbered peering, the interface whose neighbor (learned from its
+    /// Router Advertisements) the session is with.
+    pub target: PeerTarget,
     /// The transport the session runs over.
     pub transport: Transport,
     /// Whether the peer is internal (same AS): LOCAL_PREF goes only there.
@@ -452,8 +454,9 @@ impl Pending {
 ///
 /// The model has checked the peer; what is left are the limits of this
 /// speaker (a local AS only for eBGP and other than myASN, as FRR allows;
-/// no unnumbered peering; a 4-octet BGP Identifier; a 16-bit hold time) and what depends on other objects: the password's
-/// Secret and the BFD profile.
+/// no BFD for an unnumbered peer; a 4-octet BGP Identifier; a 16-bit hold
+/// time) and what depends on other objects: the password's Secret and the
+/// BFD profile.
 fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Option<PeerPlan> {
     let mut found = Vec::new();
     let mut bad = |field: &str, message: String| {
@@ -489,14 +492,6 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
             _ => {}
         }
     }
-    let address = match &peer.target {
-        PeerTarget::Address(a) => Some(*a),
-        PeerTarget::Interface { .. } => {
-            let why = "unnumbered BGP peering is not supported yet";
-            bad("spec.interface", why.into());
-            None
-        }
-    };
     let router_id = match peer.router_id {
         None => default_router_id(view, peer.source_address),
         Some(IpAddr::V4(id)) => id,
@@ -525,6 +520,12 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
     }
     let md5_key = md5_key(view, peer, &mut bad);
     let bfd_profile = bfd_profile(view, peer, &mut bad);
+    if matches!(peer.target, PeerTarget::Interface { .. }) && bfd_profile.is_some() {
+        // The BFD driver's sockets take a fixed peer address; the
+        // unnumbered neighbor's is learned, and may change.
+        let why = "BFD for an unnumbered (interface) peer is not supported yet: unset bfdProfile";
+        bad("spec.bfdProfile", why.into());
+    }
     if peer.vrf.is_some() && bfd_profile.is_some() {
         // The BFD driver's sockets are in the default VRF: the session
         // would never come up, and it holds BGP down.
@@ -535,10 +536,10 @@ fn peer_plan(view: &ClusterView, peer: &Peer, problems: &mut Vec<Problem>) -> Op
         problems.extend(found);
         return None;
     }
-    let (address, hold_time) = (address?, hold_time?);
+    let hold_time = hold_time?;
     Some(PeerPlan {
-        session: session_config(view, peer, router_id, hold_time, address.ip()),
-        address,
+        session: session_config(view, peer, router_id, hold_time),
+        target: peer.target.clone(),
         transport: Transport {
             bind: peer.source_address,
             device: peer.vrf.clone(),
@@ -607,7 +608,6 @@ fn session_config(
     peer: &Peer,
     router_id: Ipv4Addr,
     hold_time: HoldTime,
-    address: IpAddr,
 ) -> session::Config {
     let peer_as = match peer.peer_asn {
         PeerAsn::Exact(asn) => PeerAs::Exact(asn),
@@ -629,12 +629,17 @@ fn session_config(
     }
     // As MetalLB's FRR mode: a session carries its transport's family
     // unless dualStackAddressFamily asks for both.
-    session.families = if peer.dual_stack_address_family {
-        Family::ALL.to_vec()
-    } else if address.is_ipv4() {
-        vec![Family::Ipv4Unicast]
-    } else {
-        vec![Family::Ipv6Unicast]
+    session.families = match &peer.target {
+        _ if peer.dual_stack_address_family => Family::ALL.to_vec(),
+        PeerTarget::Address(a) if a.is_ipv4() => vec![Family::Ipv4Unicast],
+        PeerTarget::Address(_) => vec![Family::Ipv6Unicast],
+        // As FRR's `neighbor IFACE interface`: both families over the
+        // link-local session, IPv4 routes with our IPv6 next hop (RFC
+        // 8950), which is the only address the link has.
+        PeerTarget::Interface { .. } => {
+            session.extended_next_hop = true;
+            Family::ALL.to_vec()
+        }
     };
     // disableMP: the session carries its own family only, which it does
     // already (dualStackAddressFamily, which contradicts it, is refused).

@@ -10,9 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::SocketAddr;
 
-use api::model::{Pool, Scope};
+use api::model::{PeerTarget, Pool, Scope};
 use api::validate::Problem;
 
 use super::bgp::BgpContext;
@@ -98,8 +97,9 @@ pub struct Session {
 pub enum SessionState {
     /// It does.
     Runs {
-        /// The peer's address and port.
-        address: SocketAddr,
+        /// The peer's address and port, or the interface of an
+        /// unnumbered peer.
+        target: PeerTarget,
         /// Same AS: LOCAL_PREF goes there.
         ibgp: bool,
     },
@@ -226,7 +226,7 @@ pub fn explain(view: &ClusterView, service: &ObjectKey) -> Explanation {
                 SessionState::NotSelected(peer.nodes.to_string())
             } else if let Some(p) = ctx.peers.get(&peer.name) {
                 SessionState::Runs {
-                    address: p.address,
+                    target: p.target.clone(),
                     ibgp: p.ibgp,
                 }
             } else {

@@ -134,8 +134,9 @@ struct PeerHandle {
     task: JoinHandle<()>,
 }
 
-/// Where accepted connections go: peer address -> that peer's task.
-type Dispatch = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<TcpStream>>>>;
+/// Where accepted connections go: peer address ([`dispatch_key`]) ->
+/// that peer's task.
+type Dispatch = Arc<Mutex<HashMap<(IpAddr, u32), mpsc::Sender<TcpStream>>>>;
 
 /// Runs the BGP sessions of a speaker.
 pub struct BgpSpeaker {
@@ -233,7 +234,7 @@ impl BgpSpeaker {
         self.dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(normalize(config.address.ip()), incoming_tx);
+            .insert(dispatch_key(config.address), incoming_tx);
         let span = info_span!("bgp", peer = %config.address, name);
         let mut driver = PeerDriver::new(
             name.to_owned(),
@@ -420,7 +421,7 @@ impl BgpSpeaker {
         self.dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&normalize(p.config.address.ip()));
+            .remove(&dispatch_key(p.config.address));
         let (done_tx, done) = oneshot::channel();
         if p.commands.send(Command::Stop(mode, done_tx)).is_ok() {
             let _ = done.await;
@@ -439,8 +440,25 @@ fn normalize(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// A peer as connections from it are told apart: its address and, for a
+/// link-local one (an unnumbered peer), the interface it is on, since the
+/// same link-local address may be a neighbor on two links.
+fn dispatch_key(addr: SocketAddr) -> (IpAddr, u32) {
+    match addr {
+        SocketAddr::V6(a) if a.ip().is_unicast_link_local() => (IpAddr::V6(*a.ip()), a.scope_id()),
+        other => (normalize(other.ip()), 0),
+    }
+}
+
+/// [`normalize`] for a socket address; others (a link-local address with
+/// its scope) are kept whole.
 fn normalize_addr(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(normalize(addr.ip()), addr.port())
+    match addr {
+        SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_some() => {
+            SocketAddr::new(normalize(addr.ip()), a.port())
+        }
+        other => other,
+    }
 }
 
 async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
@@ -456,7 +474,7 @@ async fn accept_loop(listener: Arc<TcpListener>, dispatch: Dispatch) {
         let target = dispatch
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&normalize(remote.ip()))
+            .get(&dispatch_key(remote))
             .cloned();
         match target {
             Some(tx) => {
@@ -1065,6 +1083,33 @@ mod tests {
     use bgp::session::{ConnectMode, PeerAs};
 
     use super::*;
+
+    /// Accepted connections find their peer: IPv4-mapped addresses as
+    /// IPv4, a link-local address with its interface (the same address on
+    /// two links is two peers), other IPv6 addresses alone.
+    #[test]
+    fn connections_are_told_apart_by_address_and_link() {
+        let key = |s: &str| dispatch_key(s.parse().unwrap());
+        let v4: IpAddr = "10.0.0.2".parse().unwrap();
+        let ll: IpAddr = "fe80::a".parse().unwrap();
+        let global: IpAddr = "2001:db8::2".parse().unwrap();
+        let table = [
+            ("10.0.0.2:179", (v4, 0)),
+            ("[::ffff:10.0.0.2]:40000", (v4, 0)),
+            ("[fe80::a%3]:179", (ll, 3)),
+            ("[fe80::a%4]:40000", (ll, 4)),
+            ("[2001:db8::2]:179", (global, 0)),
+        ];
+        for (addr, want) in table {
+            assert_eq!(key(addr), want, "{addr}");
+        }
+        // The scope survives normalisation; a mapped address loses its
+        // IPv6 form.
+        let a: SocketAddr = "[fe80::a%3]:179".parse().unwrap();
+        assert_eq!(normalize_addr(a), a);
+        let mapped: SocketAddr = "[::ffff:10.0.0.2]:40000".parse().unwrap();
+        assert_eq!(normalize_addr(mapped), "10.0.0.2:40000".parse().unwrap());
+    }
 
     fn peer(key: &[u8]) -> PeerConfig {
         let mut session = session::Config::new(64512, PeerAs::Exact(64500), Ipv4Addr::LOCALHOST);

@@ -6,3 +6,4 @@ pub mod bgp;
 pub mod l2;
 pub mod memberlist;
 pub mod peers;
+pub mod unnumbered;

@@ -4,7 +4,10 @@
 //! with a BFD profile and applies the pure [`BfdGate`]'s actions to the
 //! BGP speaker. No decisions are made here.
 
+use std::net::{SocketAddr, SocketAddrV6};
 use std::time::Instant;
+
+use api::model::PeerTarget;
 
 use bfd::SessionConfig;
 use bgp::wire::iana::cease_subcode;
@@ -20,14 +23,24 @@ use crate::driver::bgp::{BgpSpeaker, PeerConfig};
 use crate::net::tcp::ConnectOptions;
 
 /// What [`crate::driver::bgp::BgpSpeaker::set_peer`] takes for a planned
-/// peer.
+/// peer. An unnumbered peer's address is its interface's neighbor, as
+/// [`Unnumbered::neighbor`](crate::driver::unnumbered::Unnumbered::neighbor)
+/// knows it (link-local, with the interface as scope): `None` until
+/// learned.
 #[must_use]
-pub fn peer_config(plan: &PeerPlan) -> PeerConfig {
-    PeerConfig {
+pub fn peer_config(plan: &PeerPlan, neighbor: Option<SocketAddrV6>) -> Option<PeerConfig> {
+    let address = match &plan.target {
+        PeerTarget::Address(a) => *a,
+        PeerTarget::Interface { port, .. } => {
+            let n = neighbor?;
+            SocketAddr::V6(SocketAddrV6::new(*n.ip(), *port, 0, n.scope_id()))
+        }
+    };
+    Some(PeerConfig {
         session: plan.session.clone(),
-        address: plan.address,
+        address,
         connect: connect_options(&plan.transport),
-    }
+    })
 }
 
 /// The socket options of a decided transport. GTSM and a connect timeout
@@ -188,7 +201,7 @@ mod tests {
     fn plan_becomes_driver_config_field_by_field() {
         let plan = PeerPlan {
             session: session::Config::new(64512, PeerAs::Exact(65000), Ipv4Addr::new(10, 0, 0, 1)),
-            address: "10.0.0.2:1179".parse().unwrap(),
+            target: PeerTarget::Address("10.0.0.2:1179".parse().unwrap()),
             transport: Transport {
                 bind: Some("10.0.0.1".parse().unwrap()),
                 device: Some("red".into()),
@@ -200,9 +213,9 @@ mod tests {
             multihop: false,
             routes: BTreeMap::new(),
         };
-        let c = peer_config(&plan);
+        let c = peer_config(&plan, None).unwrap();
         assert_eq!(c.session, plan.session);
-        assert_eq!(c.address, plan.address);
+        assert_eq!(c.address, "10.0.0.2:1179".parse().unwrap());
         assert_eq!(
             c.connect,
             ConnectOptions {
@@ -213,6 +226,22 @@ mod tests {
                 md5_key: Some(b"key".to_vec().into()),
                 timeout: None,
             }
+        );
+        // Unnumbered: no address until the neighbor is learned; then the
+        // neighbor's, the interface as scope, the BGPPeer's port.
+        let plan = PeerPlan {
+            target: PeerTarget::Interface {
+                name: "eth1".into(),
+                port: 1179,
+            },
+            ..plan
+        };
+        assert_eq!(peer_config(&plan, None), None);
+        let n = SocketAddrV6::new("fe80::a".parse().unwrap(), 0, 0, 7);
+        let c = peer_config(&plan, Some(n)).unwrap();
+        assert_eq!(
+            c.address,
+            SocketAddr::V6(SocketAddrV6::new("fe80::a".parse().unwrap(), 1179, 0, 7))
         );
     }
 }

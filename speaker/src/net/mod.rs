@@ -5,5 +5,6 @@ pub(crate) mod addrs;
 pub(crate) mod bfd_echo;
 pub(crate) mod netlink;
 pub(crate) mod packet_socket;
+pub(crate) mod router_socket;
 pub(crate) mod tcp;
 pub(crate) mod udp_bfd;

@@ -44,6 +44,8 @@ pub(crate) struct Link {
     pub(crate) mac: Option<[u8; 6]>,
     /// Administratively up (`IFF_UP`).
     pub(crate) up: bool,
+    /// Operationally up (`IFF_RUNNING`): up, and the link has a carrier.
+    pub(crate) running: bool,
     /// The loopback interface (`IFF_LOOPBACK`).
     pub(crate) loopback: bool,
     /// Supports broadcast (`IFF_BROADCAST`).
@@ -224,6 +226,7 @@ fn link(message: LinkMessage) -> Link {
         name: String::new(),
         mac: None,
         up: h.flags.contains(LinkFlags::Up),
+        running: h.flags.contains(LinkFlags::Running),
         loopback: h.flags.contains(LinkFlags::Loopback),
         broadcast: h.flags.contains(LinkFlags::Broadcast),
         ethernet: h.link_layer_type == LinkLayerType::Ether,
@@ -341,6 +344,7 @@ mod tests {
                     name: "eth0".into(),
                     mac: Some([2, 0, 0, 0, 0, 1]),
                     up: true,
+                    running: false,
                     loopback: false,
                     broadcast: true,
                     ethernet: true,

@@ -269,7 +269,7 @@ fn removed_session_forgets_up() {
 fn session_of_a_peer_plan() {
     let mut plan = PeerPlan {
         session: session::Config::new(64512, PeerAs::Exact(65000), Ipv4Addr::new(10, 0, 0, 1)),
-        address: "10.0.0.2:179".parse().unwrap(),
+        target: PeerTarget::Address("10.0.0.2:179".parse().unwrap()),
         transport: Transport {
             bind: Some("10.0.0.1".parse().unwrap()),
             ..Transport::default()

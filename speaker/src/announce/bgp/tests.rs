@@ -107,7 +107,10 @@ fn peer_session_config() {
     spec.vrf = "red".into();
     let plan = bgp(&v);
     let c = &plan.peers["ebgp"];
-    assert_eq!(c.address, "10.0.0.253:1179".parse().unwrap());
+    assert_eq!(
+        c.target,
+        PeerTarget::Address("10.0.0.253:1179".parse().unwrap())
+    );
     assert_eq!(c.session.local_as, 64512);
     assert_eq!(c.session.peer_as, PeerAs::Exact(65000));
     assert_eq!(c.session.router_id, Ipv4Addr::new(10, 255, 0, 1));
@@ -134,7 +137,10 @@ fn peer_session_config() {
 
     // Defaults: port 179, RFC hold time, keepalive a third of it, no GR.
     let c = &plan.peers["ibgp"];
-    assert_eq!(c.address.port(), 179);
+    assert_eq!(
+        c.target,
+        PeerTarget::Address("10.0.0.254:179".parse().unwrap())
+    );
     assert_eq!(c.session.hold_time, HoldTime::DEFAULT);
     assert_eq!(c.session.keepalive, None);
     assert_eq!(c.session.graceful_restart, None);
@@ -267,13 +273,14 @@ fn bad_peers_are_reported_and_others_run() {
         (|s| s.hold_time = Some("2s".into()), "spec.holdTime"),
         (|s| s.hold_time = Some("ninety".into()), "spec.holdTime"),
         (|s| s.bfd_profile = "nope".into(), "spec.bfdProfile"),
-        // Unnumbered peering is valid in the API; this speaker cannot do it.
+        // Unnumbered: this speaker's BFD needs a fixed peer address.
         (
             |s| {
                 s.peer_address = String::new();
                 s.interface = "eth0".into();
+                s.bfd_profile = "fast".into();
             },
-            "spec.interface",
+            "spec.bfdProfile",
         ),
         (|s| s.password = "x".repeat(81), "spec.password"),
         (
@@ -302,6 +309,40 @@ fn bad_peers_are_reported_and_others_run() {
         assert!(!plan.peers.contains_key("ebgp"), "{field}");
         assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"], "{field}");
     }
+}
+
+/// `interface` (unnumbered, issue 20 §1): the session targets the
+/// interface, carries both families with RFC 8950 extended next hops as
+/// FRR's `neighbor IFACE interface` does, and gets the IPv4 and IPv6
+/// routes; a peer beside it with an address is unchanged.
+#[test]
+fn unnumbered_peer_carries_both_families() {
+    let mut v = base();
+    let spec = &mut v.config.peers[1].spec;
+    spec.peer_address = String::new();
+    spec.interface = "eth1".into();
+    v.services = services([svc("web", &["192.0.2.10", "2001:db8::10"], &["n1"])]);
+    let plan = bgp(&v);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    let p = &plan.peers["ebgp"];
+    assert_eq!(
+        p.target,
+        PeerTarget::Interface {
+            name: "eth1".into(),
+            port: 179
+        }
+    );
+    assert_eq!(p.session.families, Family::ALL);
+    assert!(p.session.extended_next_hop);
+    assert!(!p.session.disable_mp);
+    assert_eq!(p.transport.ttl, Some(1));
+    assert_eq!(
+        prefixes(&plan, "ebgp"),
+        ["192.0.2.10/32", "2001:db8::10/128"]
+    );
+    let other = &plan.peers["ibgp"];
+    assert_eq!(other.session.families, [Family::Ipv4Unicast]);
+    assert!(!other.session.extended_next_hop);
 }
 
 /// `localASN` as MetalLB's FRR mode writes it (`local-as N no-prepend

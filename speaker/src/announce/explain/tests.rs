@@ -329,14 +329,14 @@ fn routes_carry_the_merged_attributes() {
             Session {
                 peer: "spine".into(),
                 state: SessionState::Runs {
-                    address: "10.0.0.254:179".parse().unwrap(),
+                    target: PeerTarget::Address("10.0.0.254:179".parse().unwrap()),
                     ibgp: true
                 }
             },
             Session {
                 peer: "edge".into(),
                 state: SessionState::Runs {
-                    address: "10.0.0.253:179".parse().unwrap(),
+                    target: PeerTarget::Address("10.0.0.253:179".parse().unwrap()),
                     ibgp: false
                 }
             },
