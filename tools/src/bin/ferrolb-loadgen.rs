@@ -894,6 +894,10 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
 async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error> {
     let created: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
     let latencies: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    // How long each create call took, and when it returned (per name).
+    let create_calls: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    let returned: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
+    let after_return: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
     // The watch of churned Services: latency from create to first ingress.
     let watch = {
         let api: Api<Service> = Api::all(client.clone());
@@ -903,6 +907,8 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
         );
         let created = created.clone();
         let latencies = latencies.clone();
+        let returned = returned.clone();
+        let after_return = after_return.clone();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
@@ -922,6 +928,9 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
                             && let Some(t0) = lock(&created).get(&name)
                         {
                             lock(&latencies).push(now - *t0);
+                            if let Some(t1) = lock(&returned).get(&name) {
+                                lock(&after_return).push(now.saturating_duration_since(*t1));
+                            }
                         }
                     }
                     _ => {}
@@ -947,6 +956,8 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
     let creates = {
         let client = client.clone();
         let created = created.clone();
+        let create_calls = create_calls.clone();
+        let returned = returned.clone();
         let errors = errors.clone();
         let counts = counts.clone();
         let shape = shape.clone();
@@ -954,6 +965,8 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
         ticker(a.services_per_second, end, move |n| {
             let client = client.clone();
             let created = created.clone();
+            let create_calls = create_calls.clone();
+            let returned = returned.clone();
             let errors = errors.clone();
             let counts = counts.clone();
             let shape = shape.clone();
@@ -965,8 +978,13 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
                 let mut svc = service(&shape, i, 30, 0, 0, "churn");
                 let name = format!("churn-{n:07}");
                 svc.metadata.name = Some(name.clone());
-                lock(&created).insert(name.clone(), Instant::now());
-                match api.create(&PostParams::default(), &svc).await {
+                let t0 = Instant::now();
+                lock(&created).insert(name.clone(), t0);
+                let r = api.create(&PostParams::default(), &svc).await;
+                let t1 = Instant::now();
+                lock(&returned).insert(name.clone(), t1);
+                lock(&create_calls).push(t1 - t0);
+                match r {
                     Ok(_) => {
                         counts[0].fetch_add(1, Ordering::Relaxed);
                     }
@@ -1059,16 +1077,8 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
     // Let the last creates get their status.
     tokio::time::sleep(Duration::from_secs(3)).await;
     watch.abort();
-    let mut lat = lock(&latencies).clone();
-    lat.sort();
+    let lat = lock(&latencies).clone();
     let created_n = counts[0].load(Ordering::Relaxed);
-    let pct = |q: f64| -> Option<f64> {
-        if lat.is_empty() {
-            return None;
-        }
-        let idx = ((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
-        Some(lat[idx].as_secs_f64() * 1e3)
-    };
     Ok(json!({
         "duration_seconds": a.duration,
         "services_created": created_n,
@@ -1077,11 +1087,26 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
         "node_flips": counts[3].load(Ordering::Relaxed),
         "errors": errors.load(Ordering::Relaxed),
         "assigned": lat.len(),
-        "create_to_status_ms": {
-            "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99),
-            "max": lat.last().map(|d| d.as_secs_f64() * 1e3),
-        },
+        "create_to_status_ms": percentiles(lat),
+        "create_call_ms": percentiles(lock(&create_calls).clone()),
+        "create_return_to_status_ms": percentiles(lock(&after_return).clone()),
     }))
+}
+
+/// p50, p90, p99 and max of `v`, in milliseconds (nearest rank).
+fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
+    v.sort();
+    let pct = |q: f64| -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        let idx = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(v[idx].as_secs_f64() * 1e3)
+    };
+    json!({
+        "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99),
+        "max": v.last().map(|d| d.as_secs_f64() * 1e3),
+    })
 }
 
 /// Calls `f(n)` `per_second` times a second until `end`, each call its own
