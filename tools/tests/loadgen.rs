@@ -2,6 +2,8 @@
 //! makes what its flags say (dual-stack Services included), `floor` gives
 //! every Service an address, and both report the counts they did.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::{Node, Service};
