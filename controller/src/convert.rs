@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use api::addr::AddressRange;
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service as K8sService};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, Service as K8sService, ServicePort, ServiceSpec,
+};
 use kube::ResourceExt;
 
 use crate::alloc::{Family, FamilyPolicy, Pool, Port, Protocol, Service, ServiceKey};
@@ -154,6 +156,41 @@ pub fn written(svc: &K8sService, pool: Option<&str>, ips: &[IpAddr]) -> K8sServi
             .collect()
     });
     obj
+}
+
+/// `svc` cut to what the controller reads and what its write must carry,
+/// for the watch cache (issue 18: the cache held every Service whole).
+///
+/// Dropped: `metadata.managedFields` (the apiserver keeps the stored ones
+/// when an update carries none) and every `spec` field [`service`] does not
+/// read (the Service status strategy takes the whole spec from the stored
+/// object, so the `PUT` to `/status` that [`written`] builds cannot change
+/// it). Kept: the rest of `metadata` (labels, annotations, owners,
+/// finalizers: the write carries them back) and the whole `status`.
+pub fn trim(svc: &mut K8sService) {
+    svc.metadata.managed_fields = None;
+    if let Some(spec) = svc.spec.take() {
+        svc.spec = Some(ServiceSpec {
+            type_: spec.type_,
+            load_balancer_class: spec.load_balancer_class,
+            load_balancer_ip: spec.load_balancer_ip,
+            ip_families: spec.ip_families,
+            ip_family_policy: spec.ip_family_policy,
+            ports: spec.ports.map(|ports| {
+                ports
+                    .into_iter()
+                    .map(|p| ServicePort {
+                        port: p.port,
+                        protocol: p.protocol,
+                        ..ServicePort::default()
+                    })
+                    .collect()
+            }),
+            external_traffic_policy: spec.external_traffic_policy,
+            selector: spec.selector,
+            ..ServiceSpec::default()
+        });
+    }
 }
 
 /// The addresses in `status.loadBalancer.ingress`, as written.
@@ -332,6 +369,74 @@ status:
             }
         );
         assert_eq!(s.current, ["10.0.0.5".parse::<IpAddr>().unwrap()]);
+    }
+
+    #[test]
+    fn trimmed_reads_the_same_and_writes_back_its_metadata() {
+        let full = svc(r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  uid: u1
+  resourceVersion: "42"
+  creationTimestamp: "2026-11-01T00:00:00Z"
+  labels: {app: web}
+  annotations: {metallb.io/address-pool: p, metallb.io/allow-shared-ip: k, note: kept}
+  finalizers: [example.com/hold]
+  managedFields:
+  - {manager: kubectl, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {"f:spec": {}}}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.10
+  clusterIPs: [10.96.0.10]
+  sessionAffinity: None
+  internalTrafficPolicy: Cluster
+  allocateLoadBalancerNodePorts: false
+  externalTrafficPolicy: Local
+  loadBalancerIP: 10.0.0.5
+  selector: {app: web}
+  ipFamilies: [IPv4]
+  ipFamilyPolicy: SingleStack
+  ports:
+  - {name: http, port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}
+status:
+  loadBalancer:
+    ingress: [{ip: 10.0.0.5, ipMode: VIP}]
+  conditions:
+  - {type: Ready, status: "True", reason: r, message: m, lastTransitionTime: "2026-11-01T00:00:00Z"}
+"#);
+        let mut trimmed = full.clone();
+        trim(&mut trimmed);
+        let labels = BTreeMap::from([("team".to_owned(), "a".to_owned())]);
+        assert_eq!(
+            service(&trimmed, None, &labels),
+            service(&full, None, &labels)
+        );
+        assert_eq!(trimmed.metadata.managed_fields, None);
+        let spec = trimmed.spec.as_ref().unwrap();
+        assert_eq!(spec.cluster_ip, None);
+        assert_eq!(spec.session_affinity, None);
+        assert_eq!(spec.ports.as_ref().unwrap()[0].node_port, None);
+        // What the PUT to /status carries back: all metadata but the
+        // managed fields, and the whole status.
+        let w = written(&trimmed, Some("p"), &["10.0.0.5".parse().unwrap()]);
+        let mut want = full.metadata.clone();
+        want.managed_fields = None;
+        want.annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_ALLOCATED_FROM_POOL.into(), "p".into());
+        assert_eq!(w.metadata, want);
+        assert_eq!(
+            w.status.as_ref().unwrap().conditions,
+            full.status.as_ref().unwrap().conditions
+        );
+        // Trimming twice changes nothing.
+        let mut again = trimmed.clone();
+        trim(&mut again);
+        assert_eq!(again, trimmed);
     }
 
     #[test]

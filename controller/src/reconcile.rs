@@ -206,6 +206,8 @@ struct Ctx {
     /// Our identity, the events' reporting instance.
     identity: String,
     retry_pending: mpsc::UnboundedSender<ObjectRef<K8sService>>,
+    /// Events for [`send_events`].
+    events: mpsc::UnboundedSender<Note>,
     failures: Mutex<HashMap<ServiceKey, u32>>,
     max_backoff: Duration,
 }
@@ -249,7 +251,7 @@ async fn lead(
     // Startup replay: pools, namespaces, then services with ingress first.
     let pools = pools_api.list(&ListParams::default()).await?;
     let namespaces = ns_api.list(&ListParams::default()).await?;
-    let services = svc_api.list(&ListParams::default()).await?;
+    let services = list_trimmed(&svc_api).await?;
     let reporter = Reporter {
         controller: MANAGER.into(),
         instance: Some(opts.lease.identity.clone()),
@@ -265,7 +267,7 @@ async fn lead(
             opts.lb_class.clone(),
             &pools.items,
             &namespaces.items,
-            &services.items,
+            &services,
         );
         let assigned = outcomes
             .iter()
@@ -274,7 +276,7 @@ async fn lead(
         *shared.state() = st;
         info!(
             pools = pools.items.len(),
-            services = services.items.len(),
+            services = services.len(),
             assigned,
             "startup replay done"
         );
@@ -283,7 +285,10 @@ async fn lead(
     // The replay processed the pools and every Service.
     shared
         .updates
-        .fetch_add(1 + services.items.len() as u64, Ordering::Relaxed);
+        .fetch_add(1 + services.len() as u64, Ordering::Relaxed);
+    // The watch below keeps its own (trimmed) copy; this one would live as
+    // long as the leader does.
+    drop(services);
     if !update.refused.is_empty() {
         shared.update_errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -295,6 +300,7 @@ async fn lead(
 
     let (retry_tx, retry_rx) = mpsc::unbounded::<ObjectRef<K8sService>>();
     let (all_tx, all_rx) = mpsc::unbounded::<()>();
+    let (events_tx, events_rx) = mpsc::unbounded::<Note>();
 
     // Services: our own reflector, so that deletions release addresses.
     let (svc_reader, svc_writer) = reflector::store();
@@ -306,6 +312,7 @@ async fn lead(
         core_events: AtomicBool::new(false),
         identity: opts.lease.identity.clone(),
         retry_pending: retry_tx,
+        events: events_tx,
         failures: Mutex::new(HashMap::new()),
         max_backoff: opts.max_backoff,
     });
@@ -326,6 +333,7 @@ async fn lead(
     };
     let svc_stream = watch::watcher(svc_api, watcher::Config::default())
         .default_backoff()
+        .modify(convert::trim)
         .reflect(svc_writer)
         .inspect_ok(on_svc)
         .applied_objects();
@@ -399,6 +407,7 @@ async fn lead(
         opts.pool_status_period,
     );
 
+    let events_task = send_events(ctx.clone(), events_rx);
     let controller = Controller::for_stream(svc_stream, svc_reader)
         .with_config(ControllerConfig::default().concurrency(opts.concurrency))
         .watches_stream(ns_stream, ns_mapper)
@@ -414,9 +423,31 @@ async fn lead(
                 Err(e) => warn!(error = %e, "controller"),
             }
         });
-    tokio::join!(controller, pool_task, status_task);
+    tokio::join!(controller, pool_task, status_task, events_task);
     Ok(())
 }
+
+/// Every Service, a page at a time, each [`convert::trim`]med as it comes:
+/// the startup replay's input (one unpaginated list of 50,000 Services is
+/// a response of hundreds of MB held whole while it is decoded).
+async fn list_trimmed(api: &Api<K8sService>) -> Result<Vec<K8sService>, kube::Error> {
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().limit(LIST_PAGE);
+    loop {
+        let page = api.list(&lp).await?;
+        out.extend(page.items.into_iter().map(|mut s| {
+            convert::trim(&mut s);
+            s
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Services per page of the startup list (the watcher's own page size).
+const LIST_PAGE: u32 = 500;
 
 /// Releases services that vanished while the watch was down.
 fn gc(ctx: &Ctx, reader: &Store<K8sService>) {
@@ -502,8 +533,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
                     EventType::Normal,
                     "IPAllocated",
                     format!("Assigned IP [{}]", ips.join(" ")),
-                )
-                .await;
+                );
             }
             if !breaks.is_empty() {
                 // Kept for stability (see crate::alloc): said, not moved.
@@ -523,8 +553,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
                             .join(" "),
                         breaks.join("; ")
                     ),
-                )
-                .await;
+                );
             }
             lock(&ctx.failures).remove(&key);
             Ok(Action::await_change())
@@ -543,8 +572,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
                 EventType::Warning,
                 "AllocationFailed",
                 format!("Failed to allocate IP for {:?}: {e}", key.to_string()),
-            )
-            .await;
+            );
             Err(ReconcileError::Allocation(e.to_string()))
         }
         Outcome::Invalid(msg) => {
@@ -560,7 +588,7 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
                 )
             };
             warn!(service = %key, error = %msg, "invalid service");
-            publish(&ctx, &svc, EventType::Warning, reason, note).await;
+            publish(&ctx, &svc, EventType::Warning, reason, note);
             Ok(Action::await_change())
         }
         Outcome::NotLoadBalancer => {
@@ -631,17 +659,93 @@ async fn write_back(
     Ok(())
 }
 
-async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, note: String) {
-    let reference = svc.object_ref(&());
+/// An Event about a Service, queued for [`send_events`].
+#[derive(Debug)]
+struct Note {
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &'static str,
+    note: String,
+}
+
+/// Queues an Event about `svc`: the reconcile does not wait for it, so a
+/// Service's status is written without an Event's round trip in its way.
+fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &'static str, note: String) {
+    let _ = ctx.events.unbounded_send(Note {
+        reference: svc.object_ref(&()),
+        type_,
+        reason,
+        note,
+    });
+}
+
+/// Sends the queued Events, [`EVENTS_IN_FLIGHT`] at a time, so that they
+/// take a small share of the apiserver while many statuses are written.
+async fn send_events(ctx: Arc<Ctx>, queue: mpsc::UnboundedReceiver<Note>) {
+    queue
+        .for_each_concurrent(EVENTS_IN_FLIGHT, |n| {
+            let ctx = ctx.clone();
+            async move { send_event(&ctx, n).await }
+        })
+        .await;
+}
+
+/// Events sent at once (status writes: `--concurrency`, 16 by default).
+const EVENTS_IN_FLIGHT: usize = 2;
+
+/// One Event: `events.k8s.io/v1`, else (forbidden, as by MetalLB's role)
+/// core/v1. A Normal one (`IPAllocated`, one per change of a Service's
+/// addresses) is created as it is: kube-runtime's `Recorder` would keep it
+/// six minutes to count repeats, and scan all it keeps on every publish
+/// (50,000 at a cold start of 50,000 Services). Warnings, which repeat
+/// with each retry, go through the `Recorder`, which counts them.
+async fn send_event(ctx: &Ctx, n: Note) {
+    let Note {
+        reference,
+        type_,
+        reason,
+        note,
+    } = n;
+    let namespace = reference.namespace.clone().unwrap_or_default();
+    let api_note = |message: String| api::event::Note {
+        type_: match type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+        .into(),
+        reason: reason.into(),
+        action: "Allocate".into(),
+        message,
+        component: MANAGER.into(),
+        instance: ctx.identity.clone(),
+    };
     if !ctx.core_events.load(Ordering::Relaxed) {
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.clone()),
-            action: "Allocate".into(),
-            secondary: None,
+        let sent = match type_ {
+            EventType::Normal => {
+                let ev = api::event::events_v1(
+                    reference.clone(),
+                    api_note(note.clone()),
+                    k8s_openapi::jiff::Timestamp::now(),
+                );
+                let events: Api<k8s_openapi::api::events::v1::Event> =
+                    Api::namespaced(ctx.client.clone(), &namespace);
+                ctx.fence
+                    .guard(events.create(&PostParams::default(), &ev))
+                    .await
+                    .map(|r| r.map(|_| ()))
+            }
+            EventType::Warning => {
+                let ev = Event {
+                    type_,
+                    reason: reason.into(),
+                    note: Some(note.clone()),
+                    action: "Allocate".into(),
+                    secondary: None,
+                };
+                ctx.fence.guard(ctx.recorder.publish(&ev, &reference)).await
+            }
         };
-        match ctx.fence.guard(ctx.recorder.publish(&ev, &reference)).await {
+        match sent {
             Ok(Ok(())) => return,
             Err(e) => {
                 debug!(error = %e, "event not recorded");
@@ -661,21 +765,9 @@ async fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &str, no
     }
     let ev = api::event::core_v1(
         reference,
-        api::event::Note {
-            type_: match type_ {
-                EventType::Normal => "Normal",
-                EventType::Warning => "Warning",
-            }
-            .into(),
-            reason: reason.into(),
-            action: "Allocate".into(),
-            message: note,
-            component: MANAGER.into(),
-            instance: ctx.identity.clone(),
-        },
+        api_note(note),
         k8s_openapi::jiff::Timestamp::now(),
     );
-    let namespace = svc.namespace().unwrap_or_default();
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(ctx.client.clone(), &namespace);
     if let Err(e) = ctx.write(events.create(&PostParams::default(), &ev)).await {

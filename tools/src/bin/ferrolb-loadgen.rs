@@ -1,0 +1,1143 @@
+//! `ferrolb-loadgen`: fills a Kubernetes apiserver (testenv's) with a large
+//! cluster's objects and measures a controller against it (issue 18 §1).
+//!
+//! `fill` creates the IPAddressPools, Nodes, LoadBalancer Services and their
+//! EndpointSlices with many requests in flight; `cold-start` runs a
+//! controller command and times it until every filled Service has an
+//! address (then restarts it and checks the addresses stay); `floor` writes
+//! the same statuses itself (the apiserver's floor); `churn` creates and
+//! deletes Services, moves endpoints and flips node conditions at given
+//! rates and reports create-to-status latency. `--help` on each explains
+//! its flags. BENCHMARKS.md's controller section has the figures.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, NodeAddress, NodeCondition, NodeStatus, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+/// The label on every object `fill` and `churn` make (value: which made it).
+const LABEL: &str = "ferrolb-loadgen";
+/// The pool annotation the controller writes (MetalLB's).
+const POOL_ANNOTATION: &str = "metallb.io/ip-allocated-from-pool";
+
+/// Fills an apiserver with a large cluster and measures a controller on it.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the CRDs, pools, nodes, services and endpoint slices; print
+    /// the fill rate per kind as JSON.
+    Fill(FillArgs),
+    /// Start a controller (the command after `--`) and time it until every
+    /// filled Service has `status.loadBalancer.ingress`; count the
+    /// apiserver's requests meanwhile; optionally restart it and check that
+    /// no address changes. Prints JSON.
+    ColdStart(ColdStartArgs),
+    /// The apiserver's floor: write every filled Service's pool annotation
+    /// and ingress with one merge PATCH to `/status` each (addresses drawn
+    /// in order from its pool, no allocator), and time it. Prints JSON.
+    Floor(FloorArgs),
+    /// Churn: create and delete Services, move endpoints and flip node
+    /// conditions at the given rates while a controller runs; report
+    /// create-to-status latency of the created Services. Prints JSON.
+    Churn(ChurnArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+struct Shape {
+    /// IPAddressPools (`pool-0`..), each an IPv4 /16 and an IPv6 /112.
+    #[arg(long, default_value_t = 20)]
+    pools: u32,
+    /// Namespace of the IPAddressPools.
+    #[arg(long, default_value = "metallb-system")]
+    pool_namespace: String,
+    /// Namespaces the Services are spread over (`lg-0`..).
+    #[arg(long, default_value_t = 50)]
+    namespaces: u32,
+    /// Nodes (`node-00000`..).
+    #[arg(long, default_value_t = 5_000)]
+    nodes: u32,
+}
+
+#[derive(Debug, Args)]
+struct FillArgs {
+    #[command(flatten)]
+    shape: Shape,
+    /// LoadBalancer Services (`svc-000000`..), each in pool i mod --pools.
+    #[arg(long, default_value_t = 50_000)]
+    services: u32,
+    /// Percent of Services with externalTrafficPolicy Local (others Cluster).
+    #[arg(long, default_value_t = 30)]
+    local_percent: u32,
+    /// Percent of Services that are dual-stack (RequireDualStack; the
+    /// apiserver needs both families of service CIDRs:
+    /// FERROLB_TESTENV_SERVICE_CIDRS=10.96.0.0/16,fd00:96::/112).
+    #[arg(long, default_value_t = 10)]
+    dual_stack_percent: u32,
+    /// Percent of Services that share an address with their neighbour
+    /// (pairs with one `metallb.io/allow-shared-ip` key, different ports).
+    #[arg(long, default_value_t = 10)]
+    shared_percent: u32,
+    /// EndpointSlices per Service: 1 to this many (0: none).
+    #[arg(long, default_value_t = 3)]
+    max_slices: u32,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Seed of the random choices (node of each endpoint, slice count).
+    #[arg(long, default_value_t = 18)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
+struct ColdStartArgs {
+    /// Services that must get an address (what `fill` made).
+    #[arg(long)]
+    services: usize,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 1_800)]
+    timeout: u64,
+    /// Once all are assigned, stop the controller (SIGTERM), start it
+    /// again, and watch this many seconds for any address change.
+    #[arg(long)]
+    restart_settle: Option<u64>,
+    /// Leave the controller running after the measurement (default: stop
+    /// it with SIGTERM and wait for it).
+    #[arg(long)]
+    keep: bool,
+    /// The controller command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct FloorArgs {
+    #[command(flatten)]
+    shape: Shape,
+    /// Requests in flight (the controller's default --concurrency is 16).
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+#[derive(Debug, Args)]
+struct ChurnArgs {
+    #[command(flatten)]
+    shape: Shape,
+    /// Services created per second (each deleted again --lifetime later).
+    #[arg(long, default_value_t = 100.0)]
+    services_per_second: f64,
+    /// Seconds a churned Service lives before it is deleted.
+    #[arg(long, default_value_t = 10)]
+    lifetime: u64,
+    /// Endpoint moves per second (a random filled slice's endpoints to
+    /// other random nodes).
+    #[arg(long, default_value_t = 50.0)]
+    endpoint_moves_per_second: f64,
+    /// Node Ready condition flips per second.
+    #[arg(long, default_value_t = 5.0)]
+    node_flips_per_second: f64,
+    /// Seconds of churn.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Services `fill` made (the population endpoint moves pick from).
+    #[arg(long, default_value_t = 50_000)]
+    services: u32,
+    /// Seed of the random choices.
+    #[arg(long, default_value_t = 19)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ferrolb-loadgen: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(report) => {
+            println!("{report:#}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ferrolb-loadgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+async fn run(cli: Cli) -> Result<serde_json::Value, Error> {
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let client = Client::try_from(config)?;
+    match cli.command {
+        Command::Fill(a) => fill(client, a).await,
+        Command::ColdStart(a) => cold_start(client, a).await,
+        Command::Floor(a) => floor(client, a).await,
+        Command::Churn(a) => churn(client, a).await,
+    }
+}
+
+// ---- fill -------------------------------------------------------------------
+
+async fn fill(client: Client, a: FillArgs) -> Result<serde_json::Value, Error> {
+    let started = Instant::now();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let apply = PatchParams::apply(LABEL).force();
+    for crd in api::crd::crds() {
+        crds.patch(&crd.name_any(), &apply, &Patch::Apply(&crd))
+            .await?;
+    }
+    wait_established(&crds).await?;
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut names: Vec<String> = (0..a.shape.namespaces).map(ns_name).collect();
+    names.push(a.shape.pool_namespace.clone());
+    for name in names {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(BTreeMap::from([(LABEL.into(), "fill".into())])),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        create_or_exists(&namespaces, &ns).await?;
+    }
+    let pools =
+        Api::<api::v1beta1::IPAddressPool>::namespaced(client.clone(), &a.shape.pool_namespace);
+    for p in 0..a.shape.pools {
+        let pool: api::v1beta1::IPAddressPool = serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "IPAddressPool",
+            "metadata": {"name": pool_name(p), "namespace": a.shape.pool_namespace},
+            "spec": {"addresses": pool_ranges(p), "autoAssign": false},
+        }))?;
+        create_or_exists(&pools, &pool).await?;
+    }
+
+    let mut report = serde_json::Map::new();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let t = Instant::now();
+    let n = a.shape.nodes;
+    for_all(0..n, a.concurrency, |i| {
+        let nodes = nodes.clone();
+        async move { create_or_exists(&nodes, &node(i)).await }
+    })
+    .await?;
+    report.insert("nodes".into(), rate(u64::from(n), t.elapsed()));
+
+    let t = Instant::now();
+    let shape = a.shape.clone();
+    let (local, dual, shared) = (a.local_percent, a.dual_stack_percent, a.shared_percent);
+    for_all(0..a.services, a.concurrency, |i| {
+        let api: Api<Service> = Api::namespaced(client.clone(), &svc_namespace(&shape, i));
+        let svc = service(&shape, i, local, dual, shared, "fill");
+        async move { create_or_exists(&api, &svc).await }
+    })
+    .await?;
+    report.insert("services".into(), rate(u64::from(a.services), t.elapsed()));
+
+    let t = Instant::now();
+    let slices = Arc::new(AtomicU64::new(0));
+    if a.max_slices > 0 {
+        let mut rng = SmallRng::seed_from_u64(a.seed);
+        let plan: Vec<(u32, u32, u64)> = (0..a.services)
+            .flat_map(|i| {
+                let count = rng.random_range(1..=a.max_slices);
+                (0..count)
+                    .map(|k| (i, k, rng.random::<u64>()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let shape = a.shape.clone();
+        let slices = slices.clone();
+        for_all(plan, a.concurrency, move |(i, k, seed)| {
+            let api: Api<EndpointSlice> =
+                Api::namespaced(client.clone(), &svc_namespace(&shape, i));
+            let slice = endpoint_slice(&shape, &svc_name(i), k, seed);
+            let slices = slices.clone();
+            async move {
+                create_or_exists(&api, &slice).await?;
+                slices.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    report.insert(
+        "endpointslices".into(),
+        rate(slices.load(Ordering::Relaxed), t.elapsed()),
+    );
+    report.insert(
+        "total_seconds".into(),
+        json!(started.elapsed().as_secs_f64()),
+    );
+    Ok(report.into())
+}
+
+async fn wait_established(crds: &Api<CustomResourceDefinition>) -> Result<(), Error> {
+    for _ in 0..600 {
+        let list = crds.list(&ListParams::default()).await?;
+        let pending = list.items.iter().any(|c| {
+            !c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+        });
+        if !pending {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err("CRDs not Established within 60 s".into())
+}
+
+/// Runs `f` over `items` with `concurrency` in flight; the first error
+/// stops it.
+async fn for_all<I, F, Fut>(items: I, concurrency: usize, f: F) -> Result<(), Error>
+where
+    I: IntoIterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    stream::iter(items)
+        .map(f)
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+async fn create_or_exists<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn rate(count: u64, took: Duration) -> serde_json::Value {
+    let s = took.as_secs_f64();
+    json!({
+        "count": count,
+        "seconds": s,
+        "per_second": if s > 0.0 { count as f64 / s } else { 0.0 },
+    })
+}
+
+fn ns_name(i: u32) -> String {
+    format!("lg-{i}")
+}
+
+fn pool_name(p: u32) -> String {
+    format!("pool-{p}")
+}
+
+fn svc_name(i: u32) -> String {
+    format!("svc-{i:06}")
+}
+
+fn node_name(i: u32) -> String {
+    format!("node-{i:05}")
+}
+
+/// Pool p: 10.(100+p).0.0/16 and fd00:10:<p>::/112, so 65,536 of each.
+fn pool_ranges(p: u32) -> Vec<String> {
+    vec![
+        format!("10.{}.0.0/16", 100 + p),
+        format!("fd00:10:{p:x}::/112"),
+    ]
+}
+
+/// Pairs (2j, 2j+1) share a namespace, so shared pairs are neighbours in it.
+fn svc_namespace(shape: &Shape, i: u32) -> String {
+    ns_name((i / 2) % shape.namespaces.max(1))
+}
+
+fn node(i: u32) -> Node {
+    let ip = Ipv4Addr::from(0xac10_0000_u32 + i + 1); // 172.16.0.0/12
+    Node {
+        metadata: ObjectMeta {
+            name: Some(node_name(i)),
+            labels: Some(BTreeMap::from([
+                (LABEL.into(), "fill".into()),
+                ("kubernetes.io/hostname".into(), node_name(i)),
+                ("kubernetes.io/os".into(), "linux".into()),
+                (
+                    "topology.kubernetes.io/zone".into(),
+                    format!("zone-{}", i % 3),
+                ),
+                ("node-role.kubernetes.io/worker".into(), String::new()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        status: Some(NodeStatus {
+            addresses: Some(vec![
+                NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: ip.to_string(),
+                },
+                NodeAddress {
+                    type_: "Hostname".into(),
+                    address: node_name(i),
+                },
+            ]),
+            conditions: Some(
+                [
+                    ("Ready", "True", "KubeletReady"),
+                    ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                    ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                    ("NetworkUnavailable", "False", "RouteCreated"),
+                ]
+                .into_iter()
+                .map(|(t, s, r)| NodeCondition {
+                    type_: t.into(),
+                    status: s.into(),
+                    reason: Some(r.into()),
+                    ..NodeCondition::default()
+                })
+                .collect(),
+            ),
+            ..NodeStatus::default()
+        }),
+        ..Node::default()
+    }
+}
+
+/// Service i: in pool i mod pools; ETP Local for `local` percent,
+/// dual-stack for `dual` percent, and for `shared` percent a pair sharing
+/// one address (same key, pool and selector, ports 80 and 443).
+fn service(shape: &Shape, i: u32, local: u32, dual: u32, shared: u32, made_by: &str) -> Service {
+    let pair = i / 2;
+    let is_shared = (pair * 37) % 100 < shared;
+    // Both halves of a shared pair agree on pool, policy and family.
+    let key = if is_shared { pair * 2 } else { i };
+    let pool = pool_name(key % shape.pools.max(1));
+    let is_local = !is_shared && (i * 53) % 100 < local;
+    let is_dual = (key * 71) % 100 < dual;
+    let mut annotations = BTreeMap::from([("metallb.io/address-pool".to_owned(), pool)]);
+    if is_shared {
+        annotations.insert("metallb.io/allow-shared-ip".into(), format!("share-{pair}"));
+    }
+    let port = if is_shared && i % 2 == 1 { 443 } else { 80 };
+    let selector_name = if is_shared {
+        format!("shared-{pair}")
+    } else {
+        svc_name(i)
+    };
+    Service {
+        metadata: ObjectMeta {
+            name: Some(svc_name(i)),
+            labels: Some(BTreeMap::from([
+                (LABEL.into(), made_by.into()),
+                ("app.kubernetes.io/name".into(), selector_name.clone()),
+            ])),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            // 50,000 node ports do not exist (30000-32767).
+            allocate_load_balancer_node_ports: Some(false),
+            external_traffic_policy: Some(if is_local { "Local" } else { "Cluster" }.into()),
+            ip_family_policy: Some(
+                if is_dual {
+                    "RequireDualStack"
+                } else {
+                    "SingleStack"
+                }
+                .into(),
+            ),
+            ip_families: Some(if is_dual {
+                vec!["IPv4".into(), "IPv6".into()]
+            } else {
+                vec!["IPv4".into()]
+            }),
+            selector: Some(BTreeMap::from([("app".into(), selector_name)])),
+            ports: Some(vec![ServicePort {
+                name: Some("web".into()),
+                port,
+                protocol: Some("TCP".into()),
+                target_port: Some(
+                    k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8080),
+                ),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// Slice k of a service: 1 to 4 endpoints on random nodes.
+fn endpoint_slice(shape: &Shape, service: &str, k: u32, seed: u64) -> EndpointSlice {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let count = rng.random_range(1..=4);
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{service}-{k}")),
+            labels: Some(BTreeMap::from([
+                (LABEL.into(), "fill".into()),
+                ("kubernetes.io/service-name".into(), service.into()),
+                (
+                    "endpointslice.kubernetes.io/managed-by".into(),
+                    "ferrolb-loadgen".into(),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: Some(endpoints(shape, &mut rng, count)),
+        ports: Some(vec![EndpointPort {
+            name: Some("web".into()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            ..EndpointPort::default()
+        }]),
+    }
+}
+
+fn endpoints(shape: &Shape, rng: &mut SmallRng, count: u32) -> Vec<Endpoint> {
+    (0..count)
+        .map(|_| {
+            let node = rng.random_range(0..shape.nodes.max(1));
+            let ip = Ipv4Addr::from(0x0af4_0000_u32 | (rng.random::<u32>() & 0xffff));
+            Endpoint {
+                addresses: vec![ip.to_string()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    serving: Some(true),
+                    terminating: Some(false),
+                }),
+                node_name: Some(node_name(node)),
+                ..Endpoint::default()
+            }
+        })
+        .collect()
+}
+
+// ---- cold start -------------------------------------------------------------
+
+/// What a watch on the filled Services has seen.
+#[derive(Default)]
+struct Seen {
+    /// Ingress addresses per Service (`ns/name`), as last seen.
+    ips: HashMap<String, Vec<String>>,
+    /// Modifications seen per Service after its first address.
+    rewrites: HashMap<String, u32>,
+    /// Address changes of a Service that already had one.
+    changed: u64,
+}
+
+impl Seen {
+    fn apply(&mut self, svc: &Service) {
+        let key = format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any());
+        let ips = ingress(svc);
+        match self.ips.get(&key) {
+            Some(old) if !old.is_empty() => {
+                *self.rewrites.entry(key.clone()).or_default() += 1;
+                if *old != ips {
+                    self.changed += 1;
+                }
+            }
+            _ => {}
+        }
+        self.ips.insert(key, ips);
+    }
+
+    fn assigned(&self) -> usize {
+        self.ips.values().filter(|v| !v.is_empty()).count()
+    }
+}
+
+fn ingress(svc: &Service) -> Vec<String> {
+    let mut v: Vec<String> = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+async fn cold_start(client: Client, a: ColdStartArgs) -> Result<serde_json::Value, Error> {
+    let api: Api<Service> = Api::all(client.clone());
+    let stream = watcher::watcher(
+        api,
+        watcher::Config::default().labels(&format!("{LABEL}=fill")),
+    );
+    let mut stream = std::pin::pin!(stream);
+    let mut seen = Seen::default();
+    // The initial list, before the controller starts.
+    while let Some(ev) = stream.try_next().await? {
+        match ev {
+            Event::InitApply(s) | Event::Apply(s) => seen.apply(&s),
+            Event::InitDone => break,
+            _ => {}
+        }
+    }
+    let before_start = seen.assigned();
+    let requests_before = request_counts(&client).await?;
+    let started = Instant::now();
+    let mut child = spawn(&a.command)?;
+    let deadline = started + Duration::from_secs(a.timeout);
+    let mut first_at = None;
+    seen.rewrites.clear();
+    while seen.assigned() < a.services {
+        let ev = tokio::select! {
+            ev = stream.try_next() => ev?,
+            st = child.wait() => return Err(format!("controller exited: {:?}", st?).into()),
+            () = tokio::time::sleep_until(deadline.into()) => {
+                return Err(format!("{} of {} assigned after {} s", seen.assigned(), a.services, a.timeout).into())
+            }
+        };
+        if let Some(Event::Apply(s)) = ev {
+            seen.apply(&s);
+            if first_at.is_none() && !ingress(&s).is_empty() {
+                first_at = Some(started.elapsed());
+            }
+        }
+    }
+    let all_at = started.elapsed();
+    // Writes that arrive after the last first address (a second write of
+    // some Service) are counted over a short grace period.
+    let grace = Instant::now() + Duration::from_secs(2);
+    while let Ok(ev) = tokio::time::timeout_at(grace.into(), stream.try_next()).await {
+        if let Some(Event::Apply(s)) = ev? {
+            seen.apply(&s);
+        }
+    }
+    let requests = diff_counts(&request_counts(&client).await?, &requests_before);
+    let controller = usage(&child)?;
+    let rewritten = seen.rewrites.values().filter(|n| **n > 0).count();
+    let mut report = json!({
+        "services": a.services,
+        "assigned_before_start": before_start,
+        "first_assigned_seconds": first_at.map(|d| d.as_secs_f64()),
+        "all_assigned_seconds": all_at.as_secs_f64(),
+        "requests": requests,
+        "services_modified_again_after_assignment": rewritten,
+        "address_changes": seen.changed,
+        "controller": controller,
+    });
+    if let Some(settle) = a.restart_settle {
+        stop(&mut child).await?;
+        let snapshot = seen.ips.clone();
+        let changed_before = seen.changed;
+        let before = request_counts(&client).await?;
+        let restarted = Instant::now();
+        child = spawn(&a.command)?;
+        let until = restarted + Duration::from_secs(settle);
+        loop {
+            let ev = tokio::select! {
+                ev = stream.try_next() => ev?,
+                st = child.wait() => return Err(format!("controller exited after restart: {:?}", st?).into()),
+                () = tokio::time::sleep_until(until.into()) => break,
+            };
+            if let Some(Event::Apply(s)) = ev {
+                seen.apply(&s);
+            }
+        }
+        let differ = snapshot
+            .iter()
+            .filter(|(k, v)| seen.ips.get(*k) != Some(*v))
+            .count();
+        report["restart"] = json!({
+            "settle_seconds": settle,
+            "services_with_other_addresses": differ,
+            "address_changes_seen": seen.changed - changed_before,
+            "requests": diff_counts(&request_counts(&client).await?, &before),
+            "controller": usage(&child)?,
+        });
+    }
+    if a.keep {
+        report["controller_pid"] = json!(child.id());
+    } else {
+        stop(&mut child).await?;
+    }
+    Ok(report)
+}
+
+fn spawn(command: &[String]) -> Result<tokio::process::Child, Error> {
+    let (prog, args) = command.split_first().ok_or("no controller command")?;
+    Ok(tokio::process::Command::new(prog)
+        .args(args)
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+/// The child's peak RSS (VmHWM, KiB) and CPU seconds (user + system) from
+/// /proc, read while it still runs.
+fn usage(child: &tokio::process::Child) -> Result<serde_json::Value, Error> {
+    let pid = child.id().ok_or("controller already reaped")?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): utime is the
+    // 14th field of the line, stime the 15th.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    Ok(json!({
+        "peak_rss_kib": kib("VmHWM:"),
+        "rss_kib": kib("VmRSS:"),
+        "cpu_seconds": (ticks(11) + ticks(12)) as f64 / hz,
+    }))
+}
+
+/// SIGTERM to the child (by its PID), then wait for it.
+async fn stop(child: &mut tokio::process::Child) -> Result<(), Error> {
+    if let Some(pid) = child.id() {
+        let pid = i32::try_from(pid)?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        )?;
+    }
+    match tokio::time::timeout(Duration::from_secs(30), child.wait()).await {
+        Ok(r) => {
+            r?;
+        }
+        Err(_) => child.kill().await?,
+    }
+    Ok(())
+}
+
+/// The apiserver's `apiserver_request_total` for services and events, by
+/// `verb resource/subresource code`.
+async fn request_counts(client: &Client) -> Result<BTreeMap<String, f64>, Error> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let resource = label("resource");
+        if resource != "services" && resource != "events" {
+            continue;
+        }
+        let sub = label("subresource");
+        let key = format!(
+            "{} {}{}{} {}",
+            label("verb"),
+            resource,
+            if sub.is_empty() { "" } else { "/" },
+            sub,
+            label("code")
+        );
+        *out.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(out)
+}
+
+fn diff_counts(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (k, v) in after {
+        let d = v - before.get(k).copied().unwrap_or(0.0);
+        if d > 0.0 {
+            out.insert(k.clone(), json!(d));
+        }
+    }
+    out.into()
+}
+
+// ---- floor ------------------------------------------------------------------
+
+async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error> {
+    let started = Instant::now();
+    let api: Api<Service> = Api::all(client.clone());
+    let mut services = Vec::new();
+    let mut lp = ListParams::default()
+        .labels(&format!("{LABEL}=fill"))
+        .limit(500);
+    loop {
+        let page = api.list(&lp).await?;
+        for s in page.items {
+            let pool = s
+                .annotations()
+                .get("metallb.io/address-pool")
+                .cloned()
+                .unwrap_or_default();
+            let dual = s
+                .spec
+                .as_ref()
+                .and_then(|s| s.ip_families.as_ref())
+                .is_some_and(|f| f.len() == 2);
+            services.push((s.namespace().unwrap_or_default(), s.name_any(), pool, dual));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    let listed = started.elapsed();
+    // Addresses in order per pool (shared pairs get two; the floor has no
+    // allocator).
+    let mut next: HashMap<String, u32> = HashMap::new();
+    let writes: Vec<(String, String, serde_json::Value)> = services
+        .into_iter()
+        .map(|(ns, name, pool, dual)| {
+            let n = next.entry(pool.clone()).or_default();
+            *n += 1;
+            let p: u32 = pool
+                .strip_prefix("pool-")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            let mut ingress = vec![
+                json!({"ip": format!("10.{}.{}.{}", 100 + p, *n >> 8, *n & 0xff), "ipMode": "VIP"}),
+            ];
+            if dual {
+                ingress.push(json!({"ip": format!("fd00:10:{p:x}::{:x}", *n), "ipMode": "VIP"}));
+            }
+            let patch = json!({
+                "metadata": {"annotations": {POOL_ANNOTATION: pool}},
+                "status": {"loadBalancer": {"ingress": ingress}},
+            });
+            (ns, name, patch)
+        })
+        .collect();
+    let count = writes.len();
+    let t = Instant::now();
+    let pp = PatchParams::default();
+    for_all(writes, a.concurrency, |(ns, name, patch)| {
+        let api: Api<Service> = Api::namespaced(client.clone(), &ns);
+        let pp = pp.clone();
+        async move {
+            api.patch_status(&name, &pp, &Patch::Merge(&patch)).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let _ = &a.shape;
+    Ok(json!({
+        "services": count,
+        "list_seconds": listed.as_secs_f64(),
+        "patch": rate(count as u64, t.elapsed()),
+        "total_seconds": started.elapsed().as_secs_f64(),
+        "concurrency": a.concurrency,
+    }))
+}
+
+// ---- churn ------------------------------------------------------------------
+
+async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error> {
+    let created: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
+    let latencies: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    // How long each create call took, and when it returned (per name).
+    let create_calls: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    let returned: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
+    let after_return: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    // The watch of churned Services: latency from create to first ingress.
+    let watch = {
+        let api: Api<Service> = Api::all(client.clone());
+        let stream = watcher::watcher(
+            api,
+            watcher::Config::default().labels(&format!("{LABEL}=churn")),
+        );
+        let created = created.clone();
+        let latencies = latencies.clone();
+        let returned = returned.clone();
+        let after_return = after_return.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut done: HashSet<String> = HashSet::new();
+            let mut stream = std::pin::pin!(stream);
+            while let Ok(Some(ev)) = stream.try_next().await {
+                match ev {
+                    Event::InitDone => {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Event::Apply(s) if !ingress(&s).is_empty() => {
+                        let now = Instant::now();
+                        let name = s.name_any();
+                        if done.insert(name.clone())
+                            && let Some(t0) = lock(&created).get(&name)
+                        {
+                            lock(&latencies).push(now - *t0);
+                            if let Some(t1) = lock(&returned).get(&name) {
+                                lock(&after_return).push(now.saturating_duration_since(*t1));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+        ready_rx.await?;
+        task
+    };
+
+    let started = Instant::now();
+    let end = started + Duration::from_secs(a.duration);
+    let errors = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new([
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+    ]);
+    let shape = a.shape.clone();
+
+    // Service create (and delete after --lifetime).
+    let creates = {
+        let client = client.clone();
+        let created = created.clone();
+        let create_calls = create_calls.clone();
+        let returned = returned.clone();
+        let errors = errors.clone();
+        let counts = counts.clone();
+        let shape = shape.clone();
+        let lifetime = Duration::from_secs(a.lifetime);
+        ticker(a.services_per_second, end, move |n| {
+            let client = client.clone();
+            let created = created.clone();
+            let create_calls = create_calls.clone();
+            let returned = returned.clone();
+            let errors = errors.clone();
+            let counts = counts.clone();
+            let shape = shape.clone();
+            async move {
+                // Churned services use indices far above the filled ones.
+                let i = 900_000 + u32::try_from(n).unwrap_or(0) % 99_999;
+                let ns = svc_namespace(&shape, i);
+                let api: Api<Service> = Api::namespaced(client, &ns);
+                let mut svc = service(&shape, i, 30, 0, 0, "churn");
+                let name = format!("churn-{n:07}");
+                svc.metadata.name = Some(name.clone());
+                let t0 = Instant::now();
+                lock(&created).insert(name.clone(), t0);
+                let r = api.create(&PostParams::default(), &svc).await;
+                let t1 = Instant::now();
+                lock(&returned).insert(name.clone(), t1);
+                lock(&create_calls).push(t1 - t0);
+                match r {
+                    Ok(_) => {
+                        counts[0].fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+                tokio::time::sleep(lifetime).await;
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {
+                        counts[1].fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    // Endpoint moves.
+    let moves = {
+        let client = client.clone();
+        let errors = errors.clone();
+        let counts = counts.clone();
+        let shape = shape.clone();
+        let mut rng = SmallRng::seed_from_u64(a.seed);
+        let services = a.services.max(1);
+        let seeds: Vec<(u32, u64)> =
+            (0..(a.endpoint_moves_per_second * a.duration as f64) as usize + 1)
+                .map(|_| (rng.random_range(0..services), rng.random()))
+                .collect();
+        ticker(a.endpoint_moves_per_second, end, move |n| {
+            let (i, seed) = seeds[usize::try_from(n).unwrap_or(0) % seeds.len()];
+            let api: Api<EndpointSlice> =
+                Api::namespaced(client.clone(), &svc_namespace(&shape, i));
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let count = rng.random_range(1..=4);
+            let eps = endpoints(&shape, &mut rng, count);
+            let errors = errors.clone();
+            let counts = counts.clone();
+            async move {
+                let patch = json!({"endpoints": eps});
+                let name = format!("{}-0", svc_name(i));
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => counts[2].fetch_add(1, Ordering::Relaxed),
+                    Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        })
+    };
+    // Node condition flips.
+    let flips = {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let errors = errors.clone();
+        let counts = counts.clone();
+        let n_nodes = a.shape.nodes.max(1);
+        ticker(a.node_flips_per_second, end, move |n| {
+            let nodes = nodes.clone();
+            let errors = errors.clone();
+            let counts = counts.clone();
+            async move {
+                // Each node goes NotReady, and Ready on its next turn.
+                let i = u32::try_from(n % u64::from(n_nodes)).unwrap_or(0);
+                let ready = (n / u64::from(n_nodes)) % 2 == 1;
+                let patch = json!({"status": {"conditions": [{
+                    "type": "Ready",
+                    "status": if ready { "True" } else { "False" },
+                    "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+                }]}});
+                match nodes
+                    .patch_status(
+                        &node_name(i),
+                        &PatchParams::default(),
+                        &Patch::Strategic(&patch),
+                    )
+                    .await
+                {
+                    Ok(_) => counts[3].fetch_add(1, Ordering::Relaxed),
+                    Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        })
+    };
+    let (c, m, f) = tokio::join!(creates, moves, flips);
+    let _ = (c?, m?, f?);
+    // Let the last creates get their status.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    watch.abort();
+    let lat = lock(&latencies).clone();
+    let created_n = counts[0].load(Ordering::Relaxed);
+    Ok(json!({
+        "duration_seconds": a.duration,
+        "services_created": created_n,
+        "services_deleted": counts[1].load(Ordering::Relaxed),
+        "endpoint_moves": counts[2].load(Ordering::Relaxed),
+        "node_flips": counts[3].load(Ordering::Relaxed),
+        "errors": errors.load(Ordering::Relaxed),
+        "assigned": lat.len(),
+        "create_to_status_ms": percentiles(lat),
+        "create_call_ms": percentiles(lock(&create_calls).clone()),
+        "create_return_to_status_ms": percentiles(lock(&after_return).clone()),
+    }))
+}
+
+/// p50, p90, p99 and max of `v`, in milliseconds (nearest rank).
+fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
+    v.sort();
+    let pct = |q: f64| -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        let idx = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(v[idx].as_secs_f64() * 1e3)
+    };
+    json!({
+        "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99),
+        "max": v.last().map(|d| d.as_secs_f64() * 1e3),
+    })
+}
+
+/// Calls `f(n)` `per_second` times a second until `end`, each call its own
+/// task; returns when all have finished.
+async fn ticker<F, Fut>(per_second: f64, end: Instant, mut f: F) -> Result<(), Error>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    if per_second <= 0.0 {
+        return Ok(());
+    }
+    let period = Duration::from_secs_f64(1.0 / per_second);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    let mut n = 0u64;
+    loop {
+        let at = start + period.mul_f64(n as f64);
+        if at >= end {
+            break;
+        }
+        tokio::time::sleep_until(at.into()).await;
+        tasks.push(tokio::spawn(f(n)));
+        n += 1;
+    }
+    for t in tasks {
+        t.await?;
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
