@@ -386,7 +386,7 @@ fn node_name(i: u32) -> String {
     format!("node-{i:05}")
 }
 
-/// Pool p: 10.(100+p).0.0/16 and fd00:10:<p>::/112, so 65,536 of each.
+/// Pool p: `10.(100+p).0.0/16` and `fd00:10:<p>::/112`, so 65,536 of each.
 fn pool_ranges(p: u32) -> Vec<String> {
     vec![
         format!("10.{}.0.0/16", 100 + p),
