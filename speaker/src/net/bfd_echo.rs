@@ -304,23 +304,9 @@ fn checksum(acc: u32, data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// One BPF instruction, as `struct sock_filter`.
-const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
-
-// Classic BPF opcodes (linux/filter.h).
-const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
-const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
-const LDX_B_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
-const TAX: u16 = 0x07; // BPF_MISC | BPF_TAX
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JEQ_X: u16 = 0x1d; // BPF_JMP | BPF_JEQ | BPF_X
-const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+use super::bpf::{
+    JEQ_K, JEQ_X, JGE_K, JSET_K, LD_B_ABS, LD_H_ABS, LD_H_IND, LD_W_ABS, LDX_B_MSH, RET_K, TAX, op,
+};
 
 /// The receiver's filter, on the IPv4 packet (a datagram packet socket
 /// sees no link-layer header):

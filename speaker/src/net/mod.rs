@@ -3,6 +3,7 @@
 
 pub(crate) mod addrs;
 pub(crate) mod bfd_echo;
+pub(crate) mod bpf;
 pub(crate) mod netlink;
 pub(crate) mod packet_socket;
 pub(crate) mod router_socket;

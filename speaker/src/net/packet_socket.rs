@@ -178,16 +178,7 @@ impl PacketSocket {
     }
 }
 
-/// One BPF instruction, as `struct sock_filter`.
-const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
-
-// Classic BPF opcodes (linux/filter.h).
-const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
-const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+use super::bpf::{JEQ_K, LD_B_ABS, LD_H_ABS, RET_K, op};
 
 /// The socket filter: accept ARP requests and ICMPv6 Neighbor
 /// Solicitations, drop everything else in the kernel.

@@ -326,24 +326,12 @@ fn to_socket_addr(addr: &SockaddrStorage) -> Option<SocketAddr> {
     Some(SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
 }
 
-/// One BPF instruction, as `struct sock_filter`.
-const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
+use super::bpf::{JEQ_K, JGE_K, LD_B_ABS, LD_W_ABS, RET_K, TAX, TXA, op};
 
 /// `SKF_NET_OFF + off`: `off` octets into the network (IP) header.
 const fn net_off(off: u32) -> u32 {
     (libc::SKF_NET_OFF as u32).wrapping_add(off)
 }
-
-// Classic BPF opcodes (linux/filter.h).
-const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-const TAX: u16 = 0x07; // BPF_MISC | BPF_TAX
-const TXA: u16 = 0x87; // BPF_MISC | BPF_TXA
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
 #[cfg(test)]
 mod tests {
