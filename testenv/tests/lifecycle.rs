@@ -149,31 +149,32 @@ fn parallel_test_binaries_do_not_collide() {
     assert_ne!(a.run_dir, b.run_dir);
 
     // Neither child stopped its environment: the supervisors noticed their
-    // parent exit and cleaned up. kube-apiserver's graceful stop alone took
-    // over 30 s while other test binaries loaded both cores.
+    // parent exit and cleaned up. The wait is for the processes: a supervisor
+    // removes its run directory before it exits, so once every process is
+    // gone the directories must be too (kube-apiserver's graceful stop alone
+    // took over 30 s while other test binaries loaded both cores; the
+    // deadline only keeps a hung process from hanging the test).
     let deadline = Instant::now() + Duration::from_secs(90);
-    let left = || {
-        let mut left: Vec<String> = [&a, &b]
+    let running = || -> Vec<u32> {
+        [&a, &b]
             .iter()
             .flat_map(|info| all_pids(info.pids))
             .filter(|&pid| alive(pid))
-            .map(|pid| format!("pid {pid}"))
-            .collect();
-        left.extend(
-            [&a.run_dir, &b.run_dir]
-                .iter()
-                .filter(|d| d.exists())
-                .map(|d| d.display().to_string()),
-        );
-        left
+            .collect()
     };
-    while !left().is_empty() && Instant::now() < deadline {
+    while !running().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert_eq!(running(), Vec::<u32>::new(), "still running after 90 s");
+    let left: Vec<String> = [&a.run_dir, &b.run_dir]
+        .iter()
+        .filter(|d| d.exists())
+        .map(|d| d.display().to_string())
+        .collect();
     assert_eq!(
-        left(),
+        left,
         Vec::<String>::new(),
-        "left behind after the test binaries exited"
+        "run directories left behind by supervisors that exited"
     );
 }
 
