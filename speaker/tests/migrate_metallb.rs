@@ -3,8 +3,11 @@
 //! (issue 20 §4; the procedure is README's "Coming from MetalLB").
 //!
 //! The MetalLB is MetalLB's own v0.16.2 speaker and controller
-//! (`testenv/build-metallb`), in native BGP mode with memberlist, against
-//! the testenv apiserver. The lab: three node namespaces on one segment
+//! (`testenv/build-metallb`), with memberlist, against the testenv
+//! apiserver; its speakers speak BGP in native mode in one test, and in
+//! FRR mode with the BGPPeer's `enableGracefulRestart` in the other (each
+//! node then runs FRR's bgpd and zebra, configured by MetalLB's speaker
+//! through `frr-reload.py`, and stopped with it). The lab: three node namespaces on one segment
 //! with an FRR router, which peers with every node and has a second link
 //! to the client, and the client on the segment too (for layer 2). The
 //! apiserver has no kubelet, so the test plays its part: the speaker and
@@ -32,7 +35,12 @@
 //! successful responses, the IPs before and after, and from a capture of
 //! ARP on the client's segment (`arping` asking every 50 ms), every request
 //! answered by two MACs (must be none), the longest run of unanswered ones
-//! and how often the answering MAC changed.
+//! and how often the answering MAC changed. The services' TCP (on the
+//! client's segment, and where the router sends it to the nodes) and the
+//! router's route changes are captured too: every failed request must be a
+//! connection that moved to another node, which reset it; under graceful
+//! restart no BGP request may fail and the router's next hops may not
+//! change.
 //!
 //! `MIGRATE_ROUNDS=<n>` repeats the whole switch n times in one run
 //! (default 1), each round from a fresh MetalLB.
