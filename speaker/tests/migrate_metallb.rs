@@ -7,13 +7,14 @@
 //! apiserver; its speakers speak BGP in native mode in one test, and in
 //! FRR mode with the BGPPeer's `enableGracefulRestart` in the other (each
 //! node then runs FRR's bgpd and zebra, configured by MetalLB's speaker
-//! through `frr-reload.py`, and stopped with it). The lab: three node namespaces on one segment
-//! with an FRR router, which peers with every node and has a second link
-//! to the client, and the client on the segment too (for layer 2). The
-//! apiserver has no kubelet, so the test plays its part: the speaker and
-//! controller Pods are objects it writes (Ready while the process runs),
-//! and a Pod goes as the kubelet removes one: the process gets SIGTERM and
-//! exits, the Pod is reported not Ready, then deleted.
+//! through `frr-reload.py`, and stopped with it). The lab: three node
+//! namespaces on one segment with an FRR router, which peers with every
+//! node and has a second link to the client, and the client on the segment
+//! too (for layer 2). The apiserver has no kubelet, so the test plays its
+//! part: the speaker and controller Pods are objects it writes (Ready while
+//! the process runs), and a Pod goes as the kubelet removes one: the
+//! process gets SIGTERM and exits, the Pod is reported not Ready, then
+//! deleted.
 //!
 //! kube-proxy's part (IPVS mode) is played by each node: the service IPs
 //! are on `lo` (IPVS puts them on the dummy `kube-ipvs0`; this kernel has
