@@ -178,6 +178,7 @@ fn package_of(binary: &str) -> Option<&'static str> {
         "nft" => "nftables",
         "tcpdump" => "tcpdump",
         "promtool" => "prometheus",
+        "frr-reload.py" => "frr-pythontools",
         "chown" | "sleep" => "coreutils",
         _ => return None,
     })
