@@ -452,108 +452,11 @@ fn bench_l2_failover() {
 fn bench_status_to_route_and_rss() {
     testnet::require_binary("tcpdump");
     let services: usize = std::env::var("BENCH_SERVICES").map_or(1000, |v| v.parse().unwrap());
-    let cluster = Cluster::new("r");
-    let routers = ["10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7"];
-    let mut metallb = vec![
-        json!({
-            "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-            "metadata": {"name": "pool", "namespace": cluster.system},
-            "spec": {"addresses": ["198.51.0.0/16"]},
-        }),
-        json!({
-            "apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
-            "metadata": {"name": "adv", "namespace": cluster.system},
-            "spec": {"ipAddressPools": ["pool"], "communities": ["64512:100"]},
-        }),
-    ];
-    for (i, r) in routers.iter().enumerate() {
-        metallb.push(json!({
-            "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
-            "metadata": {"name": format!("r{i}"), "namespace": cluster.system},
-            "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": r, "connectTime": "1s"},
-        }));
-    }
-    metallb.push(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": cluster.node("node1")},
-        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]},
-    }));
-    for doc in metallb {
-        cluster.apply(doc);
-    }
-    let svc = |i: usize, with_status: bool| {
-        let ip = format!("198.51.{}.{}", i / 250, i % 250 + 1);
-        let mut s = json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": format!("s{i}"), "namespace": cluster.apps},
-            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
-                     "allocateLoadBalancerNodePorts": false},
-        });
-        if with_status {
-            s["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
-        }
-        (s, ip)
-    };
-    let slice = |i: usize| {
-        json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("s{i}-1"), "namespace": cluster.apps,
-                         "labels": {"kubernetes.io/service-name": format!("s{i}")}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["10.244.1.5"], "nodeName": cluster.node("node1"),
-                           "conditions": {"ready": true}}],
-        })
-    };
-    let t = Instant::now();
-    for i in 0..services {
-        cluster.apply(slice(i));
-        cluster.apply(svc(i, true).0);
-    }
-    eprintln!("created {services} services in {:?}", t.elapsed());
-
-    let run = RunDir::new("speaker-k8s-rss");
-    let bridge = Bridge::new("lan");
-    // Four routers, each a BIRD in its own namespace.
-    let birds: Vec<testnet::Bird> = routers
-        .iter()
-        .map(|r| {
-            let ns = Netns::new("rtr");
-            bridge.attach(&ns, "eth0");
-            ns.add_addr("eth0", &format!("{r}/24"));
-            testnet::Bird::start(
-                &ns,
-                &format!(
-                    "router id {r};\nprotocol device {{}}\nprotocol bgp node {{ local {r} as 64500; \
-                     neighbor 10.0.0.2 as 64512; ipv4 {{ import all; export none; }}; }}\n"
-                ),
-            )
-        })
-        .collect();
-    let node = Node::start(&cluster, &bridge, "node1", "10.0.0.2", &[], &run);
-    let t = Instant::now();
-    let count = |birds: &[testnet::Bird]| -> usize {
-        birds
-            .iter()
-            .map(|b| {
-                // "1000 of 1000 routes for 1000 networks in table master4"
-                b.birdc("show route count")
-                    .lines()
-                    .find_map(|l| l.split_whitespace().next()?.parse::<usize>().ok())
-                    .unwrap_or(0)
-            })
-            .sum()
-    };
-    eventually(
-        "every route at every peer",
-        Duration::from_secs(120),
-        std::slice::from_ref(&node),
-        || (count(&birds) == services * routers.len()).then_some(()),
-    );
-    eprintln!(
-        "all {} routes at the 4 peers {:?} after start",
-        services * routers.len(),
-        t.elapsed()
-    );
+    let lab = BgpLab::start("r", "speaker-k8s-rss", services);
+    let (cluster, node, birds, run) = (&lab.cluster, &lab.node, &lab.birds, &lab.run);
+    let routers = LAB_ROUTERS;
+    let svc = |i: usize, with_status: bool| lab_service(cluster, i, with_status);
+    let slice = |i: usize| lab_slice(cluster, i, "node1");
     std::thread::sleep(Duration::from_secs(5));
     let status = std::fs::read_to_string(format!("/proc/{}/status", node.proc.pid())).unwrap();
     let field = |k: &str| {
@@ -639,7 +542,7 @@ fn bench_status_to_route_and_rss() {
         let at = eventually(
             "the UPDATE at the router",
             CHANGE,
-            std::slice::from_ref(&node),
+            std::slice::from_ref(node),
             || {
                 let text = std::fs::read_to_string(&dump_path).ok()?;
                 // One line per segment from each of the 4 sessions; the first
@@ -747,7 +650,7 @@ fn bench_status_to_route_and_rss() {
         count(&text, "reconcile start"),
         last.zip(first).map_or(0.0, |(b, a)| (b - a) * 1e3),
     );
-    drop(birds);
+    drop(lab);
 }
 
 /// The stages of [`bench_status_to_route_and_rss`], each ending at an
@@ -806,6 +709,424 @@ fn stage_times(log: &std::path::Path, from: u64, router: &str) -> Option<(Vec<f6
 /// wins to the Ready speaker whose ServiceL2Status says it answers. Before,
 /// after a few seconds alone it answered ARP for every service it was
 /// eligible for while the real winner kept answering too.
+/// The routers of [`BgpLab`]: four BIRDs, one namespace each.
+const LAB_ROUTERS: [&str; 4] = ["10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7"];
+
+/// The lab of the speaker benchmarks: `services` LoadBalancer Services
+/// (externalTrafficPolicy Cluster, status written, one EndpointSlice each)
+/// announced by one speaker (node1, 10.0.0.2) to four BIRD routers, every
+/// route at every router when [`BgpLab::start`] returns. Fields drop in
+/// order: the speaker first, the cluster's namespaces last.
+struct BgpLab {
+    node: Node,
+    birds: Vec<testnet::Bird>,
+    _bridge: Bridge,
+    run: RunDir,
+    cluster: Cluster,
+}
+
+impl BgpLab {
+    fn start(tag: &'static str, run: &str, services: usize) -> Self {
+        // A class of its own: the other tests' speakers, on the same
+        // apiserver, leave these Services alone, and this one theirs.
+        let cluster = Cluster::with_class(tag);
+        let mut metallb = vec![
+            json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+                "metadata": {"name": "pool", "namespace": cluster.system},
+                "spec": {"addresses": ["198.51.0.0/16"]},
+            }),
+            json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+                "metadata": {"name": "adv", "namespace": cluster.system},
+                "spec": {"ipAddressPools": ["pool"], "communities": ["64512:100"]},
+            }),
+        ];
+        for (i, r) in LAB_ROUTERS.iter().enumerate() {
+            metallb.push(json!({
+                "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+                "metadata": {"name": format!("r{i}"), "namespace": cluster.system},
+                "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": r, "connectTime": "1s"},
+            }));
+        }
+        metallb.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": cluster.node("node1")},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]},
+        }));
+        for doc in metallb {
+            cluster.apply(doc);
+        }
+        let t = Instant::now();
+        for i in 0..services {
+            cluster.apply(lab_slice(&cluster, i, "node1"));
+            cluster.apply(lab_service(&cluster, i, true).0);
+        }
+        eprintln!("created {services} services in {:?}", t.elapsed());
+
+        let run = RunDir::new(run);
+        let bridge = Bridge::new("lan");
+        let birds: Vec<testnet::Bird> = LAB_ROUTERS
+            .iter()
+            .map(|r| {
+                let ns = Netns::new("rtr");
+                bridge.attach(&ns, "eth0");
+                ns.add_addr("eth0", &format!("{r}/24"));
+                testnet::Bird::start(
+                    &ns,
+                    &format!(
+                        "router id {r};\nprotocol device {{}}\nprotocol bgp node {{ local {r} as 64500; \
+                         neighbor 10.0.0.2 as 64512; ipv4 {{ import all; export none; }}; }}\n"
+                    ),
+                )
+            })
+            .collect();
+        let node = Node::start(&cluster, &bridge, "node1", "10.0.0.2", &[], &run);
+        let lab = Self {
+            node,
+            birds,
+            _bridge: bridge,
+            run,
+            cluster,
+        };
+        let t = Instant::now();
+        lab.wait_routes("every route at every peer", services);
+        eprintln!(
+            "all {} routes at the 4 peers {:?} after start",
+            services * LAB_ROUTERS.len(),
+            t.elapsed()
+        );
+        lab
+    }
+
+    /// Routes at the routers, summed.
+    fn routes(&self) -> usize {
+        self.birds
+            .iter()
+            .map(|b| {
+                // "1000 of 1000 routes for 1000 networks in table master4"
+                b.birdc("show route count")
+                    .lines()
+                    .find_map(|l| l.split_whitespace().next()?.parse::<usize>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// Waits until each router holds `per_router` routes.
+    fn wait_routes(&self, what: &str, per_router: usize) {
+        eventually(
+            what,
+            Duration::from_secs(120),
+            std::slice::from_ref(&self.node),
+            || (self.routes() == per_router * LAB_ROUTERS.len()).then_some(()),
+        );
+    }
+
+    /// The speaker's resident set (`VmRSS`), KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.node.proc.pid()))
+            .expect("the speaker's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+}
+
+/// Service `s{i}` of [`BgpLab`] (ETP Cluster) and its address; with its
+/// status when `with_status` (what the controller writes).
+fn lab_service(cluster: &Cluster, i: usize, with_status: bool) -> (Value, String) {
+    let ip = format!("198.51.{}.{}", i / 250, i % 250 + 1);
+    let mut s = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("s{i}"), "namespace": cluster.apps},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+                 "allocateLoadBalancerNodePorts": false},
+    });
+    if let Some(class) = &cluster.class {
+        s["spec"]["loadBalancerClass"] = json!(class);
+    }
+    if with_status {
+        s["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+    }
+    (s, ip)
+}
+
+/// The EndpointSlice of `s{i}`: one ready endpoint on `node` (short name).
+fn lab_slice(cluster: &Cluster, i: usize, node: &str) -> Value {
+    lab_slice_named(cluster, &format!("s{i}"), node)
+}
+
+fn lab_slice_named(cluster: &Cluster, svc: &str, node: &str) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-1"), "namespace": cluster.apps,
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.1.5"], "nodeName": cluster.node(node),
+                       "conditions": {"ready": true}}],
+    })
+}
+
+/// The churn of [`churn_run`]: how long, how fast, how often RSS is read.
+struct Churn {
+    services: usize,
+    duration: Duration,
+    /// Changes per second.
+    rate: f64,
+    sample: Duration,
+}
+
+/// Live churn Services at most (the oldest is deleted past it).
+const CHURN_LIVE: usize = 50;
+
+/// One speaker and four BIRD routers ([`BgpLab`]) under continuous churn at
+/// a fixed rate, in a cycle of four changes: a new Service (ETP Local, its
+/// EndpointSlice on this node, its status: a route more), an endpoint of a
+/// churn Service moved between this node and another (a route withdrawn
+/// or announced again), the oldest churn Service deleted with its slice
+/// once more than [`CHURN_LIVE`] are live (else an endpoint of a base
+/// Service moved), and an endpoint of a base Service (ETP Cluster: no
+/// route change) moved. `VmRSS` is read every `sample`. At the end, once
+/// the churn stops, every router must hold exactly the routes of the
+/// Services that exist with an endpoint here (checked). Returns the
+/// samples (seconds since the churn started, KiB).
+fn churn_run(tag: &'static str, c: &Churn) -> Vec<(f64, u64)> {
+    let lab = BgpLab::start(tag, "speaker-k8s-churn", c.services);
+    let cluster = &lab.cluster;
+    let apps = cluster.apps.clone();
+    let churn_service = |n: usize| {
+        let ip = format!("198.51.{}.{}", 100 + (n / 250) % 100, n % 250 + 1);
+        let mut s = cluster.service(&format!("c{n}"), "Local");
+        s["spec"]["allocateLoadBalancerNodePorts"] = json!(false);
+        s["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+        s
+    };
+    // Live churn Services, oldest first: (number, endpoint on node1).
+    let mut live: std::collections::VecDeque<(usize, bool)> = Default::default();
+    let mut base_on_node1 = vec![true; c.services];
+    let (mut next, mut moved_churn, mut moved_base, mut changes) = (0usize, 0usize, 0usize, 0u64);
+    let mut samples = Vec::new();
+    let period = Duration::from_secs_f64(1.0 / c.rate);
+    let start = Instant::now();
+    let mut due = start;
+    let mut sample_due = start;
+    while start.elapsed() < c.duration {
+        if Instant::now() >= sample_due {
+            let kib = lab.rss_kib();
+            let t = start.elapsed().as_secs_f64();
+            eprintln!("churn-rss t={t:.0}s rss={kib}KiB changes={changes}");
+            samples.push((t, kib));
+            sample_due += c.sample;
+        }
+        let mut move_base = |moved_base: &mut usize| {
+            let i = *moved_base % c.services;
+            *moved_base += 1;
+            base_on_node1[i] = !base_on_node1[i];
+            let to = if base_on_node1[i] { "node1" } else { "node2" };
+            cluster.apply(lab_slice(cluster, i, to));
+        };
+        match changes % 4 {
+            0 => {
+                cluster.apply(lab_slice_named(cluster, &format!("c{next}"), "node1"));
+                cluster.apply(churn_service(next));
+                live.push_back((next, true));
+                next += 1;
+            }
+            1 => {
+                let k = moved_churn % live.len();
+                moved_churn += 1;
+                let (n, here) = &mut live[k];
+                *here = !*here;
+                let to = if *here { "node1" } else { "node2" };
+                cluster.apply(lab_slice_named(cluster, &format!("c{n}"), to));
+            }
+            2 if live.len() > CHURN_LIVE => {
+                let (n, _) = live.pop_front().expect("more than CHURN_LIVE are live");
+                let name = format!("c{n}");
+                cluster.delete(&json!({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": name, "namespace": apps}}));
+                cluster.delete(&json!({"apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {"name": format!("{name}-1"), "namespace": apps}}));
+            }
+            _ => move_base(&mut moved_base),
+        }
+        changes += 1;
+        due += period;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    let took = start.elapsed();
+    eprintln!(
+        "churn: {changes} changes in {took:?} ({:.2}/s asked {:.2}/s), {next} services \
+         created, {} deleted",
+        changes as f64 / took.as_secs_f64(),
+        c.rate,
+        next - live.len(),
+    );
+    // Base Services are ETP Cluster: announced wherever their endpoints are.
+    let expected = c.services + live.iter().filter(|(_, here)| *here).count();
+    lab.wait_routes("the routes of the Services left after the churn", expected);
+    eprintln!(
+        "after the churn: {expected} routes at each router, rss {} KiB",
+        lab.rss_kib()
+    );
+    samples
+}
+
+/// A least-squares line through RSS samples and the scatter around it.
+#[derive(Debug, PartialEq)]
+struct Trend {
+    /// KiB per hour.
+    slope: f64,
+    /// What the line rises over the samples' span, KiB.
+    rise: f64,
+    /// Peak-to-peak of the residuals (sample minus line), KiB: the noise.
+    spread: f64,
+    min: u64,
+    max: u64,
+}
+
+impl Trend {
+    /// The line through `samples` (seconds, KiB); at least two, at two
+    /// different times.
+    fn fit(samples: &[(f64, u64)]) -> Self {
+        let n = samples.len() as f64;
+        let mx = samples.iter().map(|s| s.0).sum::<f64>() / n;
+        let my = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
+        let sxy: f64 = samples.iter().map(|s| (s.0 - mx) * (s.1 as f64 - my)).sum();
+        let sxx: f64 = samples.iter().map(|s| (s.0 - mx).powi(2)).sum();
+        let per_sec = sxy / sxx;
+        let residual = |s: &(f64, u64)| s.1 as f64 - (my + per_sec * (s.0 - mx));
+        let (lo, hi) = samples
+            .iter()
+            .map(residual)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+                (lo.min(r), hi.max(r))
+            });
+        let span = samples.last().map_or(0.0, |s| s.0) - samples.first().map_or(0.0, |s| s.0);
+        Self {
+            slope: per_sec * 3600.0,
+            rise: per_sec * span,
+            spread: hi - lo,
+            min: samples.iter().map(|s| s.1).min().unwrap_or(0),
+            max: samples.iter().map(|s| s.1).max().unwrap_or(0),
+        }
+    }
+
+    /// Flat: the line rises over the span by no more than the samples
+    /// scatter around it (a trend smaller than the noise measured with it).
+    /// A steady leak, even a slow one, rises by more than its scatter over
+    /// a long enough run; allocator noise does not.
+    fn flat(&self) -> bool {
+        self.rise <= self.spread
+    }
+}
+
+/// The second half of `samples` (by count, the later one when odd).
+fn second_half(samples: &[(f64, u64)]) -> &[(f64, u64)] {
+    &samples[samples.len() / 2..]
+}
+
+#[test]
+fn trend_fits_lines_and_tells_growth_from_noise() {
+    let hour = |f: fn(f64) -> u64| -> Vec<(f64, u64)> {
+        (0..=360)
+            .map(|k| (f64::from(k) * 10.0, f(f64::from(k) * 10.0)))
+            .collect()
+    };
+    // Constant: no slope, no scatter: flat.
+    let t = Trend::fit(&hour(|_| 20_000));
+    assert_eq!(
+        (t.slope, t.rise, t.spread, t.min, t.max),
+        (0.0, 0.0, 0.0, 20_000, 20_000)
+    );
+    assert!(t.flat());
+    // A steady leak of 360 KiB/h on a constant: the line is the leak.
+    let t = Trend::fit(&hour(|s| 20_000 + (s / 10.0) as u64));
+    assert!((t.slope - 360.0).abs() < 1e-6, "{t:?}");
+    assert!((t.rise - 360.0).abs() < 1e-6 && t.spread < 1e-6, "{t:?}");
+    assert!(!t.flat());
+    // Noise of +-64 KiB (a sawtooth of period 70 s) with no trend: flat.
+    let t = Trend::fit(&hour(|s| 20_000 - 64 + (s as u64 % 70) * 128 / 60));
+    assert!(t.flat(), "{t:?}");
+    assert_eq!((t.min, t.max), (19_936, 20_064));
+    // The same noise on a leak of 1 MiB/h: the rise is larger than it.
+    let t = Trend::fit(&hour(|s| {
+        20_000 - 64 + (s as u64 % 70) * 128 / 60 + (s * 1024.0 / 3600.0) as u64
+    }));
+    assert!(!t.flat(), "{t:?}");
+    assert!((t.slope - 1024.0).abs() < 16.0, "{t:?}");
+    // One step up halfway: growth, not noise.
+    let t = Trend::fit(&hour(|s| if s < 1800.0 { 20_000 } else { 20_512 }));
+    assert!(!t.flat(), "{t:?}");
+    // The second half of 5 samples is the last 3.
+    let s = [(0.0, 1), (1.0, 2), (2.0, 3), (3.0, 4), (4.0, 5)];
+    assert_eq!(second_half(&s), &s[2..]);
+}
+
+/// Churn in bounded form (what `scripts/test` runs): 100 Services, 10
+/// changes/s for 40 s, then every router must hold exactly the routes of
+/// the Services left. The RSS line is printed, not judged: 40 s is not a
+/// steady state (`bench_churn_rss` is).
+#[test]
+fn churn_routes_follow_changes() {
+    let samples = churn_run(
+        "c",
+        &Churn {
+            services: 100,
+            duration: Duration::from_secs(40),
+            rate: 10.0,
+            sample: Duration::from_secs(2),
+        },
+    );
+    assert!(samples.len() >= 10, "{samples:?}");
+    eprintln!("rss over the churn: {:?}", Trend::fit(&samples));
+}
+
+/// Benchmark (BENCHMARKS.md, "Memory and idle CPU"): the speaker's RSS
+/// under continuous churn for `CHURN_SECS` (default 3600) at
+/// `CHURN_RATE` changes/s (default 10) with `BENCH_SERVICES` Services
+/// (default 1,000) and 4 BGP peers, sampled every `CHURN_SAMPLE_SECS`
+/// (default 10). Passes when the second half is flat ([`Trend::flat`]).
+#[test]
+#[ignore = "benchmark: run by hand, see BENCHMARKS.md"]
+fn bench_churn_rss() {
+    let var = |k: &str, d: f64| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+    let c = Churn {
+        services: var("BENCH_SERVICES", 1000.0) as usize,
+        duration: Duration::from_secs_f64(var("CHURN_SECS", 3600.0)),
+        rate: var("CHURN_RATE", 10.0),
+        sample: Duration::from_secs_f64(var("CHURN_SAMPLE_SECS", 10.0)),
+    };
+    let samples = churn_run("h", &c);
+    let all = Trend::fit(&samples);
+    let late = Trend::fit(second_half(&samples));
+    eprintln!(
+        "churn rss, whole run: n={} slope {:.0} KiB/h, min {} max {} KiB",
+        samples.len(),
+        all.slope,
+        all.min,
+        all.max
+    );
+    eprintln!(
+        "churn rss, second half: n={} slope {:.0} KiB/h, rise {:.0} KiB against a scatter of \
+         {:.0} KiB, min {} max {} KiB: {}",
+        second_half(&samples).len(),
+        late.slope,
+        late.rise,
+        late.spread,
+        late.min,
+        late.max,
+        if late.flat() { "flat" } else { "GROWING" }
+    );
+    assert!(late.flat(), "RSS grows over the second half: {late:?}");
+}
+
 #[test]
 fn layer2_isolated_node_takes_over_nothing_a_ready_speaker_serves() {
     testnet::require_binary("nft");

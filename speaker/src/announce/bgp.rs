@@ -17,8 +17,12 @@ use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 use ipnetwork::IpNetwork;
 
+use super::sorted::VecSet;
 use super::view::{ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
+
+/// One service's routes: per (peer, prefix), sorted, what it asks for.
+pub(super) type ServiceRoutes = Vec<((String, IpPrefix), Pending)>;
 
 /// What this node does over BGP.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -212,15 +216,15 @@ impl<'a> BgpContext<'a> {
         svc: &Service,
         pool: &Pool,
         problems: &mut Vec<Problem>,
-    ) -> BTreeMap<(String, IpPrefix), Pending> {
+    ) -> ServiceRoutes {
         let mut out = BTreeMap::new();
         let for_service = match self.advertisements(svc, pool) {
             Ok(ads) => ads,
             Err(Withheld::LocalPrefConflict(message)) => {
                 problems.push(service_problem(svc, "metadata.labels", message));
-                return out;
+                return Vec::new();
             }
-            Err(_) => return out,
+            Err(_) => return Vec::new(),
         };
         for &ip in &svc.ingress {
             for ad in &for_service {
@@ -235,7 +239,8 @@ impl<'a> BgpContext<'a> {
                 }
             }
         }
-        out
+        // Exactly as long as it is: the keyed plan keeps one per service.
+        out.into_iter().collect()
     }
 
     /// The advertisements that make this node announce `svc` (of `pool`),
@@ -384,10 +389,10 @@ fn local_pref_conflict(ads: &[&BgpAdvertisement], pool: &Pool) -> Option<String>
 /// advertisements (of one service, or of every service that gives it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Pending {
-    local_prefs: BTreeSet<Option<u32>>,
-    communities: BTreeSet<Community>,
-    large: BTreeSet<LargeCommunity>,
-    services: BTreeSet<ObjectKey>,
+    local_prefs: VecSet<Option<u32>>,
+    communities: VecSet<Community>,
+    large: VecSet<LargeCommunity>,
+    services: VecSet<ObjectKey>,
 }
 
 impl Pending {
@@ -715,7 +720,7 @@ fn crc32(bytes: &[u8]) -> u32 {
     !crc
 }
 
-fn keys(services: &BTreeSet<ObjectKey>) -> String {
+fn keys(services: &VecSet<ObjectKey>) -> String {
     let texts: Vec<String> = services.iter().map(ToString::to_string).collect();
     texts.join(", ")
 }

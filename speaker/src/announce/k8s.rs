@@ -485,7 +485,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 
 #[cfg(test)]

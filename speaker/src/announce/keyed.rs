@@ -26,9 +26,10 @@ use std::sync::Arc;
 use api::model::{Model, Secrets};
 use bgp::session::{IpPrefix, RouteAttrs};
 
-use super::bgp::{BgpContext, Pending};
+use super::bgp::{BgpContext, Pending, ServiceRoutes};
 use super::coexist::Deferral;
 use super::l2::{L2Context, ServiceL2};
+use super::sorted::VecMap;
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
 use super::{Interfaces, PeerPlan, Problem, pool_of};
@@ -176,7 +177,7 @@ struct Deciding<'a> {
 #[derive(Debug)]
 struct Entry {
     svc: Arc<Service>,
-    routes: BTreeMap<(String, IpPrefix), Pending>,
+    routes: ServiceRoutes,
     l2: Option<ServiceL2>,
     problems: Vec<Problem>,
     seen: u64,
@@ -185,7 +186,7 @@ struct Entry {
 /// One prefix towards one peer.
 #[derive(Debug, Default)]
 struct Prefix {
-    by_service: BTreeMap<ObjectKey, Pending>,
+    by_service: VecMap<ObjectKey, Pending>,
     /// What the peer is given: the route, or the LOCAL_PREF conflict that
     /// withholds it; `None` before the first merge.
     merged: Option<Result<Arc<RouteAttrs>, Problem>>,
@@ -356,7 +357,7 @@ impl Keyed {
     ) {
         self.touch_service(key, touched);
         if let Some(old) = self.services.remove(key) {
-            for (peer, prefix) in old.routes.into_keys() {
+            for ((peer, prefix), _) in old.routes {
                 if let Some(p) = self.routes.get_mut(&peer).and_then(|r| r.get_mut(&prefix)) {
                     p.by_service.remove(key);
                 }
@@ -580,7 +581,7 @@ impl Keyed {
     fn announcement(&self, e: &Entry) -> Option<ServiceAnnouncement> {
         let mut a = ServiceAnnouncement::default();
         if self.excluded.is_none() {
-            for (peer, prefix) in e.routes.keys() {
+            for ((peer, prefix), _) in &e.routes {
                 let sent = self
                     .routes
                     .get(peer)

@@ -24,6 +24,7 @@ pub mod interfaces;
 pub mod k8s;
 mod keyed;
 mod l2;
+mod sorted;
 pub mod status;
 mod view;
 

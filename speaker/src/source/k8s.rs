@@ -33,6 +33,7 @@ use api::validate::{self, Config};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -44,6 +45,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
+use crate::announce::k8s::SERVICE_NAME_LABEL;
 use crate::announce::{ApiSpeakers, MetallbSpeakers};
 
 /// How long a burst is gathered: a change within this time of the last
@@ -375,8 +377,23 @@ fn ping(changed: &watch::Sender<Generations>, feed: Feed) {
     changed.send_modify(|g| g[feed as usize] += 1);
 }
 
-/// Keeps of a Node what the view reads: labels, conditions, addresses.
+/// Drops the metadata that only the apiserver and the watch read (the
+/// watcher has taken the resource version before this runs).
+fn trim_meta(meta: &mut ObjectMeta) {
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.generation = None;
+    meta.generate_name = None;
+    meta.creation_timestamp = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+}
+
+/// Keeps of a Node what the view reads: name, labels, conditions,
+/// addresses.
 fn trim_node(n: &mut Node) {
+    trim_meta(&mut n.metadata);
+    n.metadata.annotations = None;
     n.spec = None;
     if let Some(status) = n.status.as_mut() {
         status.images = None;
@@ -412,9 +429,15 @@ fn trim_service(s: &mut Service) {
     }
 }
 
-/// Keeps of an EndpointSlice its endpoints' node, conditions and whether
-/// they have addresses.
+/// Keeps of an EndpointSlice its name, its service's label and its
+/// endpoints' node, conditions and whether they have addresses.
 fn trim_slice(e: &mut EndpointSlice) {
+    trim_meta(&mut e.metadata);
+    e.metadata.annotations = None;
+    // The service it belongs to; the others (managed-by, ...) go.
+    if let Some(labels) = e.metadata.labels.as_mut() {
+        labels.retain(|k, _| k == SERVICE_NAME_LABEL);
+    }
     e.ports = None;
     for ep in e.endpoints.iter_mut().flatten() {
         ep.addresses.truncate(1);
@@ -769,6 +792,62 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// What the trims keep of a Node and an EndpointSlice: what the view
+    /// reads, and their names (the cache's keys).
+    #[test]
+    fn trims_keep_what_the_view_reads() {
+        let meta = json!({"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+            "generation": 2, "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"a": "b"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "s"}]});
+        let mut slice: EndpointSlice = serde_json::from_value(json!({
+            "metadata": meta.clone(), "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"], "nodeName": "n1",
+                           "conditions": {"ready": true}, "zone": "z",
+                           "targetRef": {"kind": "Pod", "name": "p"}}],
+            "ports": [{"port": 80}],
+        }))
+        .unwrap();
+        slice.metadata.labels = Some(BTreeMap::from([
+            (SERVICE_NAME_LABEL.to_owned(), "web".to_owned()),
+            (
+                "endpointslice.kubernetes.io/managed-by".to_owned(),
+                "c".to_owned(),
+            ),
+        ]));
+        trim_slice(&mut slice);
+        let want: EndpointSlice = serde_json::from_value(json!({
+            "metadata": {"name": "x", "namespace": "ns",
+                         "labels": {SERVICE_NAME_LABEL: "web"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "n1",
+                           "conditions": {"ready": true}}],
+        }))
+        .unwrap();
+        assert_eq!(slice, want);
+
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": meta, "spec": {"podCIDR": "10.244.0.0/24"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "r",
+                                       "message": "m"}],
+                       "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                                    "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                                    "machineID": "", "operatingSystem": "linux", "osImage": "",
+                                    "systemUUID": ""}},
+        }))
+        .unwrap();
+        node.metadata.labels = Some(BTreeMap::from([("zone".to_owned(), "a".to_owned())]));
+        trim_node(&mut node);
+        let want: Node = serde_json::from_value(json!({
+            "metadata": {"name": "x", "namespace": "ns", "labels": {"zone": "a"}},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+        assert_eq!(node, want);
+    }
 
     /// Caches fed by hand instead of by watches.
     struct Lab {
