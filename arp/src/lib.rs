@@ -18,6 +18,6 @@
 pub mod responder;
 pub mod wire;
 
-pub use l2::{Burst, Config, EtherType, EthernetAddress};
+pub use l2::{Burst, Config, EtherType, EthernetAddress, Limit};
 pub use responder::{Arp, DropReason, Output, Responder, Stats, Timer, Transmit};
 pub use wire::{FrameRepr, Operation, Packet, Repr};

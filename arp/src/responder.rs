@@ -542,4 +542,75 @@ mod tests {
         assert!(r.handle_frame(t0, 4, &REQUEST).is_none());
         assert!(r.handle_frame(t0, IF, &REQUEST).is_some());
     }
+    /// The per-sender limit, frame by frame: (sender MAC, for our address,
+    /// requests at t0, answers expected), applied in order to one responder
+    /// with a limit of 10 per second, bursts of 5.
+    #[test]
+    fn rate_limit_per_sender() {
+        let t0 = Instant::now();
+        let mut r = Responder::new(Config {
+            limit: Some(l2::Limit {
+                rate: 10,
+                burst: 5,
+                seed: 1,
+            }),
+            ..Config::default()
+        });
+        r.set_interface(t0, IF, OUR_MAC).unwrap();
+        r.announce(t0, VIP, IF).unwrap();
+        let _ = drain(&mut r);
+        let flooder = EthernetAddress([0x02, 0, 0, 0, 0, 0xf1]);
+        let from = |mac: EthernetAddress, ours: bool| {
+            request(|f| {
+                f.eth_src = mac;
+                f.arp.source_hardware_addr = mac;
+                if !ours {
+                    f.arp.target_protocol_addr = Ipv4Addr::new(192, 0, 2, 99);
+                }
+            })
+        };
+        let cases = [
+            // The flooder gets its burst, then nothing.
+            (flooder, true, 1000, 5),
+            // Another sender is answered in full.
+            (PEER_MAC, true, 5, 5),
+            // Requests not for us spend nothing: dropped as not ours.
+            (OTHER_MAC, false, 100, 0),
+            (OTHER_MAC, true, 5, 5),
+        ];
+        for (i, (mac, ours, n, want)) in cases.into_iter().enumerate() {
+            let frame = from(mac, ours);
+            let got = (0..n)
+                .filter(|_| r.handle_frame(t0, IF, &frame).is_some())
+                .count();
+            assert_eq!(got, want, "case {i}");
+        }
+        let s = r.stats();
+        assert_eq!(s.rate_limited, 995);
+        assert_eq!(s.dropped(DropReason::NotOurs), 100);
+        // Rate-limited requests are neither received nor answered.
+        assert_eq!((s.requests_received, s.responses_sent), (15, 15));
+        // A tenth of a second later the flooder has one more.
+        let t1 = t0 + Duration::from_millis(100);
+        let frame = from(flooder, true);
+        assert!(r.handle_frame(t1, IF, &frame).is_some());
+        assert!(r.handle_frame(t1, IF, &frame).is_none());
+    }
+
+    #[test]
+    fn no_limit_answers_everything() {
+        let t0 = Instant::now();
+        let mut r = Responder::new(Config {
+            limit: None,
+            ..Config::default()
+        });
+        r.set_interface(t0, IF, OUR_MAC).unwrap();
+        r.announce(t0, VIP, IF).unwrap();
+        let _ = drain(&mut r);
+        let n = (0..5000)
+            .filter(|_| r.handle_frame(t0, IF, &REQUEST).is_some())
+            .count();
+        assert_eq!(n, 5000);
+        assert_eq!(r.stats().rate_limited, 0);
+    }
 }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use tracing::debug;
 
 use crate::ethernet::EthernetAddress;
+use crate::limit::Limit;
 
 /// How announcements repeat after a takeover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,10 +320,22 @@ pub const DEFAULT_COUNT: u32 = 5;
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1100);
 
 /// What a responder is configured with (ARP's and NDP's alike).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// Announcement bursts on takeover.
     pub burst: Burst,
+    /// Answers per sender; `None`: no limit. The default is
+    /// [`Limit::DEFAULT`] with seed 0 (drivers set a random seed).
+    pub limit: Option<Limit>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            burst: Burst::default(),
+            limit: Some(Limit::DEFAULT),
+        }
+    }
 }
 
 #[cfg(test)]

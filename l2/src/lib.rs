@@ -7,6 +7,7 @@
 //!   queue, multicast group bookkeeping, [`Stats`] (drop counters in one
 //!   array indexed by the protocol's [`Reason`]) and [`IpCounters`] per
 //!   announced address;
+//! - [`limit`]: the per-sender rate limit on answers;
 //! - [`dual`]: both families behind one `IpAddr` API ([`DualStack`]).
 //!
 //! This crate does no I/O: it never touches a socket, reads a clock, spawns
@@ -23,9 +24,11 @@
 pub mod announce;
 pub mod dual;
 pub mod ethernet;
+pub mod limit;
 pub mod responder;
 
 pub use announce::{Announced, Burst, Config, Round, Timer};
 pub use dual::DualStack;
 pub use ethernet::{EtherType, EthernetAddress};
+pub use limit::{Limit, Limiter};
 pub use responder::{AsFrame, IpCounters, Output, Protocol, Reason, Responder, Stats, Transmit};

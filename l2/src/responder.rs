@@ -22,7 +22,8 @@ use std::time::Instant;
 use tracing::trace;
 
 use crate::announce::{Announced, Config, Error, Round, Timer};
-use crate::ethernet::{EtherType, EthernetAddress};
+use crate::ethernet::{EtherType, EthernetAddress, Frame};
+use crate::limit::Limiter;
 
 /// What a link-layer responder protocol (ARP for IPv4, NDP for IPv6) adds
 /// to the shared [`Responder`]: how a received frame is answered, which
@@ -110,6 +111,9 @@ pub struct Stats<R: Reason> {
     pub responses_sent: u64,
     /// Announcement frames emitted (gratuitous ARP, unsolicited NA).
     pub announcements_sent: u64,
+    /// Requests we would have answered, dropped because their sender was
+    /// over its budget ([`crate::limit`]); not in `requests_received`.
+    pub rate_limited: u64,
     dropped: R::Counters,
 }
 
@@ -162,6 +166,7 @@ impl<R: Reason> Default for Stats<R> {
             requests_received: 0,
             responses_sent: 0,
             announcements_sent: 0,
+            rate_limited: 0,
             dropped: R::Counters::default(),
         }
     }
@@ -172,7 +177,8 @@ impl<R: Reason> fmt::Debug for Stats<R> {
         let mut s = f.debug_struct("Stats");
         s.field("requests_received", &self.requests_received)
             .field("responses_sent", &self.responses_sent)
-            .field("announcements_sent", &self.announcements_sent);
+            .field("announcements_sent", &self.announcements_sent)
+            .field("rate_limited", &self.rate_limited);
         for (reason, n) in self.drops() {
             s.field(&format!("dropped {reason}"), &n);
         }
@@ -225,6 +231,7 @@ pub struct Responder<P: Protocol> {
     stats: Stats<P::Drop>,
     /// Per address ever announced; made by `announce`, never removed.
     per_ip: BTreeMap<P::Addr, IpCounters>,
+    limiter: Option<Limiter>,
 }
 
 impl<P: Protocol> Responder<P> {
@@ -236,6 +243,7 @@ impl<P: Protocol> Responder<P> {
             groups: HashMap::new(),
             stats: Stats::default(),
             per_ip: BTreeMap::new(),
+            limiter: config.limit.map(Limiter::new),
         }
     }
 
@@ -307,20 +315,32 @@ impl<P: Protocol> Responder<P> {
         self.announced.contains(addr, ifindex)
     }
 
-    /// Call with every frame received on `ifindex`; returns the answer to
-    /// send back on `ifindex`, if the frame is a request we answer.
+    /// Call with every frame received on `ifindex`, at the time it was
+    /// read; returns the answer to send back on `ifindex`, if the frame is
+    /// a request we answer and its sender (interface and Ethernet source)
+    /// is within its [`Limit`](crate::Limit).
     ///
-    /// `now` is not used yet; it is there so rate limits can be added
-    /// without changing the drivers.
+    /// Only requests we would answer spend a sender's budget: frames
+    /// dropped for another reason cost nothing to answer.
     pub fn handle_frame(
         &mut self,
         now: Instant,
         ifindex: u32,
         frame: &[u8],
     ) -> Option<P::Transmit> {
-        let _ = now;
         match P::answer(&self.announced, ifindex, frame) {
             Ok((addr, reply)) => {
+                // The real protocols answer only whole Ethernet frames; a
+                // shorter one (test protocols) counts as one sender.
+                let sender =
+                    Frame::new_checked(frame).map_or(EthernetAddress([0; 6]), |f| f.src_addr());
+                if let Some(l) = &mut self.limiter
+                    && !l.allow(now, ifindex, sender)
+                {
+                    self.stats.rate_limited = self.stats.rate_limited.wrapping_add(1);
+                    trace!(%addr, ifindex, %sender, "rate limited");
+                    return None;
+                }
                 self.stats.requests_received = self.stats.requests_received.wrapping_add(1);
                 self.stats.responses_sent = self.stats.responses_sent.wrapping_add(1);
                 // Answered, so announced, so its entry exists.

@@ -200,6 +200,17 @@ struct Args {
     /// cali*, tunl*, flannel*, kube-ipvs*, cni*, nodelocaldns*, lxc*.
     #[arg(long, default_value = speaker::source::excludel2::PATH)]
     excludel2_path: PathBuf,
+    /// Layer 2: ARP replies and Neighbor Advertisements per second to one
+    /// sender (interface and source MAC), sustained; what exceeds it is
+    /// dropped and counted (ferrolb_layer2_dropped_total{reason=
+    /// "rate_limited"}). 0: no limit. A host resolving an address sends at
+    /// most 6 requests for it, 1 s apart; the default leaves room for a
+    /// router re-resolving 1,000 service addresses at once.
+    #[arg(long, default_value_t = l2::Limit::DEFAULT.rate)]
+    layer2_rate_limit: u32,
+    /// Layer 2: answers one sender may get at once, after a quiet time.
+    #[arg(long, default_value_t = l2::Limit::DEFAULT.burst)]
+    layer2_rate_burst: u32,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "0.0.0.0:7472")]
     metrics_addr: SocketAddr,
@@ -364,6 +375,11 @@ async fn start(mut args: Args) -> Result<(), String> {
         bgp_listen: args.bgp_listen,
         l2: L2Config {
             exclude: l2_exclude(&args.excludel2_path)?,
+            limit: (args.layer2_rate_limit > 0).then_some(l2::Limit {
+                rate: args.layer2_rate_limit,
+                burst: args.layer2_rate_burst,
+                seed: 0,
+            }),
             ..L2Config::default()
         },
         exit: if args.preserve_bgp_on_exit {

@@ -69,6 +69,12 @@ pub struct Snapshot {
     pub bfd_sessions: BTreeMap<String, BfdSessionMetrics>,
     /// BFD Control packets dropped, by reason (see [`BFD_DROP_REASONS`]).
     pub bfd_dropped: BTreeMap<&'static str, u64>,
+    /// Layer 2 frames not answered, by reason: the ARP and NDP
+    /// responders' reasons (summed where both have one), `rate_limited`
+    /// (a sender over its budget), `oversize`, `kernel` (the socket queue
+    /// was full) and `send_failed` (replies the kernel refused). Empty:
+    /// layer 2 does not run.
+    pub l2_dropped: BTreeMap<&'static str, u64>,
 }
 
 /// One BFD session's values.
@@ -294,6 +300,18 @@ impl Snapshot {
             head(&mut out, name, kind, help);
             for (ip, c) in &self.l2 {
                 let _ = writeln!(out, "{name}{{ip=\"{ip}\"}} {}", value(c));
+            }
+        }
+        if !self.l2_dropped.is_empty() {
+            let name = "ferrolb_layer2_dropped_total";
+            head(
+                &mut out,
+                name,
+                "counter",
+                "Layer 2 requests not answered and replies not sent, by reason",
+            );
+            for (reason, n) in &self.l2_dropped {
+                let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
             }
         }
         head(
@@ -587,10 +605,20 @@ mod tests {
                     },
                 ),
             ]),
+            l2_dropped: BTreeMap::from([("not_ours", 12), ("rate_limited", 99_000)]),
             ..Snapshot::default()
         };
         let text = snap.render();
+        assert!(
+            !Snapshot::default()
+                .render()
+                .contains("ferrolb_layer2_dropped_total"),
+            "no layer 2, no drop family"
+        );
         for line in [
+            "# TYPE ferrolb_layer2_dropped_total counter\n",
+            "ferrolb_layer2_dropped_total{reason=\"not_ours\"} 12\n",
+            "ferrolb_layer2_dropped_total{reason=\"rate_limited\"} 99000\n",
             "metallb_bgp_session_up{peer=\"10.0.0.1:179\"} 1\n",
             "metallb_bgp_updates_total{peer=\"10.0.0.1:179\"} 3\n",
             "metallb_bgp_announced_prefixes_total{peer=\"10.0.0.1:179\"} 2\n",

@@ -30,7 +30,7 @@ use crate::announce::k8s::Converted;
 use crate::announce::{ApiSpeakers, Changes, Exclusion, Interfaces, Keyed, Problem, Via};
 use crate::driver::bfd as bfd_driver;
 use crate::driver::bgp::{BgpSpeaker, PeerEvent, PeerStatus};
-use crate::driver::l2::{L2Announcer, L2Config, L2Event};
+use crate::driver::l2::{L2Announcer, L2Config, L2Event, L2Stats};
 use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::driver::peers::{BfdPeers, peer_config};
 use crate::driver::unnumbered::Unnumbered;
@@ -668,6 +668,7 @@ impl Reconciler {
             (m.bfd_sessions, m.bfd_dropped) = bfd_metrics(&stats, &sessions);
         }
         if let Some(s) = l2 {
+            m.l2_dropped = l2_dropped(&s);
             m.l2 = s.per_ip;
         }
     }
@@ -738,6 +739,22 @@ fn bfd_metrics(
         ("kernel", stats.kernel_drops),
     ]);
     (per_peer, dropped)
+}
+
+/// The layer 2 drop counters by reason (see [`metrics::Snapshot::l2_dropped`]).
+fn l2_dropped(s: &L2Stats) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    let arp = s.arp.drops().map(|(r, n)| (r.as_str(), n));
+    let ndp = s.ndp.drops().map(|(r, n)| (r.as_str(), n));
+    for (reason, n) in arp.chain(ndp).chain([
+        ("rate_limited", s.arp.rate_limited + s.ndp.rate_limited),
+        ("oversize", s.oversize),
+        ("kernel", s.kernel_drops),
+        ("send_failed", s.send_errors),
+    ]) {
+        *out.entry(reason).or_insert(0) += n;
+    }
+    out
 }
 
 /// Sleeps until a BFD restart hold-off ends; pending forever when none runs.

@@ -2029,3 +2029,156 @@ fn unnumbered_sessions_frr_opens() {
         assert_eq!(n["portForeign"], 179, "FRR connected to us: {n:#}");
     }
 }
+
+/// Floods ARP requests for TARGET from this interface's own MAC at RATE
+/// frames/s until STOPFILE exists, then prints how many it sent:
+/// `python3 -c FLOODER IFACE TARGET RATE STOPFILE`.
+const FLOODER: &str = r#"
+import os, socket, sys, time
+iface, target, rate, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+mac = s.getsockname()[4]
+frame = b"\xff" * 6 + mac + b"\x08\x06\x00\x01\x08\x00\x06\x04\x00\x01" + mac \
+    + socket.inet_aton("10.0.0.20") + b"\x00" * 6 + socket.inet_aton(target)
+batch = rate // 100
+sent, tick = 0, time.monotonic()
+while not os.path.exists(stop):
+    for _ in range(batch):
+        try:
+            s.send(frame)
+            sent += 1
+        except BlockingIOError:
+            pass
+    tick += 0.01
+    d = tick - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+print(sent)
+"#;
+
+/// A host flooding ARP requests for an announced address (up to 100k/s,
+/// from its one MAC) gets its budget of answers and no more, counted as
+/// `ferrolb_layer2_dropped_total{reason="rate_limited"}`, while another
+/// host's requests for the same address are all answered.
+///
+/// Bounds come from the speaker's counters, not the clock, so the test
+/// holds on a loaded machine: the probes start once the speaker has
+/// rate-limited [`FLOOD_LIMITED`] of the flood's requests (at whatever rate
+/// the flooder reached), and the flood must still be counted as limited
+/// after them. Each probe is retried once a second; its deadline only
+/// bounds a failure.
+#[test]
+fn layer2_flood_from_one_sender_is_rate_limited_and_others_are_answered() {
+    /// Flood requests the speaker must have rate-limited before the probes.
+    const FLOOD_LIMITED: u64 = 20_000;
+    /// Requests from the client during the flood.
+    const PROBES: usize = 20;
+    testnet::require_root();
+    testnet::require_binary("arping");
+    testnet::require_binary("python3");
+    let run = RunDir::new("speaker-l2-flood");
+    let dir = config_dir(&run, "l2");
+    // One node: it wins the election.
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nstatus:\n  addresses: [{type: InternalIP, address: 10.0.0.2}]\n\
+         ---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: demo}\nspec: {type: LoadBalancer}\n\
+         status: {loadBalancer: {ingress: [{ip: 10.0.0.100}]}}\n---\napiVersion: discovery.k8s.io/v1\n\
+         kind: EndpointSlice\nmetadata:\n  name: web-1\n  namespace: demo\n  labels: {kubernetes.io/service-name: web}\n\
+         addressType: IPv4\nendpoints:\n  - addresses: [10.244.1.5]\n    nodeName: node1\n",
+    )
+    .unwrap();
+    let bridge = Bridge::new("flan");
+    let client = Netns::new("fclient");
+    bridge.attach(&client, "eth0");
+    client.add_addr("eth0", "10.0.0.10/24");
+    let flooder = Netns::new("flooder");
+    bridge.attach(&flooder, "eth0");
+    flooder.add_addr("eth0", "10.0.0.20/24");
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let fail = |e: &dyn std::fmt::Display| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+    let answered = || {
+        client
+            .exec(["arping", "-c", "1", "-w", "1", "-I", "eth0", "10.0.0.100"])
+            .status
+            .success()
+    };
+    wait_until("a first ARP answer", T, Duration::from_millis(100), || {
+        answered().then_some(())
+    })
+    .unwrap_or_else(|e| fail(&e));
+    let metric = |m: &str, line: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let limited = |m: &str| metric(m, "ferrolb_layer2_dropped_total{reason=\"rate_limited\"} ");
+    let responses = |m: &str| metric(m, "metallb_layer2_responses_sent{ip=\"10.0.0.100\"} ");
+    let kernel = |m: &str| metric(m, "ferrolb_layer2_dropped_total{reason=\"kernel\"} ");
+
+    let stop = run.join("flood-stop");
+    let argv: Vec<String> = vec![
+        "python3".into(),
+        "-c".into(),
+        FLOODER.into(),
+        "eth0".into(),
+        "10.0.0.100".into(),
+        "100000".into(),
+        stop.display().to_string(),
+    ];
+    let flood = {
+        let flooder = flooder.clone();
+        std::thread::spawn(move || flooder.run(&argv))
+    };
+    // The flooder stops when the file appears, also if an assertion fails.
+    struct Stop(PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, b"");
+        }
+    }
+    let stop = Stop(stop);
+    let started = wait_until(
+        "the speaker to rate-limit the flood",
+        T,
+        Duration::from_millis(200),
+        || {
+            let m = node.metrics();
+            (limited(&m) >= FLOOD_LIMITED).then_some(m)
+        },
+    )
+    .unwrap_or_else(|e| fail(&e));
+    // Each probe: one request a second until answered, at most 20.
+    let tries: Vec<Option<usize>> = (0..PROBES).map(|_| (1..=20).find(|_| answered())).collect();
+    let ended = node.metrics();
+    drop(stop);
+    let sent: u64 = flood.join().unwrap().trim().parse().unwrap();
+    eprintln!(
+        "flood: sent {sent}; probes answered at try {tries:?}; during the probes: rate limited {}, \
+         responses {}, kernel drops {}",
+        limited(&ended) - limited(&started),
+        responses(&ended) - responses(&started),
+        kernel(&ended) - kernel(&started),
+    );
+    if tries.iter().any(Option::is_none) {
+        fail(&format!(
+            "the client's requests went unanswered during the flood: {tries:?}"
+        ));
+    }
+    // The flood went on during the probes, and was limited, not answered:
+    // the flooder's answers are its budget, far below what it asked for.
+    let limited_during = limited(&ended) - limited(&started);
+    let answered_during = responses(&ended) - responses(&started);
+    assert!(
+        limited_during > 0,
+        "no flood request was rate-limited during the probes"
+    );
+    assert!(
+        answered_during < limited_during,
+        "the flood was answered, not limited: {answered_during} answers, {limited_during} limited"
+    );
+}

@@ -331,6 +331,7 @@ fn speaker_exposition() -> String {
         announced: BTreeSet::from([(speaker::announce::Via::Bgp, "ns/svc".into(), ip)]),
         l2: BTreeMap::from([(ip, l2::IpCounters::default())]),
         l2_starts: BTreeMap::from([(ip, 1)]),
+        l2_dropped: BTreeMap::from([("rate_limited", 0)]),
         memberlist: Some(MemberlistMetrics::default()),
         bfd_sessions: BTreeMap::from([("192.0.2.1".into(), BfdSessionMetrics::default())]),
         l2_metallb_deferred: Some(0),

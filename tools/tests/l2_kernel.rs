@@ -634,9 +634,11 @@ fn bad_frames_are_dropped_and_counted() {
     assert_eq!(arping(&client, "eth0", VIP4, 1).len(), 1);
 }
 
-/// An ARP flood at up to 100k frames/s for one VIP: requests for another
-/// VIP on the same interface are still answered, memory does not grow,
-/// and every request ferrolb read was answered.
+/// An ARP flood at up to 100k frames/s for one VIP, from one host (its
+/// own MAC): requests from the client for another VIP on the same
+/// interface are still answered, memory does not grow, and every request
+/// ferrolb read was answered or counted as rate-limited (the flooder's
+/// budget, `Limit::DEFAULT`).
 ///
 /// Everything asserted comes from what the programs report, so that it
 /// holds on a loaded machine: the flood counts once ferrolb has seen
@@ -662,17 +664,24 @@ fn arp_flood_does_not_starve_other_replies_or_grow_memory() {
     let rss_before = l2.rss_kib();
     let baseline = arping_times(&client, other, 20);
     let before = l2.stats();
-    // Frames of the flood ferrolb has seen: read, or dropped by the kernel
-    // because its socket queue was full.
+    // Frames of the flood ferrolb has seen: read (answered or
+    // rate-limited), or dropped by the kernel because its socket queue was
+    // full.
     let seen = |s: &Value| {
-        counter(s, &["arp", "requests_received"]) + counter(s, &["kernel_drops"])
-            - counter(&before, &["arp", "requests_received"])
-            - counter(&before, &["kernel_drops"])
+        let total = |s: &Value| {
+            counter(s, &["arp", "requests_received"])
+                + counter(s, &["arp", "rate_limited"])
+                + counter(s, &["kernel_drops"])
+        };
+        total(s) - total(&before)
     };
 
     // The sender stops when this file appears: at the end, or on a panic.
     let stop = StopFile(tempfile_path("flood-stop"));
-    let flood = arp_request(cmac, Ipv4Addr::new(10, 0, 0, 1), VIP4.parse().unwrap());
+    // Another host on the link: its own MAC, so its own budget.
+    let fmac = [0x02, 0, 0, 0, 0xf1, 0x01];
+    assert_ne!(fmac, cmac);
+    let flood = arp_request(fmac, Ipv4Addr::new(10, 0, 0, 1), VIP4.parse().unwrap());
     let argv: Vec<String> = vec![
         "python3".into(),
         "-c".into(),
@@ -714,13 +723,19 @@ fn arp_flood_does_not_starve_other_replies_or_grow_memory() {
         rss_after <= rss_before + 1024,
         "memory grew: {rss_before} -> {rss_after} KiB"
     );
-    // Every request read was answered (the flood's and the probes'); what
-    // the kernel dropped is counted, not lost silently.
+    // Every request read was answered (the flood's budget and the
+    // probes') or rate-limited; what the kernel dropped is counted, not
+    // lost silently. The flood was mostly limited: it asked for more than
+    // twice its budget.
     let delta = |s: &Value, path: &[&str]| counter(s, path) - counter(&before, path);
     assert_eq!(
         delta(&after, &["arp", "responses_sent"]),
         delta(&after, &["arp", "requests_received"]),
         "{after}"
+    );
+    assert!(
+        delta(&after, &["arp", "rate_limited"]) > delta(&after, &["arp", "responses_sent"]),
+        "the flood was answered, not limited: {after}"
     );
 }
 

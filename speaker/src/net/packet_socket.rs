@@ -25,6 +25,41 @@ use tokio::io::unix::AsyncFd;
 /// one is reported by [`Recv::truncated`].
 pub(crate) const RECV_BUF: usize = 2048;
 
+/// Frames read by one `recvmmsg` ([`PacketSocket::poll_recv_batch`]) and
+/// sent by one `sendmmsg` ([`PacketSocket::send_batch`]).
+pub(crate) const BATCH: usize = 32;
+
+/// Buffers for [`PacketSocket::poll_recv_batch`]: [`BATCH`] frames of up
+/// to [`RECV_BUF`] octets (64 KiB, allocated once).
+#[derive(Debug)]
+pub(crate) struct RecvBatch {
+    bufs: Box<[[u8; RECV_BUF]]>,
+    recvs: [Recv; BATCH],
+    len: usize,
+}
+
+impl RecvBatch {
+    pub(crate) fn new() -> Self {
+        Self {
+            bufs: vec![[0; RECV_BUF]; BATCH].into_boxed_slice(),
+            recvs: [Recv {
+                len: 0,
+                truncated: None,
+            }; BATCH],
+            len: 0,
+        }
+    }
+
+    /// The frames of the last read, in order, each with how it was read.
+    pub(crate) fn frames(&self) -> impl Iterator<Item = (Recv, &[u8])> + '_ {
+        self.recvs
+            .iter()
+            .zip(self.bufs.iter())
+            .take(self.len)
+            .map(|(r, b)| (*r, b.get(..r.len).unwrap_or(b)))
+    }
+}
+
 /// A non-blocking `AF_PACKET` socket on one interface, driven by tokio.
 #[derive(Debug)]
 pub(crate) struct PacketSocket {
@@ -32,7 +67,7 @@ pub(crate) struct PacketSocket {
     ifindex: u32,
 }
 
-/// One frame read by [`PacketSocket::poll_recv`].
+/// How one frame of a [`RecvBatch`] was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Recv {
     /// Octets written to the buffer.
@@ -76,6 +111,7 @@ impl PacketSocket {
             libc::PACKET_IGNORE_OUTGOING,
             &1_i32,
         );
+        grow_receive_buffer(fd.as_raw_fd());
         let addr = sockaddr_ll(ifindex, ETH_P_ALL);
         // SAFETY: `addr` is a valid sockaddr_ll and the length is its size.
         let rc = unsafe {
@@ -94,21 +130,58 @@ impl PacketSocket {
         })
     }
 
-    /// Reads one frame into `buf` when one is queued; registers the waker
-    /// otherwise. Call again after `Ready` to read the next.
-    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<Recv>> {
+    /// Reads up to [`BATCH`] queued frames into `batch` with one
+    /// `recvmmsg`, when at least one is queued; registers the waker
+    /// otherwise. Returns how many were read (at least 1).
+    pub(crate) fn poll_recv_batch(
+        &self,
+        cx: &mut Context<'_>,
+        batch: &mut RecvBatch,
+    ) -> Poll<io::Result<usize>> {
         loop {
             let mut guard = match self.fd.poll_read_ready(cx) {
                 Poll::Ready(Ok(g)) => g,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            match guard.try_io(|fd| recv(fd.as_raw_fd(), buf)) {
+            match guard.try_io(|fd| recv_batch(fd.as_raw_fd(), batch)) {
                 Ok(res) => return Poll::Ready(res),
-                // Readiness cleared: poll again to register the waker.
                 Err(_would_block) => {}
             }
         }
+    }
+
+    /// Sends whole Ethernet frames on the interface with as few `sendmmsg`
+    /// calls as it takes ([`BATCH`] frames each), without waiting. Returns
+    /// how many the kernel refused (full transmit queue or other errors),
+    /// with the first error.
+    pub(crate) fn send_batch<T>(
+        &self,
+        items: &[T],
+        frame: impl Fn(&T) -> &[u8],
+    ) -> (usize, Option<io::Error>) {
+        let mut refused = 0;
+        let mut first = None;
+        let mut rest = items;
+        while !rest.is_empty() {
+            let chunk = rest.get(..BATCH).unwrap_or(rest);
+            // `sendmmsg` stops at the first frame it refuses: it returns
+            // the count sent before, or the error when it is the first.
+            let skip = match send_chunk(self.fd.as_raw_fd(), chunk, &frame) {
+                Ok(n) if n > 0 => n,
+                Ok(_) => {
+                    refused += 1;
+                    1
+                }
+                Err(e) => {
+                    refused += 1;
+                    first.get_or_insert(e);
+                    1
+                }
+            };
+            rest = rest.get(skip..).unwrap_or_default();
+        }
+        (refused, first)
     }
 
     /// Sends one whole Ethernet frame on the interface, without waiting: a
@@ -128,6 +201,19 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Sets `SO_BUSY_POLL`: a read on an empty queue spins on the device
+    /// queue for up to `usec` microseconds (needs `CAP_NET_ADMIN` above
+    /// `net.core.busy_read`).
+    pub(crate) fn busy_poll(&self, usec: u32) -> io::Result<()> {
+        let v = libc::c_int::try_from(usec).unwrap_or(libc::c_int::MAX);
+        setsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            &v,
+        )
     }
 
     /// Receives frames sent to the Ethernet multicast address `mac` (the
@@ -235,26 +321,103 @@ pub(crate) fn sockaddr_ll(ifindex: u32, protocol: u16) -> libc::sockaddr_ll {
     addr
 }
 
-fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Recv> {
-    // MSG_TRUNC: return the frame's real length, so an oversize frame is
-    // seen as such instead of parsed cut short.
-    // SAFETY: `buf` is valid for writes of `buf.len()` octets.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC) };
+/// Asks for a [`RCVBUF`] receive queue: past the kernel's
+/// `net.core.rmem_max` with `SO_RCVBUFFORCE` when we may (`CAP_NET_ADMIN`),
+/// else as much as `SO_RCVBUF` gives. Best effort: the default queue works,
+/// it only overflows sooner.
+fn grow_receive_buffer(fd: RawFd) {
+    let size = libc::c_int::try_from(RCVBUF).unwrap_or(libc::c_int::MAX);
+    if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
+        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size);
+    }
+}
+
+/// The receive queue asked for; the kernel doubles it (its own overhead), so
+/// the queue holds 4 MiB of socket memory: about 4,000
+/// minimum-size frames (the kernel charges each frame's buffer, about
+/// 1 KiB, not its 60 octets), 40 ms of a 100k/s flood, so a responder
+/// descheduled for that long on a loaded node loses nothing. The memory
+/// is only used while frames wait; the default (`rmem_default`, 208 KiB)
+/// held about 2 ms.
+const RCVBUF: usize = 2 << 20;
+
+fn recv_batch(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+    // SAFETY: iovec and mmsghdr are plain old data; all zeroes is valid.
+    let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
+    for ((iov, msg), buf) in iovs
+        .iter_mut()
+        .zip(msgs.iter_mut())
+        .zip(batch.bufs.iter_mut())
+    {
+        iov.iov_base = buf.as_mut_ptr().cast();
+        iov.iov_len = buf.len();
+        msg.msg_hdr.msg_iov = iov;
+        msg.msg_hdr.msg_iovlen = 1;
+    }
+    // MSG_TRUNC: each message's length is the frame's real length, as in
+    // `recv`. No timeout: the socket is non-blocking, so this returns what
+    // is queued.
+    // SAFETY: every msghdr points to one iovec of a live buffer of
+    // `RECV_BUF` octets, all valid for writes until the call returns; the
+    // count is the arrays' length.
+    let n = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            BATCH as libc::c_uint,
+            libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        )
+    };
     if n < 0 {
+        batch.len = 0;
         return Err(io::Error::last_os_error());
     }
-    let n = n.unsigned_abs();
-    Ok(if n > buf.len() {
-        Recv {
-            len: buf.len(),
-            truncated: Some(n),
-        }
-    } else {
-        Recv {
-            len: n,
-            truncated: None,
-        }
-    })
+    let n = n.unsigned_abs() as usize;
+    for (r, msg) in batch.recvs.iter_mut().zip(&msgs).take(n) {
+        let len = msg.msg_len as usize;
+        *r = if len > RECV_BUF {
+            Recv {
+                len: RECV_BUF,
+                truncated: Some(len),
+            }
+        } else {
+            Recv {
+                len,
+                truncated: None,
+            }
+        };
+    }
+    batch.len = n;
+    Ok(n)
+}
+
+/// One `sendmmsg` of up to [`BATCH`] frames: how many were sent.
+fn send_chunk<T>(fd: RawFd, items: &[T], frame: impl Fn(&T) -> &[u8]) -> io::Result<usize> {
+    // SAFETY: iovec and mmsghdr are plain old data; all zeroes is valid.
+    let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
+    let n = items.len().min(BATCH);
+    for ((iov, msg), item) in iovs.iter_mut().zip(msgs.iter_mut()).zip(items) {
+        let f = frame(item);
+        // The kernel only reads through this pointer.
+        iov.iov_base = f.as_ptr().cast_mut().cast();
+        iov.iov_len = f.len();
+        msg.msg_hdr.msg_iov = iov;
+        msg.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: the first `n` msghdrs each point to one iovec of a frame
+    // borrowed from `items`, alive until the call returns; the socket is
+    // bound, so no destination address is needed.
+    let sent =
+        unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sent.unsigned_abs() as usize)
 }
 
 pub(crate) fn setsockopt<T>(

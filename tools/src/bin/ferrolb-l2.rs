@@ -54,6 +54,16 @@ struct Args {
     /// Milliseconds between those rounds.
     #[arg(long, default_value_t = 1100)]
     burst_interval_ms: u64,
+    /// Answers per second to one sender (interface and source MAC),
+    /// sustained; 0: no limit.
+    #[arg(long, default_value_t = l2::Limit::DEFAULT.rate)]
+    rate_limit: u32,
+    /// Answers one sender may get at once.
+    #[arg(long, default_value_t = l2::Limit::DEFAULT.burst)]
+    rate_burst: u32,
+    /// SO_BUSY_POLL on the packet sockets, in microseconds (0: off).
+    #[arg(long, default_value_t = 0)]
+    busy_poll_us: u32,
     #[command(flatten)]
     log: shell::LogArgs,
 }
@@ -75,6 +85,12 @@ async fn run(args: Args) -> Result<(), String> {
             count: args.burst_count,
             interval: Duration::from_millis(args.burst_interval_ms),
         },
+        limit: (args.rate_limit > 0).then_some(l2::Limit {
+            rate: args.rate_limit,
+            burst: args.rate_burst,
+            seed: 0,
+        }),
+        busy_poll_us: args.busy_poll_us,
         ..L2Config::default()
     };
     let (l2, mut events) = L2Announcer::start(config).map_err(|e| format!("netlink: {e}"))?;
@@ -208,6 +224,7 @@ fn protocol_json<R: Reason>(s: &Stats<R>) -> serde_json::Value {
         "requests_received": s.requests_received,
         "responses_sent": s.responses_sent,
         "announcements_sent": s.announcements_sent,
+        "rate_limited": s.rate_limited,
         "dropped": dropped,
     })
 }
