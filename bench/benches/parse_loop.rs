@@ -1,6 +1,7 @@
 //! Parses one fixture in a loop with one implementation, for profilers
 //! and instruction counts that do not depend on machine load:
-//! `valgrind --tool=callgrind target/release/examples/parse_loop ferrolb attribute_heavy 20000`
+//! `valgrind --tool=callgrind target/release/deps/parse_loop-<hash> ferrolb attribute_heavy 20000`
+//! (`bench/instructions` builds it with `cargo bench --no-run` and finds it).
 //! (implementations: ferrolb, ferrolb-copy (`Message::parse` from a slice),
 //! bgpkit-parser, zettabgp).
 #![allow(clippy::unwrap_used)]
