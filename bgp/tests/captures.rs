@@ -14,6 +14,7 @@ use std::process::Command;
 
 use bgp::frame;
 use bgp::wire::{AddPathSet, DecodeCtx, Family, Message};
+use bytes::Bytes;
 use rstest::rstest;
 
 fn flags(bin: &Path) -> Vec<String> {
@@ -88,6 +89,13 @@ fn capture_round_trips(#[files("../testdata/bgp/*.bin")] bin: PathBuf) {
             .unwrap_or_else(|| panic!("{}: truncated message", bin.display()));
         let msg = Message::parse(&rest[..len], &ctx)
             .unwrap_or_else(|e| panic!("{}: message {count}: {e}", bin.display()));
+        let shared = Message::parse_bytes(&Bytes::copy_from_slice(&rest[..len]), &ctx);
+        assert_eq!(
+            shared.as_ref(),
+            Ok(&msg),
+            "{}: message {count}",
+            bin.display()
+        );
         if let Message::Update(u) = &msg {
             assert!(
                 u.errors.is_empty(),

@@ -86,9 +86,19 @@ fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
     msg_with_length(length, kind, body)
 }
 
+/// `bytes` parsed both ways: from a slice (values copy their octets) and
+/// from shared `Bytes` (values are slices of the message). The decisions,
+/// errors and values must be the same.
+fn parse(bytes: &[u8], ctx: &DecodeCtx) -> Result<Message, DecodeError> {
+    let copied = Message::parse(bytes, ctx);
+    let shared = Message::parse_bytes(&Bytes::copy_from_slice(bytes), ctx);
+    assert_eq!(copied, shared, "parse and parse_bytes differ");
+    copied
+}
+
 /// The NOTIFICATION that `bytes` must be answered with.
 fn rejected(bytes: &[u8], ctx: &DecodeCtx) -> (u8, u8, Vec<u8>) {
-    let err = Message::parse(bytes, ctx).expect_err("must be rejected");
+    let err = parse(bytes, ctx).expect_err("must be rejected");
     let n = Notification::from(&err);
     (u8::from(n.code), n.subcode, n.data.to_vec())
 }
@@ -104,7 +114,7 @@ fn update_msg(attrs: &[&[u8]], nlri: &[u8]) -> Vec<u8> {
 }
 
 fn parsed_update(bytes: &[u8], ctx: &DecodeCtx) -> Update {
-    match Message::parse(bytes, ctx) {
+    match parse(bytes, ctx) {
         Ok(Message::Update(u)) => u,
         other => panic!("not an UPDATE: {other:?}"),
     }
@@ -112,7 +122,7 @@ fn parsed_update(bytes: &[u8], ctx: &DecodeCtx) -> Update {
 
 /// The UPDATE error that resets the session.
 fn update_reset(bytes: &[u8], ctx: &DecodeCtx) -> UpdateError {
-    match Message::parse(bytes, ctx) {
+    match parse(bytes, ctx) {
         Err(DecodeError::Update(e)) => e,
         other => panic!("not an UPDATE error: {other:?}"),
     }

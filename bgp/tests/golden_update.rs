@@ -15,10 +15,10 @@ mod common;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use bgp::wire::{
-    AddPathSet, Afi, Aggregator, AsPath, AsSegment, AttrFlags, AttrType, AttrValue, Community,
-    DecodeCtx, ExtendedCommunity, Family, Ipv4Prefix, Ipv6ExtendedCommunity, Ipv6Prefix,
-    LargeCommunity, Message, MpReach, MpUnreach, NextHop, Nlri, Origin, PathAttribute, RawMp, Safi,
-    SegmentType, UnknownAttr, Update, json,
+    AddPathSet, Afi, Aggregator, AsPath, AttrFlags, AttrType, AttrValue, Community, DecodeCtx,
+    ExtendedCommunity, Family, Ipv4Prefix, Ipv6ExtendedCommunity, Ipv6Prefix, LargeCommunity,
+    Message, MpReach, MpUnreach, NextHop, Nlri, Origin, PathAttribute, RawMp, Safi, SegmentType,
+    UnknownAttr, Update, json,
 };
 use bytes::Bytes;
 use common::assert_golden;
@@ -379,15 +379,12 @@ fn pa(flags: u8, value: AttrValue) -> PathAttribute {
     }
 }
 
-fn seg(kind: SegmentType, asns: &[u32]) -> AsSegment {
-    AsSegment {
-        kind,
-        asns: asns.to_vec(),
-    }
+fn seg(kind: SegmentType, asns: &[u32]) -> (SegmentType, Vec<u32>) {
+    (kind, asns.to_vec())
 }
 
-fn path(segments: Vec<AsSegment>) -> AsPath {
-    AsPath { segments }
+fn path(segments: Vec<(SegmentType, Vec<u32>)>) -> AsPath {
+    AsPath::from_segments(segments)
 }
 
 fn v4(a: u8, b: u8, c: u8, d: u8, len: u8) -> Nlri<Ipv4Prefix> {
@@ -627,39 +624,47 @@ fn communities_route_reflection_and_unknown_partial() {
             next_hop_192_0_2_1(),
             pa(
                 OPT_TRANS,
-                AttrValue::Communities(vec![
-                    Community((65001 << 16) | 100),
-                    Community(0xffff_ff01),
-                    Community(0xffff_ff02),
-                    Community(0xffff_ff03),
-                    Community(0xffff_029a),
-                ]),
+                AttrValue::Communities(
+                    vec![
+                        Community((65001 << 16) | 100),
+                        Community(0xffff_ff01),
+                        Community(0xffff_ff02),
+                        Community(0xffff_ff03),
+                        Community(0xffff_029a),
+                    ]
+                    .into(),
+                ),
             ),
             pa(OPT, AttrValue::OriginatorId(Ipv4Addr::new(192, 0, 2, 10))),
             pa(
                 OPT,
-                AttrValue::ClusterList(vec![
-                    Ipv4Addr::new(192, 0, 2, 11),
-                    Ipv4Addr::new(192, 0, 2, 12),
-                ]),
+                AttrValue::ClusterList(
+                    vec![Ipv4Addr::new(192, 0, 2, 11), Ipv4Addr::new(192, 0, 2, 12)].into(),
+                ),
             ),
             pa(
                 OPT_TRANS,
-                AttrValue::ExtendedCommunities(vec![ExtendedCommunity([
-                    0x00, 0x02, 0xfd, 0xe9, 0x00, 0x00, 0x00, 0x64,
-                ])]),
+                AttrValue::ExtendedCommunities(
+                    vec![ExtendedCommunity([
+                        0x00, 0x02, 0xfd, 0xe9, 0x00, 0x00, 0x00, 0x64,
+                    ])]
+                    .into(),
+                ),
             ),
             pa(
                 OPT_TRANS,
-                AttrValue::Ipv6ExtendedCommunities(vec![Ipv6ExtendedCommunity(ipv6_rt)]),
+                AttrValue::Ipv6ExtendedCommunities(vec![Ipv6ExtendedCommunity(ipv6_rt)].into()),
             ),
             pa(
                 OPT_TRANS,
-                AttrValue::LargeCommunities(vec![LargeCommunity {
-                    global_admin: 65001,
-                    local_data1: 1,
-                    local_data2: 2,
-                }]),
+                AttrValue::LargeCommunities(
+                    vec![LargeCommunity {
+                        global_admin: 65001,
+                        local_data1: 1,
+                        local_data2: 2,
+                    }]
+                    .into(),
+                ),
             ),
             pa(
                 OPT_TRANS | PARTIAL,
@@ -675,20 +680,53 @@ fn communities_route_reflection_and_unknown_partial() {
     let u = update_of(&msg);
     match u.attribute(AttrType::ExtendedCommunities) {
         Some(AttrValue::ExtendedCommunities(v)) => {
-            assert_eq!(v[0], ExtendedCommunity::route_target(65001, 100));
+            assert_eq!(v.get(0), Some(ExtendedCommunity::route_target(65001, 100)));
         }
         other => panic!("{other:?}"),
     }
     match u.attribute(AttrType::Ipv6ExtendedCommunities) {
         Some(AttrValue::Ipv6ExtendedCommunities(v)) => {
-            assert_eq!(v[0].global_admin(), ip6("2001:db8::1"));
-            assert_eq!(v[0].local_admin(), 100);
+            assert_eq!(v.get(0).unwrap().global_admin(), ip6("2001:db8::1"));
+            assert_eq!(v.get(0).unwrap().local_admin(), 100);
         }
         other => panic!("{other:?}"),
     }
     let unknown = u.attributes.last().unwrap();
     assert!(unknown.flags.has(AttrFlags::PARTIAL));
     assert_eq!(unknown.value.type_code(), AttrType::Unknown(99));
+
+    // `parse_bytes` keeps the list values as slices of the message, where
+    // `parse` copies them out.
+    let shared = Bytes::copy_from_slice(&UPDATE_COMMUNITIES);
+    let inside = |p: *const u8| shared.as_ptr_range().contains(&p);
+    let lists = |m: &Message| -> Vec<(AttrType, *const u8)> {
+        update_of(m)
+            .attributes
+            .iter()
+            .filter_map(|a| {
+                let octets = match &a.value {
+                    AttrValue::Communities(v) => v.as_bytes(),
+                    AttrValue::ClusterList(v) => v.as_bytes(),
+                    AttrValue::ExtendedCommunities(v) => v.as_bytes(),
+                    AttrValue::Ipv6ExtendedCommunities(v) => v.as_bytes(),
+                    AttrValue::LargeCommunities(v) => v.as_bytes(),
+                    AttrValue::Unknown(u) => &u.data[..],
+                    _ => return None,
+                };
+                Some((a.value.type_code(), octets.as_ptr()))
+            })
+            .collect()
+    };
+    let views = lists(&Message::parse_bytes(&shared, &DecodeCtx::default()).unwrap());
+    assert_eq!(views.len(), 6);
+    for (t, p) in views {
+        assert!(inside(p), "{t:?} was copied");
+    }
+    let copies = lists(&Message::parse(&shared, &DecodeCtx::default()).unwrap());
+    assert_eq!(copies.len(), 6);
+    for (t, p) in copies {
+        assert!(!inside(p), "{t:?} points into the message");
+    }
 
     let a = &json::message(&msg)["attributes"];
     assert_eq!(a["as_path"], json!([]));
@@ -1050,7 +1088,10 @@ fn long_attribute_gets_extended_length() {
     let communities: Vec<Community> = (0..64u32).map(|i| Community((65001 << 16) | i)).collect();
     let msg = update(
         Vec::new(),
-        vec![pa(OPT_TRANS, AttrValue::Communities(communities.clone()))],
+        vec![pa(
+            OPT_TRANS,
+            AttrValue::Communities(communities.as_slice().into()),
+        )],
         Vec::new(),
     );
     let ctx = DecodeCtx::default();
@@ -1070,7 +1111,10 @@ fn long_attribute_gets_extended_length() {
     assert_eq!(&bytes[27..31], &[0xfd, 0xe9, 0x00, 0x00][..], "65001:0");
     let expected = update(
         Vec::new(),
-        vec![pa(OPT_TRANS | EXT_LEN, AttrValue::Communities(communities))],
+        vec![pa(
+            OPT_TRANS | EXT_LEN,
+            AttrValue::Communities(communities.into()),
+        )],
         Vec::new(),
     );
     assert_eq!(Message::parse(&bytes, &ctx).unwrap(), expected);
@@ -1092,10 +1136,10 @@ fn canonical_flags_per_type() {
         (AttrValue::LocalPref(0), WK),
         (AttrValue::AtomicAggregate, WK),
         (AttrValue::Aggregator(aggregator), OPT_TRANS),
-        (AttrValue::Communities(vec![Community(1)]), OPT_TRANS),
+        (AttrValue::Communities(vec![Community(1)].into()), OPT_TRANS),
         (AttrValue::OriginatorId(Ipv4Addr::new(192, 0, 2, 1)), OPT),
         (
-            AttrValue::ClusterList(vec![Ipv4Addr::new(192, 0, 2, 1)]),
+            AttrValue::ClusterList(vec![Ipv4Addr::new(192, 0, 2, 1)].into()),
             OPT,
         ),
         (
@@ -1103,21 +1147,24 @@ fn canonical_flags_per_type() {
             OPT,
         ),
         (
-            AttrValue::ExtendedCommunities(vec![ExtendedCommunity([0; 8])]),
+            AttrValue::ExtendedCommunities(vec![ExtendedCommunity([0; 8])].into()),
             OPT_TRANS,
         ),
         (AttrValue::As4Path(AsPath::default()), OPT_TRANS),
         (AttrValue::As4Aggregator(aggregator), OPT_TRANS),
         (
-            AttrValue::Ipv6ExtendedCommunities(vec![Ipv6ExtendedCommunity([0; 20])]),
+            AttrValue::Ipv6ExtendedCommunities(vec![Ipv6ExtendedCommunity([0; 20])].into()),
             OPT_TRANS,
         ),
         (
-            AttrValue::LargeCommunities(vec![LargeCommunity {
-                global_admin: 1,
-                local_data1: 2,
-                local_data2: 3,
-            }]),
+            AttrValue::LargeCommunities(
+                vec![LargeCommunity {
+                    global_admin: 1,
+                    local_data1: 2,
+                    local_data2: 3,
+                }]
+                .into(),
+            ),
             OPT_TRANS,
         ),
     ];

@@ -15,12 +15,7 @@ fn canonical(ctx: &EncodeCtx, u: &Update) -> bool {
         let first = !std::mem::replace(&mut seen[usize::from(t)], true);
         let value_ok = match &a.value {
             // 2-octet sessions replace large ASes with AS_TRANS.
-            AttrValue::AsPath(p) => {
-                ctx.as4
-                    || p.segments
-                        .iter()
-                        .all(|s| s.asns.iter().all(|&a| a <= 0xffff))
-            }
+            AttrValue::AsPath(p) => ctx.as4 || p.segments().all(|s| s.asns().all(|a| a <= 0xffff)),
             AttrValue::Aggregator(g) => ctx.as4 || g.asn <= 0xffff,
             AttrValue::MpReach(MpReach::Ipv6Unicast {
                 next_hop: NextHop::V4(_),

@@ -375,12 +375,12 @@ fn path_attributes(attrs: &RouteAttrs, egress: &Egress) -> Vec<PathAttribute> {
     }
     if !attrs.communities.is_empty() {
         out.push(PathAttribute::new(AttrValue::Communities(
-            attrs.communities.clone(),
+            attrs.communities.as_slice().into(),
         )));
     }
     if !attrs.large_communities.is_empty() {
         out.push(PathAttribute::new(AttrValue::LargeCommunities(
-            attrs.large_communities.clone(),
+            attrs.large_communities.as_slice().into(),
         )));
     }
     out

@@ -18,6 +18,10 @@ use super::error::{Action, AttrError, UpdateError};
 use super::iana::{AS_TRANS, Afi, AttrType, Safi, update_subcode as sub};
 use super::nlri::{self, Ipv4Prefix, Ipv6Prefix, Nlri, NlriError};
 use super::reader::Reader;
+use super::records::{
+    ClusterList, Communities, ExtendedCommunities, Ipv6ExtendedCommunities, LargeCommunities,
+    Record, Records,
+};
 use super::{DecodeCtx, EncodeCtx, Family};
 
 /// One path attribute: its flags as received (or canonical when built)
@@ -73,25 +77,25 @@ pub enum AttrValue {
     /// AGGREGATOR, 2- or 4-octet AS per the session.
     Aggregator(Aggregator),
     /// COMMUNITIES.
-    Communities(Vec<Community>),
+    Communities(Communities),
     /// ORIGINATOR_ID.
     OriginatorId(Ipv4Addr),
     /// CLUSTER_LIST.
-    ClusterList(Vec<Ipv4Addr>),
+    ClusterList(ClusterList),
     /// MP_REACH_NLRI.
     MpReach(MpReach),
     /// MP_UNREACH_NLRI.
     MpUnreach(MpUnreach),
     /// EXTENDED COMMUNITIES.
-    ExtendedCommunities(Vec<ExtendedCommunity>),
+    ExtendedCommunities(ExtendedCommunities),
     /// AS4_PATH (always 4-octet).
     As4Path(AsPath),
     /// AS4_AGGREGATOR.
     As4Aggregator(Aggregator),
     /// IPv6 Address Specific Extended Communities.
-    Ipv6ExtendedCommunities(Vec<Ipv6ExtendedCommunity>),
+    Ipv6ExtendedCommunities(Ipv6ExtendedCommunities),
     /// LARGE_COMMUNITY.
-    LargeCommunities(Vec<LargeCommunity>),
+    LargeCommunities(LargeCommunities),
     /// Any other optional attribute, kept as bytes (its flags are in
     /// [`PathAttribute::flags`]).
     Unknown(UnknownAttr),
@@ -118,21 +122,40 @@ pub enum Origin {
     Incomplete,
 }
 
-/// An AS path: a list of segments.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+/// An AS path: a list of segments, kept as its octets in the 4-octet
+/// encoding (RFC 6793), checked once.
+///
+/// ```text
+/// +-----------------+-----------------+------------------------------+
+/// | segment type    | number of ASes  | ASes, 4 octets each          | ...
+/// +-----------------+-----------------+------------------------------+
+/// ```
+///
+/// Every value is valid: each segment has a known type and 1..=255 ASes.
+/// A path parsed with [`Message::parse_bytes`](super::Message::parse_bytes)
+/// on a 4-octet session is a slice of the received message (no allocation);
+/// on a 2-octet session it is widened into octets of its own. Equality and
+/// hashing compare the octets, which is comparing the segments.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct AsPath {
-    /// Segments in order.
-    pub segments: Vec<AsSegment>,
+    /// Segments, each `type, count, count * 4 octets`, `1 <= count`.
+    wire: Bytes,
 }
 
-/// One AS path segment. A parsed segment holds 1..=255 ASes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AsSegment {
+/// One AS path segment, borrowed from its [`AsPath`]. It holds 1..=255
+/// ASes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AsSegment<'a> {
     /// Segment type.
     pub kind: SegmentType,
-    /// AS numbers.
-    pub asns: Vec<u32>,
+    /// The ASes, 4 octets each.
+    asns: &'a [[u8; 4]],
+}
+
+/// The segments of an [`AsPath`], in order.
+#[derive(Debug, Clone)]
+pub struct Segments<'a> {
+    rest: &'a [u8],
 }
 
 /// AS path segment types (RFC 4271, RFC 5065).
@@ -421,28 +444,52 @@ impl SegmentType {
 }
 
 impl AsPath {
-    /// A path of one AS_SEQUENCE (empty for an empty list).
+    /// A path of one AS_SEQUENCE (empty for an empty list), split into
+    /// segments of at most 255 ASes.
     pub fn sequence(asns: Vec<u32>) -> Self {
-        if asns.is_empty() {
-            return Self::default();
+        Self::from_segments([(SegmentType::Sequence, asns)])
+    }
+
+    /// A path of the given segments in order. Empty segments are left out
+    /// (RFC 7606 §7.2 makes them malformed); a segment of more than 255
+    /// ASes is split into consecutive segments of its type.
+    pub fn from_segments<I, A>(segments: I) -> Self
+    where
+        I: IntoIterator<Item = (SegmentType, A)>,
+        A: AsRef<[u32]>,
+    {
+        let mut wire = Vec::new();
+        for (kind, asns) in segments {
+            for chunk in asns.as_ref().chunks(255) {
+                wire.push(kind.to_wire());
+                // `chunks(255)`: fits.
+                wire.push(chunk.len() as u8);
+                for asn in chunk {
+                    wire.extend_from_slice(&asn.to_be_bytes());
+                }
+            }
         }
-        let segments = asns
-            .chunks(255)
-            .map(|c| AsSegment {
-                kind: SegmentType::Sequence,
-                asns: c.to_vec(),
-            })
-            .collect();
-        Self { segments }
+        Self {
+            wire: Bytes::from(wire),
+        }
+    }
+
+    /// The segments in order.
+    pub fn segments(&self) -> Segments<'_> {
+        Segments { rest: &self.wire }
+    }
+
+    /// Whether the path has no segment.
+    pub fn is_empty(&self) -> bool {
+        self.wire.is_empty()
     }
 
     /// The path length for route selection (RFC 4271 §9.1.2.2: a set
     /// counts 1, confederation segments 0).
     pub fn path_len(&self) -> usize {
-        self.segments
-            .iter()
+        self.segments()
             .map(|s| match s.kind {
-                SegmentType::Sequence => s.asns.len(),
+                SegmentType::Sequence => s.len(),
                 SegmentType::Set => 1,
                 SegmentType::ConfedSequence | SegmentType::ConfedSet => 0,
             })
@@ -452,69 +499,91 @@ impl AsPath {
     /// The first AS of the path (the neighbour for eBGP), if it starts
     /// with a sequence.
     pub fn first_as(&self) -> Option<u32> {
-        match self.segments.first() {
-            Some(s) if s.kind == SegmentType::Sequence => s.asns.first().copied(),
+        match self.segments().next() {
+            Some(s) if s.kind == SegmentType::Sequence => s.first(),
             _ => None,
         }
     }
 
+    /// The octets in the 4-octet encoding (the AS4_PATH value, or the
+    /// AS_PATH value of a 4-octet session).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.wire
+    }
+
     fn value_len(&self, as4: bool) -> usize {
-        let w = if as4 { 4 } else { 2 };
-        self.segments
-            .iter()
-            .map(|s| 2 + w * s.asns.len().min(255))
-            .sum()
+        if as4 {
+            return self.wire.len();
+        }
+        self.segments().map(|s| 2 + 2 * s.len()).sum()
     }
 
     fn emit(&self, as4: bool, out: &mut BytesMut) {
-        for s in &self.segments {
-            let asns = &s.asns[..s.asns.len().min(255)];
+        if as4 {
+            out.put_slice(&self.wire);
+            return;
+        }
+        for s in self.segments() {
             out.put_u8(s.kind.to_wire());
-            out.put_u8(asns.len() as u8);
-            for &asn in asns {
-                if as4 {
-                    out.put_u32(asn);
-                } else {
-                    // RFC 6793 §4.2.2: ASes that do not fit become AS_TRANS.
-                    out.put_u16(u16::try_from(asn).unwrap_or(AS_TRANS));
-                }
+            // At most 255: checked when built or parsed.
+            out.put_u8(s.len() as u8);
+            for asn in s.asns() {
+                // RFC 6793 §4.2.2: ASes that do not fit become AS_TRANS.
+                out.put_u16(u16::try_from(asn).unwrap_or(AS_TRANS));
             }
         }
     }
 
-    fn parse(mut r: Reader<'_>, as4: bool) -> Option<Self> {
+    /// Checks an AS_PATH value and keeps it: `v` itself when it is in the
+    /// 4-octet encoding (`view` makes it a slice of the message), widened
+    /// otherwise.
+    fn parse(r: Reader<'_>, as4: bool, view: Backing<'_>) -> Option<Self> {
         let w = if as4 { 4 } else { 2 };
-        let mut segments = Vec::with_capacity(1);
-        while !r.is_empty() {
-            let kind = SegmentType::from_wire(r.u8().ok()?)?;
-            let count = usize::from(r.u8().ok()?);
+        let value = r.rest();
+        let mut rest = value;
+        while let Some((&[kind, count], tail)) = rest.split_first_chunk::<2>() {
+            SegmentType::from_wire(kind)?;
             // RFC 7606 §7.2: a segment of length 0 is malformed.
             if count == 0 {
                 return None;
             }
-            let seg = r.take(count * w).ok()?;
-            let asns = if as4 {
-                seg.as_chunks::<4>()
-                    .0
-                    .iter()
-                    .map(|b| u32::from_be_bytes(*b))
-                    .collect()
-            } else {
-                seg.as_chunks::<2>()
-                    .0
-                    .iter()
-                    .map(|b| u32::from(u16::from_be_bytes(*b)))
-                    .collect()
-            };
-            segments.push(AsSegment { kind, asns });
+            rest = tail.get(usize::from(count) * w..)?;
         }
-        Some(Self { segments })
+        // A lone octet left over: a truncated segment header.
+        if !rest.is_empty() {
+            return None;
+        }
+        if as4 {
+            return Some(Self {
+                wire: view.keep(value),
+            });
+        }
+        // Checked above: whole segments of 2-octet ASes.
+        let mut wire = Vec::with_capacity(value.len() * 2);
+        let mut rest = value;
+        while let Some((&[kind, count], tail)) = rest.split_first_chunk::<2>() {
+            let (asns, tail) = tail.split_at_checked(usize::from(count) * 2)?;
+            wire.extend_from_slice(&[kind, count]);
+            for asn in asns.as_chunks::<2>().0 {
+                wire.extend_from_slice(&u32::from(u16::from_be_bytes(*asn)).to_be_bytes());
+            }
+            rest = tail;
+        }
+        Some(Self {
+            wire: Bytes::from(wire),
+        })
+    }
+}
+
+impl fmt::Debug for AsPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.segments()).finish()
     }
 }
 
 impl fmt::Display for AsPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, s) in self.segments.iter().enumerate() {
+        for (i, s) in self.segments().enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
             }
@@ -525,7 +594,7 @@ impl fmt::Display for AsPath {
                 SegmentType::ConfedSet => ("[", "]"),
             };
             f.write_str(open)?;
-            for (j, asn) in s.asns.iter().enumerate() {
+            for (j, asn) in s.asns().enumerate() {
                 if j > 0 {
                     f.write_str(" ")?;
                 }
@@ -534,6 +603,44 @@ impl fmt::Display for AsPath {
             f.write_str(close)?;
         }
         Ok(())
+    }
+}
+
+impl<'a> AsSegment<'a> {
+    /// How many ASes (1..=255).
+    pub fn len(&self) -> usize {
+        self.asns.len()
+    }
+
+    /// Always false: a segment holds at least one AS.
+    pub fn is_empty(&self) -> bool {
+        self.asns.is_empty()
+    }
+
+    /// The ASes in order.
+    pub fn asns(&self) -> impl ExactSizeIterator<Item = u32> + DoubleEndedIterator + 'a {
+        self.asns.iter().map(|b| u32::from_be_bytes(*b))
+    }
+
+    /// The first AS.
+    pub fn first(&self) -> Option<u32> {
+        self.asns.first().map(|b| u32::from_be_bytes(*b))
+    }
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = AsSegment<'a>;
+
+    fn next(&mut self) -> Option<AsSegment<'a>> {
+        // The octets were checked when the path was built or parsed; a
+        // segment that did not fit would end the iteration, never panic.
+        let (&[kind, count], tail) = self.rest.split_first_chunk::<2>()?;
+        let (asns, tail) = tail.split_at_checked(usize::from(count) * 4)?;
+        self.rest = tail;
+        Some(AsSegment {
+            kind: SegmentType::from_wire(kind)?,
+            asns: asns.as_chunks::<4>().0,
+        })
     }
 }
 
@@ -740,13 +847,13 @@ impl AttrValue {
                 }
             }
             Self::As4Aggregator(_) => 8,
-            Self::Communities(v) => 4 * v.len(),
-            Self::ClusterList(v) => 4 * v.len(),
+            Self::Communities(v) => v.as_bytes().len(),
+            Self::ClusterList(v) => v.as_bytes().len(),
             Self::MpReach(m) => m.value_len(ctx),
             Self::MpUnreach(m) => m.value_len(ctx),
-            Self::ExtendedCommunities(v) => 8 * v.len(),
-            Self::Ipv6ExtendedCommunities(v) => 20 * v.len(),
-            Self::LargeCommunities(v) => 12 * v.len(),
+            Self::ExtendedCommunities(v) => v.as_bytes().len(),
+            Self::Ipv6ExtendedCommunities(v) => v.as_bytes().len(),
+            Self::LargeCommunities(v) => v.as_bytes().len(),
             Self::Unknown(u) => u.data.len(),
         }
     }
@@ -771,17 +878,13 @@ impl AttrValue {
                 out.put_u32(a.asn);
                 out.put_slice(&a.addr.octets());
             }
-            Self::Communities(v) => v.iter().for_each(|c| out.put_u32(c.0)),
-            Self::ClusterList(v) => v.iter().for_each(|a| out.put_slice(&a.octets())),
+            Self::Communities(v) => out.put_slice(v.as_bytes()),
+            Self::ClusterList(v) => out.put_slice(v.as_bytes()),
             Self::MpReach(m) => m.emit(ctx, out),
             Self::MpUnreach(m) => m.emit(ctx, out),
-            Self::ExtendedCommunities(v) => v.iter().for_each(|c| out.put_slice(&c.0)),
-            Self::Ipv6ExtendedCommunities(v) => v.iter().for_each(|c| out.put_slice(&c.0)),
-            Self::LargeCommunities(v) => v.iter().for_each(|c| {
-                out.put_u32(c.global_admin);
-                out.put_u32(c.local_data1);
-                out.put_u32(c.local_data2);
-            }),
+            Self::ExtendedCommunities(v) => out.put_slice(v.as_bytes()),
+            Self::Ipv6ExtendedCommunities(v) => out.put_slice(v.as_bytes()),
+            Self::LargeCommunities(v) => out.put_slice(v.as_bytes()),
             Self::Unknown(u) => out.put_slice(&u.data),
         }
     }
@@ -950,6 +1053,24 @@ impl Span {
     }
 }
 
+/// Where parsed values keep their octets: slices of the received message
+/// when it is shared ([`super::Message::parse_bytes`]), copies otherwise.
+#[derive(Clone, Copy)]
+pub(crate) struct Backing<'a>(pub(crate) Option<&'a Bytes>);
+
+impl Backing<'_> {
+    /// The octets `v`, a sub-slice of the message being parsed.
+    #[inline]
+    fn keep(self, v: &[u8]) -> Bytes {
+        match self.0 {
+            // `v` lies inside the message, which is `b` (`parse_bytes`), so
+            // `slice_ref` cannot panic.
+            Some(b) => b.slice_ref(v),
+            None => Bytes::copy_from_slice(v),
+        }
+    }
+}
+
 /// Parses the path attribute area `area` of the message `msg`.
 ///
 /// Returns `Err` only for the cases RFC 7606 still answers with a session
@@ -957,6 +1078,7 @@ impl Span {
 pub(crate) fn parse_all(
     area: Reader<'_>,
     msg: &[u8],
+    view: Backing<'_>,
     ctx: &DecodeCtx,
 ) -> Result<Parsed, UpdateError> {
     // A cursor of our own: the argument lives in the caller's memory, and
@@ -1030,7 +1152,7 @@ pub(crate) fn parse_all(
                     ),
                 ));
             }
-            let data = Bytes::copy_from_slice(value.rest());
+            let data = view.keep(value.rest());
             attrs.push(PathAttribute {
                 flags: AttrFlags(canonical_flags(t, flags)),
                 value: AttrValue::Unknown(UnknownAttr { type_code, data }),
@@ -1041,7 +1163,7 @@ pub(crate) fn parse_all(
         // a bad next hop length, with NLRI that could still be located).
         let mut beside = None;
         let kept = AttrFlags(canonical_flags(t, flags));
-        if let Err(f) = push_value(t, value, ctx, kept, &mut attrs, &mut beside) {
+        if let Err(f) = push_value(t, value, ctx, view, kept, &mut attrs, &mut beside) {
             at.record(msg, t, type_code, f, &mut errors)?;
             continue;
         }
@@ -1114,6 +1236,7 @@ fn push_value(
     t: AttrType,
     mut v: Reader<'_>,
     ctx: &DecodeCtx,
+    view: Backing<'_>,
     flags: AttrFlags,
     out: &mut Vec<PathAttribute>,
     beside: &mut Option<Fault>,
@@ -1138,13 +1261,12 @@ fn push_value(
             ))?));
         }
         AttrType::AsPath => keep(AttrValue::AsPath(
-            AsPath::parse(v, ctx.as4)
+            AsPath::parse(v, ctx.as4, view)
                 .ok_or(fault(sub::MALFORMED_AS_PATH, "malformed AS_PATH segment"))?,
         )),
-        AttrType::As4Path => keep(AttrValue::As4Path(AsPath::parse(v, true).ok_or(fault(
-            sub::OPTIONAL_ATTRIBUTE_ERROR,
-            "malformed AS4_PATH segment",
-        ))?)),
+        AttrType::As4Path => keep(AttrValue::As4Path(AsPath::parse(v, true, view).ok_or(
+            fault(sub::OPTIONAL_ATTRIBUTE_ERROR, "malformed AS4_PATH segment"),
+        )?)),
         AttrType::NextHop => {
             let octets: [u8; 4] = fixed(&mut v, length_error)?;
             let addr = Ipv4Addr::from(octets);
@@ -1202,39 +1324,23 @@ fn push_value(
                 addr: Ipv4Addr::new(b[4], b[5], b[6], b[7]),
             }));
         }
-        AttrType::Communities => keep(AttrValue::Communities(records::<4, _>(
+        AttrType::Communities => keep(AttrValue::Communities(records(v, view, length_error)?)),
+        AttrType::ClusterList => keep(AttrValue::ClusterList(records(v, view, length_error)?)),
+        AttrType::ExtendedCommunities => keep(AttrValue::ExtendedCommunities(records(
             v,
+            view,
             length_error,
-            |b| Community(u32::from_be_bytes(*b)),
         )?)),
-        AttrType::ClusterList => keep(AttrValue::ClusterList(records::<4, _>(
+        AttrType::Ipv6ExtendedCommunities => keep(AttrValue::Ipv6ExtendedCommunities(records(
             v,
+            view,
             length_error,
-            |b| Ipv4Addr::from(*b),
         )?)),
-        AttrType::ExtendedCommunities => keep(AttrValue::ExtendedCommunities(records::<8, _>(
-            v,
-            length_error,
-            |b| ExtendedCommunity(*b),
-        )?)),
-        AttrType::Ipv6ExtendedCommunities => {
-            keep(AttrValue::Ipv6ExtendedCommunities(records::<20, _>(
-                v,
-                length_error,
-                |b| Ipv6ExtendedCommunity(*b),
-            )?))
+        AttrType::LargeCommunities => {
+            keep(AttrValue::LargeCommunities(records(v, view, length_error)?))
         }
-        AttrType::LargeCommunities => keep(AttrValue::LargeCommunities(records::<12, _>(
-            v,
-            length_error,
-            |b| LargeCommunity {
-                global_admin: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                local_data1: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-                local_data2: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
-            },
-        )?)),
-        AttrType::MpReachNlri => keep(AttrValue::MpReach(parse_mp_reach(v, ctx, beside)?)),
-        AttrType::MpUnreachNlri => keep(AttrValue::MpUnreach(parse_mp_unreach(v, ctx)?)),
+        AttrType::MpReachNlri => keep(AttrValue::MpReach(parse_mp_reach(v, ctx, view, beside)?)),
+        AttrType::MpUnreachNlri => keep(AttrValue::MpUnreach(parse_mp_unreach(v, ctx, view)?)),
         // Unknown types are kept raw by the caller and never get here.
         AttrType::Unknown(_) => {
             return Err(fault(
@@ -1254,18 +1360,19 @@ fn fixed<const N: usize>(v: &mut Reader<'_>, err: Fault) -> Result<[u8; N], Faul
     v.array::<N>().map_err(|_| err)
 }
 
-/// Reads a non-empty list of `N`-octet records filling the value.
-fn records<const N: usize, T>(
+/// Checks a non-empty list of `N`-octet records filling the value, and
+/// keeps its octets.
+fn records<T: Record<N>, const N: usize>(
     v: Reader<'_>,
+    view: Backing<'_>,
     err: Fault,
-    f: impl Fn(&[u8; N]) -> T,
-) -> Result<Vec<T>, Fault> {
+) -> Result<Records<T, N>, Fault> {
     // RFC 7606 §7.8, §7.10, §7.14, RFC 8092 §6: a non-zero multiple of N.
-    let (chunks, rest) = v.rest().as_chunks::<N>();
-    if chunks.is_empty() || !rest.is_empty() {
+    let value = v.rest();
+    if value.is_empty() || !value.len().is_multiple_of(N) {
         return Err(err);
     }
-    Ok(chunks.iter().map(f).collect())
+    Records::from_wire(view.keep(value)).ok_or(err)
 }
 
 fn nlri_fault(e: NlriError) -> Fault {
@@ -1281,6 +1388,7 @@ fn nlri_fault(e: NlriError) -> Fault {
 fn parse_mp_reach(
     mut v: Reader<'_>,
     ctx: &DecodeCtx,
+    view: Backing<'_>,
     beside: &mut Option<Fault>,
 ) -> Result<MpReach, Fault> {
     let short = |_| fault(sub::OPTIONAL_ATTRIBUTE_ERROR, "MP_REACH_NLRI truncated");
@@ -1294,8 +1402,8 @@ fn parse_mp_reach(
     let raw = |v: &Reader<'_>| RawMp {
         afi,
         safi,
-        next_hop: Bytes::copy_from_slice(nh),
-        nlri: Bytes::copy_from_slice(v.rest()),
+        next_hop: view.keep(nh),
+        nlri: view.keep(v.rest()),
     };
     let bad_next_hop = || {
         fault(
@@ -1331,7 +1439,11 @@ fn parse_mp_reach(
     Ok(value)
 }
 
-fn parse_mp_unreach(mut v: Reader<'_>, ctx: &DecodeCtx) -> Result<MpUnreach, Fault> {
+fn parse_mp_unreach(
+    mut v: Reader<'_>,
+    ctx: &DecodeCtx,
+    view: Backing<'_>,
+) -> Result<MpUnreach, Fault> {
     let short = |_| fault(sub::OPTIONAL_ATTRIBUTE_ERROR, "MP_UNREACH_NLRI truncated");
     let afi = Afi::from(v.u16().map_err(short)?);
     let safi = Safi::from(v.u8().map_err(short)?);
@@ -1348,7 +1460,7 @@ fn parse_mp_unreach(mut v: Reader<'_>, ctx: &DecodeCtx) -> Result<MpUnreach, Fau
             afi,
             safi,
             next_hop: Bytes::new(),
-            nlri: Bytes::copy_from_slice(v.rest()),
+            nlri: view.keep(v.rest()),
         }),
     })
 }
@@ -1373,14 +1485,17 @@ mod arb {
         }
     }
 
-    impl<'a> Arbitrary<'a> for AsSegment {
+    impl<'a> Arbitrary<'a> for AsPath {
         fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-            let len = u.int_in_range(1..=20)?;
-            let asns = (0..len).map(|_| u32::arbitrary(u)).collect::<Result<_>>()?;
-            Ok(Self {
-                kind: SegmentType::arbitrary(u)?,
-                asns,
-            })
+            let mut segments = Vec::new();
+            for _ in 0..u.int_in_range(0..=4)? {
+                let len = u.int_in_range(1..=20)?;
+                let asns = (0..len)
+                    .map(|_| u32::arbitrary(u))
+                    .collect::<Result<Vec<_>>>()?;
+                segments.push((SegmentType::arbitrary(u)?, asns));
+            }
+            Ok(Self::from_segments(segments))
         }
     }
 

@@ -189,8 +189,7 @@ fn next_hop(nh: &NextHop) -> Value {
 
 fn as_path(p: &AsPath) -> Value {
     Value::Array(
-        p.segments
-            .iter()
+        p.segments()
             .map(|s| {
                 let kind = match s.kind {
                     SegmentType::Set => "AS_SET",
@@ -198,7 +197,7 @@ fn as_path(p: &AsPath) -> Value {
                     SegmentType::ConfedSequence => "AS_CONFED_SEQUENCE",
                     SegmentType::ConfedSet => "AS_CONFED_SET",
                 };
-                json!({ "type": kind, "asns": s.asns })
+                json!({ "type": kind, "asns": s.asns().collect::<Vec<_>>() })
             })
             .collect(),
     )
@@ -232,11 +231,11 @@ fn update(u: &Update) -> Value {
             ),
             AttrValue::Communities(v) => (
                 "communities",
-                json!(v.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                json!(v.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
             ),
             AttrValue::LargeCommunities(v) => (
                 "large_communities",
-                json!(v.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                json!(v.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
             ),
             AttrValue::ExtendedCommunities(v) => (
                 "extended_communities",
@@ -271,7 +270,7 @@ fn update(u: &Update) -> Value {
             AttrValue::OriginatorId(a) => ("originator_id", json!(a.to_string())),
             AttrValue::ClusterList(v) => (
                 "cluster_list",
-                json!(v.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                json!(v.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
             ),
             AttrValue::MpReach(m) => ("mp_reach", mp_reach(m)),
             AttrValue::MpUnreach(m) => ("mp_unreach", mp_unreach(m)),

@@ -31,17 +31,18 @@ pub mod notification;
 pub mod open;
 pub mod pack;
 mod reader;
+pub mod records;
 pub mod route_refresh;
 pub mod update;
 
 use std::fmt;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 pub use self::attr::{
     Aggregator, AsPath, AsSegment, AttrFlags, AttrValue, Community, ExtendedCommunity,
     Ipv6ExtendedCommunity, LargeCommunity, MpReach, MpUnreach, NextHop, Origin, PathAttribute,
-    RawMp, SegmentType, UnknownAttr,
+    RawMp, SegmentType, Segments, UnknownAttr,
 };
 pub use self::error::{
     Action, AttrError, DecodeError, HeaderError, OpenError, RouteRefreshError, UpdateError,
@@ -52,6 +53,10 @@ pub use self::notification::Notification;
 pub use self::open::{Capability, HoldTime, Open, ParamLayout};
 pub use self::pack::UpdateEncoder;
 use self::reader::Reader;
+pub use self::records::{
+    ClusterList, Communities, ExtendedCommunities, Ipv6ExtendedCommunities, LargeCommunities,
+    Record, Records,
+};
 pub use self::route_refresh::{RefreshSubtype, RouteRefresh};
 pub use self::update::Update;
 
@@ -258,7 +263,25 @@ impl Message {
     /// UPDATE attribute errors that RFC 7606 handles without a reset are
     /// returned inside the [`Update`]; everything else is a
     /// [`DecodeError`] that converts into the NOTIFICATION to send.
+    ///
+    /// Values that keep octets (unknown attributes, raw MP attributes,
+    /// AS paths and community lists) copy them out of `buf`;
+    /// [`Self::parse_bytes`] shares them instead.
     pub fn parse(buf: &[u8], ctx: &DecodeCtx) -> Result<Self, DecodeError> {
+        Self::parse_in(buf, attr::Backing(None), ctx)
+    }
+
+    /// Parses exactly one whole message, as [`Self::parse`], with the
+    /// values that keep octets holding slices of `buf` instead of copies:
+    /// no allocation per AS path, community list or unknown attribute.
+    /// Keeping such a value keeps all of `buf`'s allocation alive (for a
+    /// frame cut from a read buffer, that buffer): copy what is stored for
+    /// long.
+    pub fn parse_bytes(buf: &Bytes, ctx: &DecodeCtx) -> Result<Self, DecodeError> {
+        Self::parse_in(buf, attr::Backing(Some(buf)), ctx)
+    }
+
+    fn parse_in(buf: &[u8], view: attr::Backing<'_>, ctx: &DecodeCtx) -> Result<Self, DecodeError> {
         let Some(header) = Header::parse(buf, ctx)? else {
             let length = u16::try_from(buf.len()).unwrap_or(u16::MAX);
             return Err(HeaderError::BadLength { length }.into());
@@ -275,7 +298,7 @@ impl Message {
             MessageType::Open if body_len < 10 => Err(bad_length.into()),
             MessageType::Open => Ok(Self::Open(Open::parse_body(body)?)),
             MessageType::Update if body_len < 4 => Err(bad_length.into()),
-            MessageType::Update => Ok(Self::Update(Update::parse_body(body, buf, ctx)?)),
+            MessageType::Update => Ok(Self::Update(Update::parse_body(body, buf, view, ctx)?)),
             MessageType::Notification if body_len < 2 => Err(bad_length.into()),
             MessageType::Notification => {
                 Ok(Self::Notification(Notification::parse_body(body.rest())))
@@ -286,7 +309,7 @@ impl Message {
                 Ok(b) => Ok(Self::RouteRefresh(RouteRefresh::parse_body(b))),
                 Err(_) => Err(RouteRefreshError::InvalidLength {
                     length,
-                    message: bytes::Bytes::copy_from_slice(buf),
+                    message: Bytes::copy_from_slice(buf),
                 }
                 .into()),
             },
@@ -340,7 +363,7 @@ impl Message {
     }
 
     /// The message as bytes, or an error if it is too long.
-    pub fn to_bytes(&self, ctx: &EncodeCtx) -> Result<bytes::Bytes, EncodeError> {
+    pub fn to_bytes(&self, ctx: &EncodeCtx) -> Result<Bytes, EncodeError> {
         let mut out = BytesMut::new();
         self.emit(ctx, &mut out)?;
         Ok(out.freeze())
@@ -369,9 +392,7 @@ impl fmt::Display for HexBytes<'_> {
 }
 
 #[cfg(feature = "arbitrary")]
-pub(crate) fn arbitrary_bytes(
-    u: &mut arbitrary::Unstructured<'_>,
-) -> arbitrary::Result<bytes::Bytes> {
+pub(crate) fn arbitrary_bytes(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<Bytes> {
     let len = u.int_in_range(0..=64)?;
-    Ok(bytes::Bytes::copy_from_slice(u.bytes(len)?))
+    Ok(Bytes::copy_from_slice(u.bytes(len)?))
 }

@@ -109,6 +109,7 @@ impl Update {
     pub(crate) fn parse_body(
         mut r: Reader<'_>,
         msg: &[u8],
+        view: attr::Backing<'_>,
         ctx: &DecodeCtx,
     ) -> Result<Self, UpdateError> {
         let malformed = |offset, reason| UpdateError {
@@ -151,7 +152,7 @@ impl Update {
             attributes,
             mut errors,
             seen,
-        } = attr::parse_all(a, msg, ctx)?;
+        } = attr::parse_all(a, msg, view, ctx)?;
         let nlri = nlri::parse_list(r, add_path).map_err(network)?;
 
         let mut update = Self {

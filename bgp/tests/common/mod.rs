@@ -2,7 +2,7 @@
 
 use bgp::frame;
 use bgp::wire::{DecodeCtx, Message};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 /// Octets already in the output buffer before `emit` appends: it must
 /// leave them alone (STYLE §7, "a buffer pre-filled with 0xa5").
@@ -20,6 +20,8 @@ pub(crate) fn assert_golden(bytes: &[u8], expected: &Message, ctx: &DecodeCtx) -
     );
     let parsed = Message::parse(bytes, ctx).unwrap_or_else(|e| panic!("parse failed: {e:?}"));
     assert_eq!(&parsed, expected, "parse");
+    let shared = Message::parse_bytes(&Bytes::copy_from_slice(bytes), ctx);
+    assert_eq!(shared.as_ref(), Ok(expected), "parse_bytes");
     assert_eq!(parsed.kind(), expected.kind());
 
     let mut out = BytesMut::from(&FILL[..]);

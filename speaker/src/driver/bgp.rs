@@ -680,7 +680,9 @@ impl PeerDriver {
                 let Some(io) = self.conns.get(&id) else {
                     return;
                 };
-                match Message::parse(&bytes, &io.ctx) {
+                // Shared, not copied: the session counts an UPDATE and drops
+                // it, so its values never keep the frame's buffer alive.
+                match Message::parse_bytes(&bytes, &io.ctx) {
                     Ok(msg) => self.session.handle_message(now(), id, msg),
                     Err(e) => {
                         warn!(conn = %id, error = %e, "malformed message from peer");

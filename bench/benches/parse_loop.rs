@@ -1,7 +1,9 @@
 //! Parses one fixture in a loop with one implementation, for profilers
 //! and instruction counts that do not depend on machine load:
-//! `valgrind --tool=callgrind target/release/examples/parse_loop ferrolb attribute_heavy 20000`
-//! (implementations: ferrolb, bgpkit-parser, zettabgp).
+//! `valgrind --tool=callgrind target/release/deps/parse_loop-<hash> ferrolb attribute_heavy 20000`
+//! (`bench/instructions` builds it with `cargo bench --no-run` and finds it).
+//! (implementations: ferrolb, ferrolb-copy (`Message::parse` from a slice),
+//! bgpkit-parser, zettabgp).
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
@@ -38,7 +40,8 @@ fn main() {
     for _ in 0..n {
         let bytes = black_box(&f.bytes);
         ok += match imp.as_str() {
-            "ferrolb" => usize::from(bgp::Message::parse(bytes, &ctx).is_ok()),
+            "ferrolb" => usize::from(bgp::Message::parse_bytes(bytes, &ctx).is_ok()),
+            "ferrolb-copy" => usize::from(bgp::Message::parse(bytes, &ctx).is_ok()),
             "bgpkit-parser" => usize::from(
                 bgpkit_parser::parser::bgp::messages::parse_bgp_message(
                     &mut bytes.clone(),
