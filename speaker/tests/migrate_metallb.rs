@@ -69,6 +69,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use testnet::{Bridge, Forward, Frr, Netns, Proc, RunDir, Signal, veth_pair};
 
 use crate::k8s::{Cluster, Controller, Node, eventually, next_hops, paths};
@@ -1302,11 +1303,23 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
             );
         }
     }
-    // One MetalLB speaker answers ARP, and its status says so.
-    let owner = lab.wait("MetalLB's ServiceL2Status", || {
-        let s = lab.cluster.statuses::<api::v1beta1::ServiceL2Status>();
-        (s.len() == 1).then(|| s[0].0.clone())
-    });
+    // One MetalLB speaker answers ARP, and its status says so. Until
+    // MetalLB's memberlist has all three speakers, each elects among those
+    // it sees and the status may name another node for a moment: wait for
+    // the one MetalLB's election picks among all three (sha256 of node and
+    // IP, no preference weights here).
+    let owner = NODES
+        .iter()
+        .map(|(n, _)| lab.cluster.node(n))
+        .min_by_key(|n| Sha256::digest(format!("{n}#{l2_ip}")))
+        .unwrap();
+    lab.wait(
+        "MetalLB's ServiceL2Status to name its election's winner",
+        || {
+            let s = lab.cluster.statuses::<api::v1beta1::ServiceL2Status>();
+            (s.len() == 1 && s[0].0 == owner).then_some(())
+        },
+    );
     eprintln!("MetalLB answers for {l2_ip} from {owner}; {bgp_ip} has ECMP paths {all_hops:?}");
 
     // The load, and the ARP watch.
@@ -1424,6 +1437,10 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
     let mut s = lab.cluster.service("web-new", "Cluster");
     s["metadata"]["annotations"] = json!({"metallb.io/address-pool": "l2-pool"});
     lab.cluster.apply(s);
+    lab.cluster.apply(
+        lab.cluster
+            .endpoints("web-new", &["node1", "node2", "node3"]),
+    );
     let new_ip = lab.wait("ferrolb's controller to assign a new Service", || {
         ingress(&lab.cluster, "web-new").first().cloned()
     });
@@ -1434,6 +1451,18 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
     // its speakers withdraw without re-electing (their member list is the
     // same), and ferrolb's speaker on the same node answers, with the same
     // MAC address.
+    // MetalLB's owner of each layer 2 Service (the new one too), as its
+    // ServiceL2Status objects say.
+    let l2_services = ["web-l2", "web-new"];
+    let metallb_owners: BTreeMap<String, String> =
+        lab.wait("MetalLB to answer for both layer 2 Services", || {
+            let s = lab.cluster.statuses::<api::v1beta1::ServiceL2Status>();
+            (s.len() == l2_services.len()).then(|| {
+                s.into_iter()
+                    .map(|(node, svc, _)| (svc, node))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        });
     let t0 = Instant::now();
     let ads: Api<api::v1beta1::L2Advertisement> =
         Api::namespaced(lab.cluster.client.clone(), &lab.cluster.system);
@@ -1457,8 +1486,32 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
         },
     );
     assert_eq!(taken, owner, "ferrolb took the L2 IP over on another node");
+    // Every layer 2 Service stays on its node.
+    let ferrolb_owners: BTreeMap<String, String> =
+        lab.wait("ferrolb to answer for both layer 2 Services", || {
+            let mut out = BTreeMap::new();
+            for n in lab.ferrolb_nodes() {
+                let m = n.metrics();
+                for svc in l2_services {
+                    let service = format!("service=\"{}/{svc}\"", lab.cluster.apps);
+                    if m.lines().any(|l| {
+                        l.starts_with("metallb_speaker_announced{")
+                            && l.contains("protocol=\"layer2\"")
+                            && l.contains(&service)
+                    }) && out.insert(svc.to_owned(), n.node.clone()).is_some()
+                    {
+                        return None;
+                    }
+                }
+            }
+            (out.len() == l2_services.len()).then_some(out)
+        });
+    assert_eq!(
+        ferrolb_owners, metallb_owners,
+        "a layer 2 Service moved at the handover"
+    );
     eprintln!(
-        "layer 2: MetalLB -> ferrolb on {taken} in {:?}",
+        "layer 2: MetalLB -> ferrolb in {:?}, each Service on MetalLB's node: {ferrolb_owners:?}",
         t0.elapsed()
     );
     // No ferrolb session yet: each node's is MetalLB's.
@@ -1520,7 +1573,10 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
     let answering = eventually("one ferrolb speaker answers for the L2 IP", T, &[], || {
         let a: Vec<&str> = nodes
             .iter()
-            .filter(|n| n.metrics().contains("protocol=\"layer2\""))
+            .filter(|n| {
+                n.metrics()
+                    .contains(&format!("metallb_speaker_announced{{ip=\"{l2_ip}\""))
+            })
             .map(|n| n.node.as_str())
             .collect();
         (a.len() == 1).then(|| a[0].to_owned())
@@ -1652,11 +1708,12 @@ fn switch_once(round: usize, mode: MetallbBgp) -> String {
     for (t, r) in &route_log {
         eprintln!("  route {:.3}: {r}", t - capture_start);
     }
-    // A move resets what is in flight: the router's next-hop set for the
-    // BGP IP changes twice per node (MetalLB's path gone, ferrolb's back),
-    // and each change re-hashes flows (Linux ECMP, hash-threshold); the
-    // layer 2 IP moves when its owner leaves (MetalLB re-elects, or
-    // ferrolb takes over elsewhere). A connection open at that instant
+    // A move resets what is in flight: in native mode the router's
+    // next-hop set for the BGP IP may change twice per node (MetalLB's
+    // path gone, ferrolb's back) if its FIB sees the gap, and each change
+    // re-hashes flows (Linux ECMP, hash-threshold); the layer 2 IP would
+    // move if the two elections disagreed (asserted not to below). A
+    // connection open at that instant
     // has its next packet sent to another node, which has no socket for
     // it and resets it, as kube-proxy's would. The client has one request
     // open at a time, so a move breaks at most one; and every failed
