@@ -107,7 +107,7 @@ struct Args {
     /// layer 2 address over to ferrolb's speaker on the same node, and each
     /// node's BGP sessions wait for MetalLB's speaker Pod there to go
     /// (docs, "Node by node, without an outage").
-    #[arg(long, requires = "metallb_speaker_labels")]
+    #[arg(long, conflicts_with = "config_dir")]
     metallb_namespace: Option<String>,
     /// How often the directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
@@ -278,6 +278,12 @@ impl Args {
                 "--metallb-speaker-labels {:?} is also --memberlist-labels: it must select MetalLB's speaker Pods, not ferrolb's",
                 self.memberlist_labels
             ));
+        }
+        if self.metallb_namespace.is_some() && self.metallb_speaker_labels.is_none() {
+            return Err(
+                "--metallb-namespace needs --metallb-speaker-labels (the selector of MetalLB's speaker Pods there)"
+                    .into(),
+            );
         }
         if let Some(ip) = self.ml_bindaddr {
             self.memberlist_bind = Some(SocketAddr::new(ip, self.ml_bindport));
