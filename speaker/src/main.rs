@@ -100,6 +100,15 @@ struct Args {
     /// (README, "Coming from MetalLB").
     #[arg(long, conflicts_with = "config_dir")]
     metallb_speaker_labels: Option<String>,
+    /// With --metallb-speaker-labels: the namespace of MetalLB's speaker
+    /// Pods, its ServiceL2Status objects and its L2Advertisements (default:
+    /// --namespace). With a namespace of its own for ferrolb (a copy of the
+    /// configuration), deleting MetalLB's L2Advertisements hands every
+    /// layer 2 address over to ferrolb's speaker on the same node, and each
+    /// node's BGP sessions wait for MetalLB's speaker Pod there to go
+    /// (docs, "Node by node, without an outage").
+    #[arg(long, conflicts_with = "config_dir")]
+    metallb_namespace: Option<String>,
     /// How often the directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     reload_interval_ms: u64,
@@ -269,6 +278,12 @@ impl Args {
                 "--metallb-speaker-labels {:?} is also --memberlist-labels: it must select MetalLB's speaker Pods, not ferrolb's",
                 self.memberlist_labels
             ));
+        }
+        if self.metallb_namespace.is_some() && self.metallb_speaker_labels.is_none() {
+            return Err(
+                "--metallb-namespace needs --metallb-speaker-labels (the selector of MetalLB's speaker Pods there)"
+                    .into(),
+            );
         }
         if let Some(ip) = self.ml_bindaddr {
             self.memberlist_bind = Some(SocketAddr::new(ip, self.ml_bindport));
@@ -453,11 +468,13 @@ async fn start_kubernetes(
     }));
     let speakers_tx = Arc::new(speakers_tx);
     if let Some(labels) = &args.metallb_speaker_labels {
+        let metallb_ns = args.metallb_namespace.as_deref().unwrap_or(&args.ns);
         tasks.spawn(
             "MetalLB speakers",
             k8s::metallb_feed(
-                kube::Api::namespaced(client.clone(), &args.ns),
-                kube::Api::namespaced(client.clone(), &args.ns),
+                kube::Api::namespaced(client.clone(), metallb_ns),
+                kube::Api::namespaced(client.clone(), metallb_ns),
+                kube::Api::namespaced(client.clone(), metallb_ns),
                 labels.clone(),
                 Arc::clone(&speakers_tx),
             ),

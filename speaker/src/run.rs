@@ -336,6 +336,8 @@ impl Membership {
 struct Reported {
     problems: BTreeSet<String>,
     excluded: Option<Exclusion>,
+    /// BGP waits for MetalLB's speaker on this node.
+    bgp_held: bool,
 }
 
 impl Reconciler {
@@ -436,6 +438,18 @@ impl Reconciler {
         if excluded != self.reported.excluded {
             info!(node = %self.opts.node, reason = ?excluded, "node exclusion changed");
             self.reported.excluded = excluded;
+        }
+        let held = view
+            .api_speakers
+            .as_ref()
+            .and_then(|a| a.metallb.as_ref())
+            .is_some_and(|m| crate::announce::coexist::bgp_held(m, &view.node));
+        if held != self.reported.bgp_held {
+            info!(
+                held,
+                "BGP: sessions wait while MetalLB's speaker Pod is on this node (or MetalLB's Pods are not listed yet)"
+            );
+            self.reported.bgp_held = held;
         }
         for (service, node) in &changes.yielded {
             warn!(%service, answering = %node, "memberlist isolated: leaving the service to the node the API shows answering for it");

@@ -17,6 +17,7 @@ use bgp::wire::nlri::{Ipv4Prefix, Ipv6Prefix};
 use bgp::wire::{Community, Family, HoldTime, LargeCommunity};
 use ipnetwork::IpNetwork;
 
+use super::coexist::bgp_held;
 use super::sorted::VecSet;
 use super::view::{ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
@@ -91,7 +92,8 @@ impl fmt::Debug for Transport {
 /// Decides the BGP sessions of this node and their routes.
 ///
 /// Sessions: every BGPPeer whose `nodeSelectors` match this node (none
-/// given: every node). A peer that cannot be configured is reported and
+/// given: every node); none while a MetalLB speaker Pod is on this node
+/// (`--metallb-speaker-labels`, [`super::coexist::bgp_held`]). A peer that cannot be configured is reported and
 /// left out; the others run.
 ///
 /// Routes, per MetalLB's `bgpController.ShouldAnnounce`/`SetBalancer`: for
@@ -184,7 +186,14 @@ impl<'a> BgpContext<'a> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         let labels = view.this_node().map_or(&EMPTY, |n| &n.labels);
         let mut peers = BTreeMap::new();
-        for peer in &view.model.peers {
+        // While MetalLB's speaker is on this node, its sessions are the
+        // node's: no session of ours (coexist::bgp_held).
+        let held = view
+            .api_speakers
+            .as_ref()
+            .and_then(|a| a.metallb.as_ref())
+            .is_some_and(|m| bgp_held(m, &view.node));
+        for peer in view.model.peers.iter().filter(|_| !held) {
             if !peer.nodes.matches(labels) {
                 continue;
             }

@@ -18,6 +18,23 @@
 //! - otherwise no MetalLB speaker can answer: ferrolb's own election
 //!   decides.
 //!
+//! All of this holds only while MetalLB's namespace has an L2Advertisement:
+//! with none, MetalLB's speakers answer for no layer 2 service (MetalLB's
+//! `ShouldAnnounce` finds no advertisement for the service on any node and
+//! withdraws, without re-electing), and ferrolb's own election decides.
+//! That is the handover without a move (docs, "Node by node, without an
+//! outage"): ferrolb's speakers read a copy of the configuration in a
+//! namespace of their own (`--metallb-namespace` names MetalLB's), run on
+//! every node beside MetalLB's, and elect as MetalLB does (the same
+//! candidates, the same order), so when MetalLB's L2Advertisements are
+//! deleted each address is taken over on the node that answered for it,
+//! with that node's MAC address.
+//!
+//! BGP sessions are held ([`bgp_held`]) while a MetalLB speaker Pod is on
+//! this node: two sessions from one node address to one router collide.
+//! Under graceful restart the router keeps the leaving speaker's paths,
+//! stale, until ferrolb's session replaces them.
+//!
 //! A MetalLB speaker counts as running while its Pod's `Ready` condition is
 //! `True`, even while the Pod is being deleted: it answers until its
 //! process exits, after which the kubelet reports it not Ready and removes
@@ -44,6 +61,18 @@ pub struct MetallbSpeakers {
     /// By service, the nodes that MetalLB's ServiceL2Status objects (those
     /// owned by a MetalLB speaker Pod) say answer for it.
     pub l2_owners: BTreeMap<ObjectKey, BTreeSet<String>>,
+    /// Nodes where a MetalLB speaker Pod is (Ready or not, being deleted
+    /// or not): its BGP sessions may still run.
+    pub present: BTreeSet<String>,
+    /// MetalLB's namespace has an L2Advertisement: without one MetalLB
+    /// answers for no layer 2 service.
+    pub l2_advertised: bool,
+}
+
+/// Whether this node's BGP sessions wait for MetalLB's speaker on `node`
+/// to go: until MetalLB's Pods are listed, and while one is on the node.
+pub fn bgp_held(metallb: &MetallbSpeakers, node: &str) -> bool {
+    !metallb.synced || metallb.present.contains(node)
 }
 
 /// Why ferrolb leaves a layer 2 service to MetalLB.
@@ -83,6 +112,9 @@ pub fn l2_deferral(
     if !metallb.synced {
         return Some(Deferral::NotSynced);
     }
+    if !metallb.l2_advertised {
+        return None;
+    }
     if let Some(owner) = metallb
         .l2_owners
         .get(svc)
@@ -117,6 +149,8 @@ mod tests {
         MetallbSpeakers {
             synced: true,
             running: set(running),
+            present: set(running),
+            l2_advertised: true,
             l2_owners: owners
                 .iter()
                 .map(|(svc, nodes)| (ObjectKey::new("demo", *svc), set(nodes)))
@@ -208,6 +242,29 @@ mod tests {
         let m = speakers(&["a"], &[("other", &["a"])]);
         let got = l2_deferral(&m, &ObjectKey::new("demo", "web"), "10.0.0.200", |_| false);
         assert_eq!(got, None);
+    }
+
+    /// With MetalLB's L2Advertisements deleted, its speakers answer for
+    /// nothing, owner or not: ferrolb's election decides at once.
+    #[test]
+    fn no_metallb_l2_advertisement_no_deferral() {
+        let mut m = speakers(&["a", "b"], &[("web", &["a"])]);
+        m.l2_advertised = false;
+        let got = l2_deferral(&m, &ObjectKey::new("demo", "web"), "10.0.0.200", |_| true);
+        assert_eq!(got, None);
+    }
+
+    /// BGP waits while MetalLB's speaker Pod is on this node (Ready or
+    /// not), and until MetalLB's Pods are listed.
+    #[test]
+    fn bgp_waits_for_metallbs_pod_on_this_node() {
+        let mut m = speakers(&["a"], &[]);
+        m.present = set(&["a", "b"]);
+        // (node, held)
+        for (node, want) in [("a", true), ("b", true), ("c", false)] {
+            assert_eq!(bgp_held(&m, node), want, "{node}");
+        }
+        assert!(bgp_held(&MetallbSpeakers::default(), "c"));
     }
 
     #[test]

@@ -593,6 +593,7 @@ pub async fn l2_claims(
 pub async fn metallb_feed(
     pods: Api<Pod>,
     statuses: Api<ServiceL2Status>,
+    advertisements: Api<L2Advertisement>,
     labels: String,
     speakers: Arc<watch::Sender<Arc<ApiSpeakers>>>,
 ) {
@@ -602,20 +603,28 @@ pub async fn metallb_feed(
         let tx = tx.clone();
         move |l| tx.send(Listed::Pods(l)).is_ok()
     });
-    let follow_statuses = follow(statuses, None, "ServiceL2Status objects", move |l| {
-        tx.send(Listed::Statuses(l)).is_ok()
+    let follow_statuses = follow(statuses, None, "ServiceL2Status objects", {
+        let tx = tx.clone();
+        move |l| tx.send(Listed::Statuses(l)).is_ok()
     });
+    let follow_ads = follow(
+        advertisements,
+        None,
+        "MetalLB's L2Advertisements",
+        move |l| tx.send(Listed::Advertisements(l.len())).is_ok(),
+    );
     let apply = async move {
-        let (mut pods, mut statuses) = (None, None);
+        let (mut pods, mut statuses, mut ads) = (None, None, None);
         while let Some(listed) = rx.recv().await {
             match listed {
                 Listed::Pods(p) => pods = Some(p),
                 Listed::Statuses(s) => statuses = Some(s),
+                Listed::Advertisements(n) => ads = Some(n),
             }
-            let (Some(p), Some(s)) = (&pods, &statuses) else {
+            let (Some(p), Some(s), Some(a)) = (&pods, &statuses, ads) else {
                 continue;
             };
-            let now = metallb_speakers(p, s);
+            let now = metallb_speakers(p, s, a > 0);
             speakers.send_if_modified(|s| {
                 let changed = s.metallb.as_ref() != Some(&now);
                 if changed {
@@ -626,13 +635,15 @@ pub async fn metallb_feed(
             });
         }
     };
-    futures::join!(follow_pods, follow_statuses, apply);
+    futures::join!(follow_pods, follow_statuses, follow_ads, apply);
 }
 
 /// A whole list of one kind the MetalLB feed follows.
 enum Listed {
     Pods(Vec<Arc<Pod>>),
     Statuses(Vec<Arc<ServiceL2Status>>),
+    /// How many L2Advertisements MetalLB's namespace has.
+    Advertisements(usize),
 }
 
 /// How often the MetalLB feed lists what it may not watch.
@@ -699,9 +710,15 @@ async fn follow<K>(
 
 /// What MetalLB's speaker Pods and the ServiceL2Status objects tell: the
 /// nodes where a MetalLB speaker runs (its Pod `Ready`, deleted or not: it
-/// answers until its process exits), and per service the nodes named by
-/// the statuses a MetalLB speaker Pod owns (ferrolb's own are not).
-pub fn metallb_speakers(pods: &[Arc<Pod>], statuses: &[Arc<ServiceL2Status>]) -> MetallbSpeakers {
+/// answers until its process exits), the nodes where its Pod is at all,
+/// and per service the nodes named by the statuses a MetalLB speaker Pod
+/// owns (ferrolb's own are not); `l2_advertised`: MetalLB's namespace has
+/// an L2Advertisement.
+pub fn metallb_speakers(
+    pods: &[Arc<Pod>],
+    statuses: &[Arc<ServiceL2Status>],
+    l2_advertised: bool,
+) -> MetallbSpeakers {
     let running = pods
         .iter()
         .filter(|p| {
@@ -710,6 +727,10 @@ pub fn metallb_speakers(pods: &[Arc<Pod>], statuses: &[Arc<ServiceL2Status>]) ->
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    let present = pods
+        .iter()
         .filter_map(|p| p.spec.as_ref()?.node_name.clone())
         .collect();
     let names: BTreeSet<&str> = pods
@@ -739,6 +760,8 @@ pub fn metallb_speakers(pods: &[Arc<Pod>], statuses: &[Arc<ServiceL2Status>]) ->
         synced: true,
         running,
         l2_owners,
+        present,
+        l2_advertised,
     }
 }
 
@@ -1071,7 +1094,7 @@ mod tests {
             // ferrolb's own status, owned by a Pod outside the selector.
             status("ferrolb-speaker-e", "e", "web"),
         ];
-        let got = metallb_speakers(&pods, &statuses);
+        let got = metallb_speakers(&pods, &statuses, true);
         let set = |n: &[&str]| {
             n.iter()
                 .map(|s| (*s).to_owned())
@@ -1079,6 +1102,9 @@ mod tests {
         };
         assert!(got.synced);
         assert_eq!(got.running, set(&["a", "b"]));
+        // Every node with a Pod, whatever its state: BGP waits there.
+        assert_eq!(got.present, set(&["a", "b", "c", "d"]));
+        assert!(got.l2_advertised);
         assert_eq!(
             got.l2_owners,
             BTreeMap::from([

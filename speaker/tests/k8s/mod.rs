@@ -368,16 +368,21 @@ impl Controller {
     /// Starts a controller for `cluster`'s class, pools in its system
     /// namespace, electing itself through a Lease there as `identity`.
     pub fn start(cluster: &Cluster, identity: &str) -> Self {
+        Self::start_in(cluster, &cluster.system, identity)
+    }
+
+    /// As [`Controller::start`], with pools and Lease in `namespace`.
+    pub fn start_in(cluster: &Cluster, namespace: &str, identity: &str) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
         let opts = Options {
-            namespace: cluster.system.clone(),
+            namespace: namespace.to_owned(),
             lb_class: cluster.class.clone(),
             lease: leader::Config {
-                namespace: cluster.system.clone(),
+                namespace: namespace.to_owned(),
                 name: "ferrolb-controller".into(),
                 identity: identity.to_owned(),
                 lease_duration: Duration::from_secs(3),
@@ -458,16 +463,19 @@ fn spawn_speaker(ns: &Netns, node: &str, system: &str, extra: &[String], log: &P
     if !extra.iter().any(|a| a == "--kubeconfig") {
         cmd.arg("--kubeconfig").arg(env.kubeconfig_path());
     }
-    cmd.args(["--namespace", system])
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:7472",
-            "--log-level",
-            "debug,kube=info,hyper=info,tower=info,hyper_util=info",
-        ])
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr);
+    // The test's system namespace, unless the test names another.
+    if !extra.iter().any(|a| a == "--namespace") {
+        cmd.args(["--namespace", system]);
+    }
+    cmd.args([
+        "--metrics-addr",
+        "127.0.0.1:7472",
+        "--log-level",
+        "debug,kube=info,hyper=info,tower=info,hyper_util=info",
+    ])
+    .args(extra)
+    .stdout(std::process::Stdio::null())
+    .stderr(stderr);
     ns.spawn_command(&mut cmd)
 }
 

@@ -969,3 +969,38 @@ fn node_missing_from_view() {
     // still apply; the router ID falls back to the name's hash.
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"]);
 }
+
+/// While ferrolb replaces MetalLB (`--metallb-speaker-labels`), this
+/// node's sessions wait for MetalLB's speaker Pod on it to go: two
+/// sessions from one node address to one router collide.
+#[test]
+fn sessions_wait_for_metallbs_speaker_on_this_node() {
+    use super::super::coexist::MetallbSpeakers;
+    use super::super::view::ApiSpeakers;
+    // (MetalLB Pods listed, nodes with one, sessions run)
+    let cases: &[(bool, &[&str], bool)] = &[
+        (false, &[], false),
+        (true, &[ME, "n2"], false),
+        (true, &["n2", "n3"], true),
+        (true, &[], true),
+    ];
+    for &(synced, present, run) in cases {
+        let mut v = base();
+        v.api_speakers = Some(Arc::new(ApiSpeakers {
+            metallb: Some(MetallbSpeakers {
+                synced,
+                present: present.iter().map(|n| (*n).to_owned()).collect(),
+                ..MetallbSpeakers::default()
+            }),
+            ..ApiSpeakers::default()
+        }));
+        let plan = bgp(&v);
+        let want: BTreeSet<&str> = if run {
+            ["ebgp", "ibgp"].into()
+        } else {
+            BTreeSet::new()
+        };
+        let got: BTreeSet<&str> = plan.peers.keys().map(String::as_str).collect();
+        assert_eq!(got, want, "synced {synced}, MetalLB on {present:?}");
+    }
+}

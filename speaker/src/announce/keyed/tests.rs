@@ -306,11 +306,18 @@ fn keyed_matches_whole_plans() {
                     let api = Arc::make_mut(view.api_speakers.get_or_insert_with(Default::default));
                     let m = api.metallb.get_or_insert_with(|| MetallbSpeakers {
                         synced: true,
+                        l2_advertised: true,
                         ..MetallbSpeakers::default()
                     });
                     let n = NODES[rng.random_range(0..NODES.len())].to_owned();
                     if !m.running.remove(&n) {
                         m.running.insert(n.clone());
+                    }
+                    // Its Pod, on the node while it runs (BGP waits there);
+                    // now and then its L2Advertisements deleted.
+                    m.present.clone_from(&m.running);
+                    if rng.random_bool(0.1) {
+                        m.l2_advertised = !m.l2_advertised;
                     }
                     let svc = format!("s{}", rng.random_range(0..16));
                     m.l2_owners.clear();

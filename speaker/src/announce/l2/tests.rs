@@ -224,6 +224,73 @@ fn preferred_weights_override_the_hash() {
     assert_eq!(candidates(&l2(&v2), "web"), ORDER_10);
 }
 
+/// MetalLB v0.16.2's own vectors for its election order
+/// (`speaker/layer2_controller_test.go`, `TestSortL2Candidates`: highest
+/// preference score first, then `sha256(node + "#" + ip)`), run through
+/// ferrolb's election: each node's score is the weight of a preferred
+/// node selector on a label of its own. The migration without a move
+/// depends on both implementations putting the same node first.
+#[test]
+fn the_election_order_matches_metallbs_own_vectors() {
+    // (candidates, ip, scores, MetalLB's order)
+    type Case<'a> = (&'a [&'a str], &'a str, &'a [(&'a str, i32)], &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
+        (&["node-a"], "10.0.0.1", &[], &["node-a"]),
+        (
+            &["node-a", "node-b", "node-c"],
+            "10.0.0.1",
+            &[],
+            &["node-b", "node-a", "node-c"],
+        ),
+        (
+            &["node-a", "node-b", "node-c"],
+            "10.0.0.2",
+            &[],
+            &["node-b", "node-c", "node-a"],
+        ),
+        (
+            &["edge-a", "edge-b", "worker-a", "worker-b"],
+            "10.20.30.1",
+            &[("edge-a", 100)],
+            &["edge-a", "edge-b", "worker-a", "worker-b"],
+        ),
+        (
+            &["node-a", "node-b"],
+            "10.20.30.1",
+            &[("node-a", 100), ("node-b", 100)],
+            &["node-b", "node-a"],
+        ),
+        (
+            &["edge-a", "edge-b", "worker-a"],
+            "10.20.30.1",
+            &[("edge-a", 100), ("edge-b", 100)],
+            &["edge-b", "edge-a", "worker-a"],
+        ),
+    ];
+    for &(nodes, ip_text, scores, want) in cases {
+        let mut v = view(nodes[0], nodes);
+        v.members = Some(nodes.iter().map(|n| (*n).to_owned()).collect());
+        v.config.pools = vec![pool("pool", &["10.0.0.0/8"], &[])];
+        let mut ad = L2AdvertisementSpec::default();
+        for &(node, weight) in scores {
+            v.nodes.get_mut(node).unwrap().labels = labels(&[("name", node)]);
+            ad.preferred_node_selectors.push(PreferredNodeSelector {
+                weight,
+                preference: sel(&[("name", node)]),
+            });
+        }
+        v.config.l2_advertisements = vec![l2_ad("all", ad)];
+        v.services = services([svc("web", &[ip_text], nodes)]);
+        let plan = l2(&v);
+        assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+        assert_eq!(
+            candidates(&plan, "web"),
+            want,
+            "{nodes:?} {ip_text} {scores:?}"
+        );
+    }
+}
+
 #[test]
 fn node_selectors() {
     let mut v = base("n3");
@@ -432,6 +499,8 @@ fn migrating(this: &str, ferrolb: &[&str], metallb: &[&str], owner: Option<&str>
         metallb: Some(MetallbSpeakers {
             synced: true,
             running: set(metallb),
+            present: set(metallb),
+            l2_advertised: true,
             l2_owners: owner
                 .map(|o| [(key("web"), set(&[o]))].into())
                 .unwrap_or_default(),
@@ -509,6 +578,30 @@ fn during_a_migration_ferrolb_answers_only_when_no_metallb_speaker_can() {
     let plan = l2(&v);
     assert!(plan.announce.is_empty());
     assert_eq!(plan.deferred.get(&key("web")), Some(&Deferral::NotSynced));
+}
+
+/// The handover without a move (docs, "Node by node, without an
+/// outage"): ferrolb's speakers run on every node beside MetalLB's, and
+/// MetalLB's L2Advertisements are deleted. MetalLB's owner of `web` was
+/// its election's winner, n2 (ORDER_10): ferrolb's n2 takes it over, and
+/// no other node answers, whichever MetalLB speakers still run.
+#[test]
+fn with_metallbs_l2_advertisements_deleted_the_same_node_takes_over() {
+    let all = ["n1", "n2", "n3", "n4"];
+    // While MetalLB's advertisement is there, nobody of ferrolb answers.
+    assert_eq!(ferrolb_announcers(&all, &all, Some("n2")), [] as [&str; 0]);
+    let answering: Vec<&str> = NODES
+        .iter()
+        .filter(|n| {
+            let mut v = migrating(n, &all, &all, Some("n2"));
+            let api = Arc::make_mut(v.api_speakers.as_mut().unwrap());
+            api.metallb.as_mut().unwrap().l2_advertised = false;
+            l2(&v).announce.contains_key(&ip("192.0.2.10"))
+        })
+        .copied()
+        .collect();
+    assert_eq!(answering, ["n2"]);
+    assert_eq!(ORDER_10[0], "n2");
 }
 
 #[test]
