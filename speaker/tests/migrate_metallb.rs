@@ -258,9 +258,11 @@ fn speaker_identity(cluster: &Cluster, system: &str, run: &RunDir) -> PathBuf {
 }
 
 /// What ferrolb's speakers read in MetalLB's namespace `metallb` while
-/// they coexist (`--metallb-namespace`; docs/src/metallb.md shows the same
-/// Role): MetalLB's speaker Pods, its ServiceL2Status objects (listed only:
-/// ferrolb's roles grant no watch on them) and its L2Advertisements.
+/// they coexist (`--metallb-namespace`): MetalLB's speaker Pods, its
+/// ServiceL2Status objects (listed only: ferrolb's roles grant no watch on
+/// them) and its L2Advertisements. The shipped Role and RoleBinding,
+/// `config/migrate-from-metallb/metallb_reader.yaml` (and the chart's), are
+/// these ([`metallb_reader_is_the_shipped_one`]).
 fn metallb_reader(metallb: &str, sa: &str, sa_ns: &str) -> [Value; 2] {
     [
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -277,6 +279,30 @@ fn metallb_reader(metallb: &str, sa: &str, sa_ns: &str) -> [Value; 2] {
                            "name": "ferrolb-metallb-reader"},
                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}]}),
     ]
+}
+
+/// The Role and RoleBinding this test applies are the ones shipped for
+/// the procedure, but for their labels.
+#[test]
+fn metallb_reader_is_the_shipped_one() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/migrate-from-metallb/metallb_reader.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let shipped: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .unwrap()
+        .into_iter()
+        .filter(|d: &Value| !d.is_null())
+        .map(|mut d| {
+            d["metadata"].as_object_mut().unwrap().remove("labels");
+            d
+        })
+        .collect();
+    assert_eq!(
+        shipped,
+        metallb_reader("metallb-system", "speaker", "ferrolb-system"),
+        "{}",
+        path.display()
+    );
 }
 
 /// The metallb.io configuration of the lab, in namespace `ns`: a layer 2

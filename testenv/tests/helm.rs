@@ -2,15 +2,18 @@
 //! (`testenv/build-helm` builds it; this test only uses it, as the apiserver
 //! tests use `testenv/build`'s binaries, and fails naming what is missing):
 //!
-//! - `helm lint` passes, with the chart's values and with a MetalLB values
-//!   file (`testdata/helm/metallb-values.yaml`);
-//! - `helm template` of both equals the golden files in `testdata/helm/`;
+//! - `helm lint` passes, with the chart's values, with a MetalLB values
+//!   file (`testdata/helm/metallb-values.yaml`) and with the values of
+//!   ferrolb's speakers beside a running MetalLB
+//!   (`testdata/helm/migrate-from-metallb-values.yaml`);
+//! - `helm template` of the three equals the golden files in `testdata/helm/`;
+//! - the migration values render exactly `config/migrate-from-metallb`;
 //! - the default values render exactly `config/default` (every object but the
 //!   Namespace, which a Helm release does not own), CRDs included, and the
 //!   chart's `crds/` are the files of `config/crd`;
 //! - `helm package` keeps them: the packaged chart renders the same;
 //! - MetalLB values ferrolb cannot honour fail with the chart's message;
-//! - `helm install --server-side` of both values files into the real
+//! - `helm install --server-side` of the three values files into the real
 //!   apiserver creates every rendered object (field manager `helm`,
 //!   operation Apply), and a second `helm upgrade` of the same succeeds.
 //!
@@ -38,19 +41,21 @@ use testenv::TestEnv;
 const RELEASE: &str = "ferrolb";
 
 #[test]
-fn lint_passes_with_default_and_metallb_values() {
+fn lint_passes_with_default_metallb_and_migrate_values() {
     let chart = chart();
     let out = helm(&["lint", "--strict", path(&chart)]);
     assert!(
         out.contains("1 chart(s) linted, 0 chart(s) failed"),
         "{out}"
     );
-    let values = metallb_values();
-    let out = helm(&["lint", "--strict", path(&chart), "-f", path(&values)]);
-    assert!(
-        out.contains("1 chart(s) linted, 0 chart(s) failed"),
-        "{out}"
-    );
+    for values in [metallb_values(), migrate_values()] {
+        let out = helm(&["lint", "--strict", path(&chart), "-f", path(&values)]);
+        assert!(
+            out.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{}: {out}",
+            values.display()
+        );
+    }
 }
 
 #[test]
@@ -86,6 +91,19 @@ fn template_matches_golden_files() {
     let values = metallb_values();
     let metallb = template(&["-f", path(&values)]);
     golden("metallb-values.golden.yaml", &metallb);
+    let migrate = migrate_values();
+    golden(
+        "migrate-from-metallb-values.golden.yaml",
+        &helm(&[
+            "template",
+            RELEASE,
+            path(&chart()),
+            "--namespace",
+            "ferrolb-system",
+            "-f",
+            path(&migrate),
+        ]),
+    );
     // The MetalLB file's user overrides reach the objects.
     let docs = objects(&metallb);
     let speaker = find(&docs, "DaemonSet", "speaker");
@@ -174,6 +192,64 @@ fn default_values_render_config_default() {
     }
 }
 
+/// ferrolb's speakers beside a running MetalLB (docs/src/metallb.md, "Node
+/// by node, without an outage"): the chart with
+/// `testdata/helm/migrate-from-metallb-values.yaml`, released in
+/// ferrolb-system, renders exactly `config/migrate-from-metallb` (but its
+/// Namespace); the coexistence settings are off by default (the default
+/// render is `config/default`, above).
+#[test]
+fn migrate_values_render_config_migrate_from_metallb() {
+    let env = TestEnv::global();
+    let values = migrate_values();
+    let chart = objects(&helm(&[
+        "template",
+        RELEASE,
+        path(&chart()),
+        "--namespace",
+        "ferrolb-system",
+        "-f",
+        path(&values),
+        "--set",
+        "speaker.image.tag=latest",
+    ]));
+    let kustomize = env
+        .kubectl()
+        .args([
+            "kustomize",
+            path(&repo().join("config/migrate-from-metallb")),
+        ])
+        .output()
+        .unwrap();
+    let kustomized = ok("kubectl kustomize config/migrate-from-metallb", &kustomize);
+    let key = |d: &Value| {
+        (
+            id(d),
+            d["metadata"]["namespace"].as_str().map(str::to_owned),
+        )
+    };
+    let want: BTreeMap<_, _> = objects(&kustomized)
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace")
+        .map(|d| (key(&d), d))
+        .collect();
+    let got: BTreeMap<_, _> = chart.into_iter().map(|d| (key(&d), d)).collect();
+    assert_eq!(
+        got.keys().collect::<BTreeSet<_>>(),
+        want.keys().collect::<BTreeSet<_>>(),
+        "the chart's objects are not config/migrate-from-metallb's"
+    );
+    for (key, want) in &want {
+        assert_eq!(
+            &got[key], want,
+            "{key:?} differs from config/migrate-from-metallb's"
+        );
+    }
+    // The Role is in MetalLB's namespace, not the release's.
+    let reader = find(&objects(&kustomized), "Role", "ferrolb-metallb-reader").clone();
+    assert_eq!(reader["metadata"]["namespace"], "metallb-system");
+}
+
 #[test]
 fn prometheus_rule_with_default_values_is_config_alerts() {
     let docs = objects(&template(&[
@@ -260,7 +336,7 @@ fn values_ferrolb_cannot_honour_fail_with_a_reason() {
 }
 
 #[test]
-fn install_creates_every_object_with_default_and_metallb_values() {
+fn install_creates_every_object_with_default_metallb_and_migrate_values() {
     let env = TestEnv::global();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -273,7 +349,15 @@ fn install_creates_every_object_with_default_and_metallb_values() {
     let kubeconfig = path(env.kubeconfig_path()).to_owned();
     let chart = chart();
     let values = metallb_values();
-    for extra in [vec![], vec!["-f", path(&values)]] {
+    // Beside a MetalLB: its namespace holds the reader Role.
+    let migrate = migrate_values();
+    let metallb_ns = rt.block_on(env.fresh_namespace("helm-metallb")).unwrap();
+    let coexist = format!("speaker.metallbCoexistence.namespace={metallb_ns}");
+    for (extra, least) in [
+        (vec![], 14),
+        (vec!["-f", path(&values)], 14),
+        (vec!["-f", path(&migrate), "--set", &coexist], 9),
+    ] {
         let ns = rt.block_on(env.fresh_namespace("helm")).unwrap();
         let mut args = vec![
             "upgrade",
@@ -320,7 +404,11 @@ fn install_creates_every_object_with_default_and_metallb_values() {
             .map(|d| (id(d), d.clone()))
             .collect();
         let rendered = objects(&rendered);
-        assert!(rendered.len() >= 14, "{} objects rendered", rendered.len());
+        assert!(
+            rendered.len() >= least,
+            "{} objects rendered, {least} expected",
+            rendered.len()
+        );
         for want in &rendered {
             let got = live
                 .get(&id(want))
@@ -541,4 +629,9 @@ fn chart() -> PathBuf {
 
 fn metallb_values() -> PathBuf {
     repo().join("testdata/helm/metallb-values.yaml")
+}
+
+/// The chart's equivalent of `config/migrate-from-metallb`.
+fn migrate_values() -> PathBuf {
+    repo().join("testdata/helm/migrate-from-metallb-values.yaml")
 }

@@ -15,6 +15,12 @@
 //! objects, the ConfigurationState and a nodeAssigned Event. (The speaker's
 //! network side needs root and peers: `speaker/tests/speaker_k8s.rs`.)
 //!
+//! `config/migrate-from-metallb` (ferrolb's speakers beside a running
+//! MetalLB) applies beside `config/default` the same way, and its speaker
+//! may read in MetalLB's namespace what `speaker::source::k8s::metallb_feed`
+//! calls and nothing more, checked both ways (reviews, and the feed run with
+//! its token).
+//!
 //! All tests share this binary's apiserver and the one install of
 //! `config/default` ([`installed`]); tests of other binaries have their own.
 
@@ -26,7 +32,7 @@ use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use controller::reconcile::{self, Options};
@@ -46,7 +52,9 @@ use kube::api::{
 };
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
-use speaker::announce::{Announcements, ObjectKey, ServiceAnnouncement};
+use speaker::announce::{
+    Announcements, ApiSpeakers, MetallbSpeakers, ObjectKey, ServiceAnnouncement,
+};
 use speaker::publish;
 use speaker::source::k8s;
 use testenv::TestEnv;
@@ -487,6 +495,192 @@ async fn controller_runs_as_its_service_account() {
     assert_eq!(holder(lease), None, "the Lease was not released");
 }
 
+/// ferrolb's speakers beside a running MetalLB (`config/migrate-from-metallb`;
+/// docs/src/metallb.md, "Node by node, without an outage"): the overlay
+/// passes a server-side dry run and applies, twice, beside
+/// `config/default` (which stands for MetalLB's install: the same names),
+/// leaving its objects alone; its speaker service account may do in its
+/// own namespace what the speaker does in MetalLB's (the calls of
+/// `speaker_may_do_what_it_calls_and_nothing_more`) and, in MetalLB's
+/// namespace, exactly what `speaker::source::k8s::metallb_feed` calls, as
+/// the feed itself shows by running with its token.
+#[tokio::test]
+async fn migrate_from_metallb_applies_beside_metallb_and_reads_only_what_it_calls() {
+    installed();
+    let env = TestEnv::global();
+    let yaml = kustomize(env, "config/migrate-from-metallb");
+    let docs = objects(&yaml);
+    let kinds: BTreeSet<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    for kind in ["CustomResourceDefinition", "Deployment"] {
+        assert!(
+            !kinds.contains(kind),
+            "no CRDs, no controller before step 3: {kinds:?}"
+        );
+    }
+    for doc in docs.iter().filter(|d| is_namespaced(d)) {
+        let ns = if id(doc).1 == "ferrolb-metallb-reader" {
+            NAMESPACE
+        } else {
+            FERROLB_NAMESPACE
+        };
+        assert_eq!(doc["metadata"]["namespace"], ns, "{:?}", id(doc));
+    }
+    let want: BTreeSet<(String, String)> = docs
+        .iter()
+        .map(|d| (id(d).0.to_lowercase(), id(d).1))
+        .collect();
+    let namespace: Vec<Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Namespace")
+        .cloned()
+        .collect();
+    assert_eq!(namespace.len(), 1, "the overlay has one Namespace");
+    kubectl(
+        env,
+        &["apply", "--server-side", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "List", "items": namespace}).to_string(),
+    );
+    let dry_run = kubectl(
+        env,
+        &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+        &yaml,
+    );
+    assert_eq!(
+        applied(&dry_run, "serverside-applied (server dry run)"),
+        want,
+        "{dry_run}"
+    );
+    kubectl(env, &["apply", "--server-side", "-f", "-"], &yaml);
+    let reapplied = kubectl(env, &["apply", "--server-side", "-f", "-"], &yaml);
+    assert_eq!(
+        applied(&reapplied, "serverside-applied"),
+        want,
+        "{reapplied}"
+    );
+    // MetalLB's cluster-wide speaker binding is still MetalLB's.
+    let binding = kubectl(
+        env,
+        &[
+            "get",
+            "clusterrolebinding",
+            "metallb-system:speaker",
+            "-o",
+            "json",
+        ],
+        "",
+    );
+    let binding: Value = serde_json::from_str(&binding).unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "speaker", "namespace": NAMESPACE}])
+    );
+
+    let client = env.client().unwrap();
+    let ours = FERROLB_NAMESPACE;
+    let mut allowed = Vec::new();
+    for verb in ["list", "watch"] {
+        for resource in ["nodes", "services", "endpointslices.discovery.k8s.io"] {
+            allowed.push((verb, resource, ""));
+        }
+        for resource in SPEAKER_READS_IN_NAMESPACE {
+            allowed.push((verb, resource, ours));
+        }
+    }
+    allowed.extend([
+        ("list", "servicel2statuses.metallb.io", ours),
+        ("create", "servicel2statuses.metallb.io", ours),
+        ("delete", "servicel2statuses.metallb.io", ours),
+        ("patch", "servicel2statuses.metallb.io/status", ours),
+        ("list", "servicebgpstatuses.metallb.io", ours),
+        ("create", "servicebgpstatuses.metallb.io", ours),
+        ("delete", "servicebgpstatuses.metallb.io", ours),
+        ("patch", "servicebgpstatuses.metallb.io/status", ours),
+        ("create", "configurationstates.metallb.io", ours),
+        ("patch", "configurationstates.metallb.io", ours),
+        ("patch", "configurationstates.metallb.io/status", ours),
+        ("create", "events.events.k8s.io", "app"),
+        ("patch", "events.events.k8s.io", "app"),
+        ("create", "tokenreviews.authentication.k8s.io", ""),
+        ("create", "subjectaccessreviews.authorization.k8s.io", ""),
+        // metallb_feed in MetalLB's namespace.
+        ("list", "pods", NAMESPACE),
+        ("watch", "pods", NAMESPACE),
+        ("list", "l2advertisements.metallb.io", NAMESPACE),
+        ("watch", "l2advertisements.metallb.io", NAMESPACE),
+        ("list", "servicel2statuses.metallb.io", NAMESPACE),
+    ]);
+    for (verb, resource, ns) in allowed {
+        assert_may_in(&client, ours, "speaker", verb, resource, ns, true).await;
+    }
+    for (verb, resource, ns) in [
+        // Refused on purpose: the feed lists it every second instead.
+        ("watch", "servicel2statuses.metallb.io", NAMESPACE),
+        // Nothing of MetalLB's configuration, Secrets or status is read or
+        // written from ferrolb's speakers: they read their own copy.
+        ("get", "secrets", NAMESPACE),
+        ("list", "secrets", NAMESPACE),
+        ("get", "secrets/memberlist", NAMESPACE),
+        ("get", "pods", NAMESPACE),
+        ("delete", "pods", NAMESPACE),
+        ("patch", "pods", NAMESPACE),
+        ("delete", "l2advertisements.metallb.io", NAMESPACE),
+        ("patch", "l2advertisements.metallb.io", NAMESPACE),
+        ("list", "ipaddresspools.metallb.io", NAMESPACE),
+        ("list", "bgppeers.metallb.io", NAMESPACE),
+        ("list", "bgpadvertisements.metallb.io", NAMESPACE),
+        ("create", "servicel2statuses.metallb.io", NAMESPACE),
+        ("delete", "servicel2statuses.metallb.io", NAMESPACE),
+        ("patch", "servicel2statuses.metallb.io/status", NAMESPACE),
+        ("list", "servicebgpstatuses.metallb.io", NAMESPACE),
+        ("create", "configurationstates.metallb.io", NAMESPACE),
+        ("list", "pods", ""),
+        ("list", "secrets", ""),
+        ("patch", "services/status", "app"),
+        ("create", BINDINGS, ""),
+    ] {
+        assert_may_in(&client, ours, "speaker", verb, resource, ns, false).await;
+    }
+
+    // The feed, with the speaker's token: the three lists (the first
+    // report), then a MetalLB speaker Pod made now arrives (watched).
+    let sa = service_account_client_in(env, ours, "speaker").await;
+    let (tx, mut rx) = watch::channel(Arc::new(ApiSpeakers {
+        metallb: Some(MetallbSpeakers::default()),
+        ..Default::default()
+    }));
+    let labels = "manifests-test=metallb-speaker";
+    let feed = tokio::spawn(k8s::metallb_feed(
+        Api::namespaced(sa.clone(), NAMESPACE),
+        Api::namespaced(sa.clone(), NAMESPACE),
+        Api::namespaced(sa, NAMESPACE),
+        labels.to_owned(),
+        Arc::new(tx),
+    ));
+    let synced = |s: &Arc<ApiSpeakers>| s.metallb.as_ref().is_some_and(|m| m.synced);
+    tokio::time::timeout(TIMEOUT, rx.wait_for(synced))
+        .await
+        .expect("MetalLB's Pods, L2Advertisements or ServiceL2Status objects were never listed")
+        .unwrap();
+    let node = "migrate-probe-node";
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "migrate-probe", "labels": {"manifests-test": "metallb-speaker"}},
+        "spec": {"nodeName": node, "containers": [{"name": "speaker", "image": "metallb/speaker"}]},
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let arrived = tokio::time::timeout(
+        TIMEOUT,
+        rx.wait_for(|s| s.metallb.as_ref().is_some_and(|m| m.present.contains(node))),
+    )
+    .await;
+    feed.abort();
+    let _ = pods.delete("migrate-probe", &Default::default()).await;
+    arrived
+        .expect("a MetalLB speaker Pod made after the first list never reached the feed")
+        .unwrap();
+}
+
 #[tokio::test]
 async fn speaker_runs_as_its_service_account() {
     installed();
@@ -902,6 +1096,19 @@ fn repo() -> PathBuf {
 /// `plural.group/name` with a name for leases) in namespace `ns` (empty:
 /// cluster-scoped, or every namespace), and asserts the answer.
 async fn assert_may(client: &Client, user: &str, verb: &str, resource: &str, ns: &str, want: bool) {
+    assert_may_in(client, NAMESPACE, user, verb, resource, ns, want).await;
+}
+
+/// [`assert_may`] for service account `user` of namespace `sa_ns`.
+async fn assert_may_in(
+    client: &Client,
+    sa_ns: &str,
+    user: &str,
+    verb: &str,
+    resource: &str,
+    ns: &str,
+    want: bool,
+) {
     let (plural_group, rest) = resource.split_once('/').unwrap_or((resource, ""));
     let (plural, group) = plural_group.split_once('.').unwrap_or((plural_group, ""));
     // A `/` after leases, secrets or deployments names an object; after
@@ -914,10 +1121,10 @@ async fn assert_may(client: &Client, user: &str, verb: &str, resource: &str, ns:
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{NAMESPACE}:{user}")),
+            user: Some(format!("system:serviceaccount:{sa_ns}:{user}")),
             groups: Some(vec![
                 "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{NAMESPACE}"),
+                format!("system:serviceaccounts:{sa_ns}"),
                 "system:authenticated".into(),
             ]),
             resource_attributes: Some(ResourceAttributes {
@@ -943,7 +1150,7 @@ async fn assert_may(client: &Client, user: &str, verb: &str, resource: &str, ns:
     assert_eq!(
         answer.allowed,
         want,
-        "{user} {} {verb} {resource} ({where_}): {answer:?}",
+        "{sa_ns}/{user} {} {verb} {resource} ({where_}): {answer:?}",
         if want {
             "must be allowed to"
         } else {
@@ -955,7 +1162,12 @@ async fn assert_may(client: &Client, user: &str, verb: &str, resource: &str, ns:
 /// A client authenticated with a fresh token of service account `name` in
 /// `metallb-system` (the TokenRequest API, as the kubelet mounts one).
 async fn service_account_client(env: &TestEnv, name: &str) -> Client {
-    let accounts: Api<ServiceAccount> = Api::namespaced(env.client().unwrap(), NAMESPACE);
+    service_account_client_in(env, NAMESPACE, name).await
+}
+
+/// [`service_account_client`] for service account `name` of `ns`.
+async fn service_account_client_in(env: &TestEnv, ns: &str, name: &str) -> Client {
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client().unwrap(), ns);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
@@ -1114,6 +1326,9 @@ const BINDINGS: &str = "clusterrolebindings.rbac.authorization.k8s.io";
 
 /// MetalLB's namespace, which the manifests use.
 const NAMESPACE: &str = "metallb-system";
+
+/// ferrolb's namespace beside a running MetalLB (`config/migrate-from-metallb`).
+const FERROLB_NAMESPACE: &str = "ferrolb-system";
 
 /// Both binaries' default metrics port.
 const METRICS_PORT: i32 = 7472;

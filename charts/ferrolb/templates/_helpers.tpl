@@ -7,8 +7,15 @@ component: controller
 {{- end }}
 {{- end }}
 
+{{- /* The speaker Pods' app label: metallb, as MetalLB's; ferrolb beside a
+running MetalLB (speaker.metallbCoexistence), so that neither member list
+takes the other's speakers for its own. */ -}}
+{{- define "ferrolb.speaker.app" -}}
+{{ if .Values.speaker.metallbCoexistence.enabled }}ferrolb{{ else }}metallb{{ end }}
+{{- end }}
+
 {{- define "ferrolb.speaker.labels" -}}
-app: metallb
+app: {{ include "ferrolb.speaker.app" . }}
 component: speaker
 {{- range $k, $v := .Values.speaker.labels }}
 {{ $k }}: {{ $v | quote }}
