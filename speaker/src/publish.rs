@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
@@ -195,8 +196,8 @@ impl Writer {
     fn status(&self, key: &ObjectKey, field: &str, list: Vec<Value>) -> Value {
         let mut status = json!({
             "node": self.opts.node,
-            "serviceName": key.name,
-            "serviceNamespace": key.namespace,
+            "serviceName": &*key.name,
+            "serviceNamespace": &*key.namespace,
         });
         if !list.is_empty() {
             status[field] = Value::Array(list);
@@ -220,7 +221,7 @@ impl Writer {
             metadata: ObjectMeta {
                 // As client-go names events: the object, a dot, the time.
                 name: Some(format!("{}.{:x}", key.name, now.as_nanosecond())),
-                namespace: Some(key.namespace.clone()),
+                namespace: Some(key.namespace.to_string()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
@@ -341,9 +342,10 @@ impl Kind {
             let key = ObjectKey {
                 namespace: labels
                     .get(LABEL_SERVICE_NAMESPACE)
-                    .cloned()
-                    .unwrap_or_default(),
-                name: labels.get(LABEL_SERVICE_NAME).cloned().unwrap_or_default(),
+                    .map_or_else(Arc::default, |n| n.as_str().into()),
+                name: labels
+                    .get(LABEL_SERVICE_NAME)
+                    .map_or_else(Arc::default, |n| n.as_str().into()),
             };
             let status = digest(o.data.get("status").unwrap_or(&Value::Null));
             match known.entry(key) {
@@ -452,8 +454,8 @@ impl Kind {
             "namespace": opts.namespace,
             "labels": {
                 LABEL_NODE: opts.node,
-                LABEL_SERVICE_NAME: key.name,
-                LABEL_SERVICE_NAMESPACE: key.namespace,
+                LABEL_SERVICE_NAME: &*key.name,
+                LABEL_SERVICE_NAMESPACE: &*key.namespace,
             },
         });
         if let Some(owner) = owner(opts) {
