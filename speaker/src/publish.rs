@@ -45,7 +45,9 @@ use crate::announce::{Announcements, ObjectKey};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// What this node announces; `None` until the first reconcile.
-    pub announcements: Option<Announcements>,
+    /// Shared with the reconcile loop's plan (one copy of a thousand
+    /// services' announcements, not one per holder).
+    pub announcements: Option<Arc<Announcements>>,
     /// The result of the last configuration.
     pub config: ConfigResult,
 }
@@ -93,7 +95,7 @@ pub async fn run(
         bgp: Kind::new::<ServiceBGPStatus>(&client, &opts, "bgp-"),
         states: Api::namespaced(client.clone(), &opts.namespace),
         client,
-        evented: Announcements::new(),
+        evented: Arc::default(),
         config_written: None,
         services,
         opts,
@@ -129,7 +131,7 @@ struct Writer {
     states: Api<ConfigurationState>,
     client: Client,
     /// What events have been recorded for.
-    evented: Announcements,
+    evented: Arc<Announcements>,
     config_written: Option<ConfigResult>,
     services: Store<Service>,
 }
@@ -173,7 +175,7 @@ impl Writer {
         for (key, protocol) in newly_assigned(&self.evented, ann, &diff) {
             self.node_assigned(key, protocol).await;
         }
-        self.evented.clone_from(ann);
+        self.evented = Arc::clone(ann);
         Ok(())
     }
 
