@@ -45,8 +45,11 @@ use crate::announce::{Announcements, ObjectKey};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// What this node announces; `None` until the first reconcile.
-    /// Shared with the reconcile loop's plan (one copy of a thousand
-    /// services' announcements, not one per holder).
+    /// One copy, shared by the watch channel, the writer's report and
+    /// what it last wrote from (three deep copies of a thousand services'
+    /// announcements before). The reconcile loop copies its plan's map
+    /// into it after the routes are handed to the peers, off the path of
+    /// a change to its UPDATE.
     pub announcements: Option<Arc<Announcements>>,
     /// The result of the last configuration.
     pub config: ConfigResult,

@@ -454,7 +454,7 @@ impl Reconciler {
             tx.send_if_modified(|r| {
                 let publish = r.announcements.is_none() || changes.announcements > 0;
                 if publish {
-                    r.announcements = Some(Arc::clone(keyed.announcements()));
+                    r.announcements = Some(Arc::new(keyed.announcements().clone()));
                 }
                 publish
             });

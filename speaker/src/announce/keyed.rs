@@ -107,9 +107,7 @@ pub struct Keyed {
     counts: BTreeMap<String, usize>,
     /// Per IP answered from here, the services and their interfaces.
     l2: BTreeMap<IpAddr, Address>,
-    /// Shared with the status writer's report ([`Keyed::announcements`]):
-    /// a change copies it once, when the writer still holds the last one.
-    announcements: Arc<Announcements>,
+    announcements: Announcements,
     yielded: BTreeMap<ObjectKey, String>,
     deferred: BTreeMap<ObjectKey, Deferral>,
     /// Incremented by every update; entries not seen in it are gone.
@@ -571,10 +569,9 @@ impl Keyed {
             }
             if self.announcements.get(&key) != now.as_ref() {
                 changes.announcements += 1;
-                let announcements = Arc::make_mut(&mut self.announcements);
                 match now {
-                    Some(a) => announcements.insert(key, a),
-                    None => announcements.remove(&key),
+                    Some(a) => self.announcements.insert(key, a),
+                    None => self.announcements.remove(&key),
                 };
             }
         }
@@ -648,10 +645,8 @@ impl Keyed {
             .collect()
     }
 
-    /// Per service, what this node announces (its status objects). One
-    /// copy: the status writer keeps this `Arc`, and the next change that
-    /// touches an announcement copies it.
-    pub fn announcements(&self) -> &Arc<Announcements> {
+    /// Per service, what this node announces (its status objects).
+    pub fn announcements(&self) -> &Announcements {
         &self.announcements
     }
 

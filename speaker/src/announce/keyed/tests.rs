@@ -227,7 +227,7 @@ fn check(step: &str, view: &ClusterView, l2_on: bool, keyed: &Keyed, applied: &A
     );
     // Status, and the (protocol, service, IP) log.
     let want = announcements(&bgp, l2.as_ref());
-    assert_eq!(**keyed.announcements(), want, "{step}: announcements");
+    assert_eq!(*keyed.announcements(), want, "{step}: announcements");
     let ingress: BTreeMap<&ObjectKey, &Vec<IpAddr>> =
         view.services.iter().map(|s| (&s.key, &s.ingress)).collect();
     let mut triples = BTreeSet::new();
