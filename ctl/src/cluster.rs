@@ -108,10 +108,10 @@ impl Snapshot {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
         for key in password_secrets(model) {
             let read = self.secrets.iter().any(|s| {
-                s.metadata.name.as_deref() == Some(key.name.as_str())
-                    && s.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+                s.metadata.name.as_deref() == Some(&*key.name)
+                    && s.metadata.namespace.as_deref() == Some(&*key.namespace)
             });
-            if key.namespace != ns || read {
+            if &*key.namespace != ns || read {
                 continue;
             }
             match secrets.get_opt(&key.name).await {

@@ -195,8 +195,8 @@ pub fn build(
     events: &[Event],
 ) -> Result<Explain, NotFound> {
     let Some(svc) = snap.services.iter().find(|s| {
-        s.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-            && s.metadata.name.as_deref() == Some(key.name.as_str())
+        s.metadata.namespace.as_deref() == Some(&*key.namespace)
+            && s.metadata.name.as_deref() == Some(&*key.name)
     }) else {
         return Err(NotFound(format!("service {key} not found")));
     };
@@ -260,7 +260,7 @@ pub fn build(
     };
     let mut bgp_status: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for st in snap.bgp_statuses.iter().filter_map(|s| s.status.as_ref()) {
-        if st.service_namespace == key.namespace && st.service_name == key.name {
+        if *st.service_namespace == *key.namespace && *st.service_name == *key.name {
             let peers = bgp_status.entry(st.node.clone()).or_default();
             peers.extend(st.peers.iter().cloned());
             peers.sort();

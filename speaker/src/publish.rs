@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
@@ -44,7 +45,12 @@ use crate::announce::{Announcements, ObjectKey};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// What this node announces; `None` until the first reconcile.
-    pub announcements: Option<Announcements>,
+    /// One copy, shared by the watch channel, the writer's report and
+    /// what it last wrote from (three deep copies of a thousand services'
+    /// announcements before). The reconcile loop copies its plan's map
+    /// into it after the routes are handed to the peers, off the path of
+    /// a change to its UPDATE.
+    pub announcements: Option<Arc<Announcements>>,
     /// The result of the last configuration.
     pub config: ConfigResult,
 }
@@ -92,7 +98,7 @@ pub async fn run(
         bgp: Kind::new::<ServiceBGPStatus>(&client, &opts, "bgp-"),
         states: Api::namespaced(client.clone(), &opts.namespace),
         client,
-        evented: Announcements::new(),
+        evented: Arc::default(),
         config_written: None,
         services,
         opts,
@@ -128,7 +134,7 @@ struct Writer {
     states: Api<ConfigurationState>,
     client: Client,
     /// What events have been recorded for.
-    evented: Announcements,
+    evented: Arc<Announcements>,
     config_written: Option<ConfigResult>,
     services: Store<Service>,
 }
@@ -172,7 +178,7 @@ impl Writer {
         for (key, protocol) in newly_assigned(&self.evented, ann, &diff) {
             self.node_assigned(key, protocol).await;
         }
-        self.evented.clone_from(ann);
+        self.evented = Arc::clone(ann);
         Ok(())
     }
 
@@ -195,8 +201,8 @@ impl Writer {
     fn status(&self, key: &ObjectKey, field: &str, list: Vec<Value>) -> Value {
         let mut status = json!({
             "node": self.opts.node,
-            "serviceName": key.name,
-            "serviceNamespace": key.namespace,
+            "serviceName": &*key.name,
+            "serviceNamespace": &*key.namespace,
         });
         if !list.is_empty() {
             status[field] = Value::Array(list);
@@ -220,7 +226,7 @@ impl Writer {
             metadata: ObjectMeta {
                 // As client-go names events: the object, a dot, the time.
                 name: Some(format!("{}.{:x}", key.name, now.as_nanosecond())),
-                namespace: Some(key.namespace.clone()),
+                namespace: Some(key.namespace.to_string()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
@@ -341,9 +347,10 @@ impl Kind {
             let key = ObjectKey {
                 namespace: labels
                     .get(LABEL_SERVICE_NAMESPACE)
-                    .cloned()
-                    .unwrap_or_default(),
-                name: labels.get(LABEL_SERVICE_NAME).cloned().unwrap_or_default(),
+                    .map_or_else(Arc::default, |n| n.as_str().into()),
+                name: labels
+                    .get(LABEL_SERVICE_NAME)
+                    .map_or_else(Arc::default, |n| n.as_str().into()),
             };
             let status = digest(o.data.get("status").unwrap_or(&Value::Null));
             match known.entry(key) {
@@ -452,8 +459,8 @@ impl Kind {
             "namespace": opts.namespace,
             "labels": {
                 LABEL_NODE: opts.node,
-                LABEL_SERVICE_NAME: key.name,
-                LABEL_SERVICE_NAMESPACE: key.namespace,
+                LABEL_SERVICE_NAME: &*key.name,
+                LABEL_SERVICE_NAMESPACE: &*key.namespace,
             },
         });
         if let Some(owner) = owner(opts) {

@@ -468,7 +468,7 @@ impl Reconciler {
             tx.send_if_modified(|r| {
                 let publish = r.announcements.is_none() || changes.announcements > 0;
                 if publish {
-                    r.announcements = Some(keyed.announcements().clone());
+                    r.announcements = Some(Arc::new(keyed.announcements().clone()));
                 }
                 publish
             });

@@ -22,6 +22,7 @@ mod selector;
 
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 pub use self::advert::{BgpAdvertisement, L2Advertisement, Scope};
 pub use self::peer::{
@@ -67,20 +68,25 @@ impl Model {
 }
 
 /// A namespaced object's identity.
+///
+/// The speaker keeps one per service and copies it into every table that
+/// names the service (per peer and prefix, per IP, the status publisher's
+/// state): the names are shared (`Arc<str>`), so a copy is a reference
+/// count, not two more allocations.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
     /// Namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
     /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
         Self {
-            namespace: namespace.into(),
-            name: name.into(),
+            namespace: namespace.as_ref().into(),
+            name: name.as_ref().into(),
         }
     }
 }

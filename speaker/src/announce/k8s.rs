@@ -411,13 +411,14 @@ pub fn service<'a>(
     let endpoints = slices
         .into_iter()
         .filter(|slice| {
-            slice.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+            slice.metadata.namespace.as_deref() == Some(&*key.namespace)
                 && slice
                     .metadata
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    == Some(&key.name)
+                    .map(String::as_str)
+                    == Some(&*key.name)
         })
         .flat_map(|slice| slice.endpoints.iter().flatten())
         .map(endpoint)
@@ -848,7 +849,7 @@ mod tests {
                 assert_eq!(problems, scratch_problems, "{at}");
                 for svc in &view.services {
                     if let Some(before) = last.get(&svc.key)
-                        && !touched.contains(svc.key.name.as_str())
+                        && !touched.contains(&*svc.key.name)
                     {
                         assert!(
                             Arc::ptr_eq(before, svc),

@@ -188,8 +188,9 @@ struct Entry {
 struct Prefix {
     by_service: VecMap<ObjectKey, Pending>,
     /// What the peer is given: the route, or the LOCAL_PREF conflict that
-    /// withholds it; `None` before the first merge.
-    merged: Option<Result<Arc<RouteAttrs>, Problem>>,
+    /// withholds it (boxed: rare, and three times the size of the route,
+    /// in one slot per peer and prefix); `None` before the first merge.
+    merged: Option<Result<Arc<RouteAttrs>, Box<Problem>>>,
 }
 
 /// One IP this node may answer for.
@@ -450,7 +451,7 @@ impl Keyed {
                 for pending in p.by_service.values() {
                     all.absorb(pending);
                 }
-                all.resolve(peer, *prefix)
+                all.resolve(peer, *prefix).map_err(Box::new)
             });
             let now = ok(merged.as_ref());
             // Whether the prefix goes out decides its services' status.
@@ -665,7 +666,7 @@ impl Keyed {
                 .and_then(|t| t.get(prefix))
                 .map(|p| &p.merged)
             {
-                out.push(problem.clone());
+                out.push((**problem).clone());
             }
         }
         out
@@ -693,7 +694,7 @@ impl Keyed {
 }
 
 /// The route a merge gives, if it is not withheld.
-fn ok(merged: Option<&Result<Arc<RouteAttrs>, Problem>>) -> Option<Arc<RouteAttrs>> {
+fn ok(merged: Option<&Result<Arc<RouteAttrs>, Box<Problem>>>) -> Option<Arc<RouteAttrs>> {
     merged.and_then(|m| m.as_ref().ok()).cloned()
 }
 

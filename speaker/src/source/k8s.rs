@@ -413,8 +413,13 @@ fn trim_node(n: &mut Node) {
 }
 
 /// Keeps of a Service what the view reads (type, class, traffic policy,
-/// ingress, labels, annotations) and what events name (uid).
+/// ingress, labels, MetalLB's annotations) and what events name (uid).
 fn trim_service(s: &mut Service) {
+    // The view reads the pool and shared-IP annotations only; real
+    // Services carry others (Helm's, cloud providers', tools').
+    if let Some(a) = s.metadata.annotations.as_mut() {
+        a.retain(|k, _| k.starts_with("metallb.io/") || k.starts_with("metallb.universe.tf/"));
+    }
     if let Some(spec) = s.spec.as_mut() {
         spec.ports = None;
         spec.selector = None;
@@ -816,8 +821,8 @@ mod tests {
 
     use super::*;
 
-    /// What the trims keep of a Node and an EndpointSlice: what the view
-    /// reads, and their names (the cache's keys).
+    /// What the trims keep of a Node, an EndpointSlice and a Service: what
+    /// the view reads, and their names (the cache's keys).
     #[test]
     fn trims_keep_what_the_view_reads() {
         let meta = json!({"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7",
@@ -870,6 +875,27 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(node, want);
+
+        let mut svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u", "labels": {"app": "web"},
+                         "annotations": {"metallb.io/ip-allocated-from-pool": "p",
+                                         "metallb.universe.tf/allow-shared-ip": "k",
+                                         "meta.helm.sh/release-name": "web"}},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}], "clusterIP": "10.96.0.9",
+                     "externalTrafficPolicy": "Local"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+        }))
+        .unwrap();
+        trim_service(&mut svc);
+        let want: Service = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u", "labels": {"app": "web"},
+                         "annotations": {"metallb.io/ip-allocated-from-pool": "p",
+                                         "metallb.universe.tf/allow-shared-ip": "k"}},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+        }))
+        .unwrap();
+        assert_eq!(svc, want);
     }
 
     /// Caches fed by hand instead of by watches.

@@ -280,7 +280,7 @@ fn keyed_matches_whole_plans() {
                 }
                 50..60 => {
                     let name = format!("s{}", rng.random_range(8..16));
-                    view.services.retain(|s| s.key.name != name);
+                    view.services.retain(|s| *s.key.name != *name);
                     view.services.push(random_service(&mut rng, &name).into());
                 }
                 60..70 if view.services.len() > 1 => {
