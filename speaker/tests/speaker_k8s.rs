@@ -580,7 +580,11 @@ fn bench_status_to_route_and_rss() {
         }
     }
 
-    // A burst: every Service annotated at once (32 requests in flight).
+    // A burst: every Service labelled at once (32 requests in flight). A
+    // label, not an annotation: advertisements select Services by label, so
+    // the Service cache keeps labels and the change reaches the decisions;
+    // it keeps only MetalLB's annotations, and an annotation of ours would
+    // stop at the cache.
     // How many snapshots and reconciles the speaker makes of it (its log
     // counts them; without the stage events, the build is not told).
     let total = services + rounds;
@@ -592,7 +596,7 @@ fn bench_status_to_route_and_rss() {
         futures::stream::iter(0..total)
             .map(|i| {
                 let api = api.clone();
-                let patch = json!({"metadata": {"annotations": {"bench.ferrolb/burst": "1"}}});
+                let patch = json!({"metadata": {"labels": {"bench.ferrolb/burst": "1"}}});
                 async move {
                     api.patch(
                         &format!("s{i}"),
