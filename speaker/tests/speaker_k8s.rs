@@ -1318,3 +1318,471 @@ fn log_time_reads_tracing_timestamps() {
     );
     assert_eq!(log_field("t m decided=1 all=false", "decided"), Some("1"));
 }
+
+/// Benchmark (BENCHMARKS.md, issue 18 §1): one speaker as one Node of a
+/// cluster that `ferrolb-loadgen fill` and `floor` made (5,000 Nodes,
+/// `SCALE_SERVICES` LoadBalancer Services over 20 pools with their
+/// addresses, their EndpointSlices), BGP to one FRR. Run by
+/// `bench/speaker-scale`, which fills the apiserver first; on its own:
+///
+/// ```text
+/// SCALE_KUBECONFIG=/path/kubeconfig SCALE_SERVICES=50000 SPEAKER_BIN=target/release/speaker \
+///   LOADGEN_BIN=target/release/ferrolb-loadgen \
+///   cargo test --release -p speaker --test speaker_k8s bench_speaker_at_scale -- --ignored --nocapture
+/// ```
+///
+/// Other variables: `SCALE_NAMESPACE` (the pools' namespace, default
+/// metallb-system), `SCALE_NODE` (the speaker's Node, default node-04999:
+/// the churn flips Nodes from node-00000 up), `SCALE_CHURN_SECS` (60),
+/// `SCALE_MOVES` (endpoint moves per second, 10), `SCALE_CREATES`
+/// (Services created and deleted per second, 1), `SCALE_FLIPS` (Node
+/// Ready flips per second, 1), `SCALE_ROUNDS` (20).
+///
+/// Prints: the time until every route is at FRR and how many; RSS (VmRSS
+/// and VmHWM) once they are; idle CPU and octets from the apiserver (at
+/// the namespace's loopback relay: TLS included); under the churn, CPU
+/// per 1,000 changes and octets per minute and per change; and, during
+/// the churn, the time from an EndpointSlice write (an ETP Local
+/// Service's endpoint moved onto this node, then off it) to the first
+/// UPDATE from the speaker at FRR (tcpdump in FRR's namespace).
+#[test]
+#[ignore = "benchmark: run by bench/speaker-scale, see BENCHMARKS.md"]
+fn bench_speaker_at_scale() {
+    testnet::require_root();
+    testnet::require_binary("tcpdump");
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    let kubeconfig = std::env::var("SCALE_KUBECONFIG")
+        .expect("SCALE_KUBECONFIG: the kubeconfig of an apiserver filled by bench/speaker-scale");
+    let services: u32 = var("SCALE_SERVICES", "50000").parse().unwrap();
+    let ns = var("SCALE_NAMESPACE", "metallb-system");
+    let me = var("SCALE_NODE", "node-04999");
+    let churn_secs: u64 = var("SCALE_CHURN_SECS", "60").parse().unwrap();
+    let rounds: usize = var("SCALE_ROUNDS", "20").parse().unwrap();
+    let loadgen = var(
+        "LOADGEN_BIN",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/release/ferrolb-loadgen"
+        ),
+    );
+    assert!(
+        std::path::Path::new(&loadgen).exists(),
+        "LOADGEN_BIN: {loadgen} is missing (cargo build --release -p ferrolb-tools --bin ferrolb-loadgen)"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, server) = rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let server = config.cluster_url.to_string();
+        (kube::Client::try_from(config).unwrap(), server)
+    });
+    let port: u16 = server
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The peer and the advertisement of every pool (server-side apply).
+    let apply = |doc: Value| {
+        let ar = if doc["kind"] == "BGPPeer" {
+            kube::api::ApiResource::erase::<api::v1beta2::BGPPeer>(&())
+        } else {
+            kube::api::ApiResource::erase::<api::v1beta1::BGPAdvertisement>(&())
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        rt.block_on(api.patch(
+            &name,
+            &PatchParams::apply("speaker-scale").force(),
+            &Patch::Apply(&doc),
+        ))
+        .unwrap();
+    };
+    apply(json!({
+        "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+        "metadata": {"name": "scale-frr", "namespace": ns},
+        "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": "10.0.0.1", "connectTime": "1s",
+                 "nodeSelectors": [{"matchLabels": {"kubernetes.io/hostname": me}}]},
+    }));
+    apply(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+        "metadata": {"name": "scale-all", "namespace": ns},
+        "spec": {},
+    }));
+
+    let run = RunDir::new("speaker-scale");
+    let bridge = Bridge::new("lan");
+    let router = Netns::new("rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(
+        &router,
+        "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.0.2 remote-as 64512
+",
+    );
+    let node_ns = Netns::new("scale");
+    bridge.attach(&node_ns, "eth0");
+    node_ns.add_addr("eth0", "10.0.0.2/24");
+    let relay = testnet::Forward::loopback_port(&node_ns, port);
+    let log = run.join("speaker.log");
+    let bin = std::env::var("SPEAKER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_speaker").into());
+    let mut cmd = node_ns.command(&bin);
+    cmd.env("NODE_NAME", &me)
+        .args(["--kubeconfig", &kubeconfig, "--namespace", &ns])
+        .args(["--metrics-addr", "127.0.0.1:7472"])
+        .args([
+            "--log-level",
+            "debug,kube=info,hyper=info,tower=info,hyper_util=info",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap(),
+        );
+    let started = Instant::now();
+    let speaker = node_ns.spawn_command(&mut cmd);
+    let pid = speaker.pid();
+    let dump = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        eprintln!(
+            "--- speaker log (tail) ---\n{}",
+            lines[lines.len().saturating_sub(40)..].join("\n")
+        );
+    };
+    let prefixes = || {
+        frr.vtysh_json("show bgp ipv4 unicast summary json")["peers"]["10.0.0.2"]["pfxRcd"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    // Every route: the count at FRR unchanged over 10 s (five reads).
+    let mut last = (0, 0usize);
+    let routes = wait_until(
+        "every route at FRR",
+        Duration::from_secs(1800),
+        Duration::from_secs(2),
+        || {
+            let n = prefixes();
+            if n > 0 && n == last.0 {
+                last.1 += 1;
+            } else {
+                last = (n, 0);
+            }
+            (last.1 >= 5).then_some(n)
+        },
+    )
+    .unwrap_or_else(|e| {
+        dump();
+        panic!("{e}")
+    });
+    let to_routes = started.elapsed().saturating_sub(Duration::from_secs(10));
+    let octets_start = relay.octets_in();
+    eprintln!(
+        "scale: {services} services: {routes} routes at FRR {to_routes:?} after the speaker started; \
+         {:.1} MB received from the apiserver by then",
+        octets_start as f64 / 1e6
+    );
+    let proc_status = || std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |status: &str, k: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+            .unwrap()
+    };
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    // Then the speaker writes a ServiceBGPStatus object and a nodeAssigned
+    // Event per announced Service (and reads the apiserver's answers
+    // through the same relay): steady once under 100 kB arrive in 15 s.
+    // (The first read only starts the first window.)
+    let mut quiet_from = None;
+    let settled = wait_until(
+        "the status objects and events written (under 100 kB from the apiserver in 15 s)",
+        Duration::from_secs(1800),
+        Duration::from_secs(15),
+        || {
+            let now = relay.octets_in();
+            let quiet = quiet_from.is_some_and(|from| now - from < 100_000);
+            quiet_from = Some(now);
+            quiet.then_some(())
+        },
+    );
+    if let Err(e) = settled {
+        dump();
+        panic!("{e}");
+    }
+    eprintln!(
+        "scale: status objects and events written {:?} after the speaker started; {:.1} MB received by then",
+        started.elapsed(),
+        relay.octets_in() as f64 / 1e6
+    );
+    std::thread::sleep(Duration::from_secs(10));
+    let s = proc_status();
+    eprintln!(
+        "scale: steady state: VmRSS {} KiB ({:.1} MiB), VmHWM {} KiB ({:.1} MiB)",
+        kib(&s, "VmRSS:"),
+        kib(&s, "VmRSS:") as f64 / 1024.0,
+        kib(&s, "VmHWM:"),
+        kib(&s, "VmHWM:") as f64 / 1024.0
+    );
+    let (c0, b0, t0) = (cpu(), relay.octets_in(), Instant::now());
+    std::thread::sleep(Duration::from_secs(30));
+    eprintln!(
+        "scale: idle over {:?}: {} CPU ticks, {} octets from the apiserver",
+        t0.elapsed(),
+        cpu() - c0,
+        relay.octets_in() - b0
+    );
+
+    // The churn (another process), and latency rounds meanwhile.
+    let out = run.join("churn.json");
+    // Killed (by its PID) if the test fails before it ends.
+    struct Churn(std::process::Child);
+    impl Drop for Churn {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut churn = Churn(
+        std::process::Command::new(&loadgen)
+            .args(["--kubeconfig", &kubeconfig, "churn"])
+            .args(["--services", &services.to_string()])
+            .args(["--pool-namespace", &ns])
+            .args(["--duration", &churn_secs.to_string()])
+            .args(["--services-per-second", &var("SCALE_CREATES", "1")])
+            .args(["--endpoint-moves-per-second", &var("SCALE_MOVES", "10")])
+            .args(["--node-flips-per-second", &var("SCALE_FLIPS", "1")])
+            // ETP Cluster: the fill's Local Services hold nearly every
+            // health-check node port of the default range.
+            .args(["--local-percent", "0"])
+            // A seed of its own (the same seed twice writes the same
+            // endpoints: no-op patches).
+            .args([
+                "--seed",
+                &std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    .to_string(),
+            ])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let (c0, b0, t0) = (cpu(), relay.octets_in(), Instant::now());
+    let dump_path = run.join("updates.txt");
+    // Segments from the speaker with more than a KEEPALIVE (19 octets) of
+    // BGP: UPDATEs, announcements and withdrawals alike.
+    let mut tcpdump = router.spawn(
+        [
+            "tcpdump",
+            "-i",
+            "eth0",
+            "-n",
+            "-l",
+            "-tt",
+            "-Q",
+            "in",
+            "--immediate-mode",
+            "src host 10.0.0.2 and tcp dst port 179 and \
+             (ip[2:2] - ((ip[0] & 0xf) << 2) - ((tcp[12] & 0xf0) >> 2)) > 19",
+        ],
+        &dump_path,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let lines = || {
+        std::fs::read_to_string(&dump_path)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let first_after = |before: usize| {
+        wait_until(
+            "the UPDATE at FRR",
+            CHANGE,
+            Duration::from_millis(20),
+            || {
+                let text = std::fs::read_to_string(&dump_path).ok()?;
+                text.lines()
+                    .nth(before)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            },
+        )
+        .unwrap_or_else(|e| {
+            dump();
+            panic!("{e}")
+        })
+    };
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let slices_api = |namespace: &str| -> Api<k8s_openapi::api::discovery::v1::EndpointSlice> {
+        Api::namespaced(client.clone(), namespace)
+    };
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let mut i = 1000u32;
+    while on.len() < rounds && i < services {
+        i += 1;
+        // The loadgen's ETP Local Services: not in a shared pair, and
+        // (i * 53) mod 100 below 30 (its default --local-percent).
+        let pair = i / 2;
+        if (pair * 37) % 100 < 10 || (i * 53) % 100 >= 30 {
+            continue;
+        }
+        let namespace = format!("lg-{}", (i / 2) % 50);
+        let name = format!("svc-{i:06}");
+        let api = slices_api(&namespace);
+        let lp =
+            kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
+        let list = rt.block_on(api.list(&lp)).unwrap();
+        let here = list.items.iter().any(|s| {
+            s.endpoints
+                .iter()
+                .flatten()
+                .any(|e| e.node_name.as_deref() == Some(me.as_str()))
+        });
+        if here || list.items.is_empty() {
+            continue;
+        }
+        let svc: k8s_openapi::api::core::v1::Service = rt
+            .block_on(Api::namespaced(client.clone(), &namespace).get(&name))
+            .unwrap();
+        let local = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.external_traffic_policy.as_deref());
+        if local != Some("Local") {
+            continue;
+        }
+        let Some(ip) = svc
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first()?.ip.clone())
+        else {
+            continue;
+        };
+        let prefix = format!("{ip}/32");
+        let original = serde_json::to_value(
+            &list
+                .items
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(&format!("{name}-0")))
+                .unwrap()
+                .endpoints,
+        )
+        .unwrap();
+        let patch = |endpoints: Value| {
+            rt.block_on(api.patch(
+                &format!("{name}-0"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "endpoints": endpoints })),
+            ))
+            .unwrap();
+        };
+        // Onto this node: announced.
+        let before = lines();
+        let wall = now();
+        patch(json!([{"addresses": ["10.245.0.1"], "nodeName": me,
+                      "conditions": {"ready": true, "serving": true, "terminating": false}}]));
+        let at = first_after(before);
+        on.push(Duration::from_secs_f64((at - wall).max(0.0)));
+        wait_until(
+            "the route at FRR",
+            CHANGE,
+            Duration::from_millis(50),
+            || (!paths(&frr, &prefix).is_empty()).then_some(()),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // Off it again: withdrawn.
+        let before = lines();
+        let wall = now();
+        patch(original);
+        let at = first_after(before);
+        off.push(Duration::from_secs_f64((at - wall).max(0.0)));
+        wait_until(
+            "the route gone from FRR",
+            CHANGE,
+            Duration::from_millis(50),
+            || paths(&frr, &prefix).is_empty().then_some(()),
+        )
+        .unwrap();
+        eprintln!(
+            "scale: round {}: {name} ({ip}) on {:?}, off {:?}",
+            on.len(),
+            on[on.len() - 1],
+            off[off.len() - 1]
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    tcpdump.stop();
+    let status = churn.0.wait().unwrap();
+    let took = t0.elapsed();
+    let (ticks, octets) = (cpu() - c0, relay.octets_in() - b0);
+    assert!(status.success(), "ferrolb-loadgen churn failed: {status}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let changes = [
+        "services_created",
+        "services_deleted",
+        "endpoint_moves",
+        "node_flips",
+    ]
+    .iter()
+    .filter_map(|k| report[*k].as_u64())
+    .sum::<u64>()
+        + 2 * on.len() as u64;
+    let minutes = took.as_secs_f64() / 60.0;
+    eprintln!(
+        "scale: churn {took:?}: {changes} changes ({} created, {} deleted, {} endpoint moves, \
+         {} node flips, {} round writes); speaker CPU {ticks} ticks = {:.2} CPU-s per 1,000 \
+         changes; from the apiserver {:.2} MB/min, {:.0} octets per change",
+        report["services_created"],
+        report["services_deleted"],
+        report["endpoint_moves"],
+        report["node_flips"],
+        2 * on.len(),
+        ticks as f64 / 100.0 / changes as f64 * 1000.0,
+        octets as f64 / 1e6 / minutes,
+        octets as f64 / changes as f64,
+    );
+    let s = proc_status();
+    eprintln!(
+        "scale: after the churn: VmRSS {} KiB, VmHWM {} KiB",
+        kib(&s, "VmRSS:"),
+        kib(&s, "VmHWM:")
+    );
+    assert!(!on.is_empty(), "no ETP Local Service found for the rounds");
+    summary("scale: endpoint onto this node -> UPDATE at FRR", on);
+    summary("scale: endpoint off this node -> UPDATE at FRR", off);
+    drop(speaker);
+}

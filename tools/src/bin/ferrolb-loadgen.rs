@@ -66,6 +66,12 @@ enum Command {
     /// conditions at the given rates while a controller runs; report
     /// create-to-status latency of the created Services. Prints JSON.
     Churn(ChurnArgs),
+    /// The apiserver's cost of speakers' watches: start N clients that
+    /// each make one speaker's list and watch calls (`--set`: ferrolb's or
+    /// MetalLB v0.16.2's), wait until all have listed, then churn (the
+    /// `churn` flags) and read the apiserver's CPU and RSS from /proc and
+    /// the octets each client received. Prints JSON.
+    Watchers(WatchersArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -94,6 +100,11 @@ struct FillArgs {
     /// Percent of Services with externalTrafficPolicy Local (others Cluster).
     #[arg(long, default_value_t = 30)]
     local_percent: u32,
+    /// At most this many ETP Local Services (the first ones; the rest are
+    /// Cluster): each takes a health-check node port, and the apiserver's
+    /// default --service-node-port-range, 30000-32767, has 2,768.
+    #[arg(long, default_value_t = 2_700)]
+    max_local: u32,
     /// Percent of Services that are dual-stack (RequireDualStack; the
     /// apiserver needs both families of service CIDRs:
     /// FERROLB_TESTENV_SERVICE_CIDRS=10.96.0.0/16,fd00:96::/112).
@@ -112,6 +123,14 @@ struct FillArgs {
     /// Seed of the random choices (node of each endpoint, slice count).
     #[arg(long, default_value_t = 18)]
     seed: u64,
+    /// Create only Services (and their slices) from this index on: grows
+    /// a cluster filled before with the same seed to --services.
+    #[arg(long, default_value_t = 0)]
+    from: u32,
+    /// Create no Services, only the EndpointSlices (of --from..--services):
+    /// finishes a fill that was stopped while it created Services.
+    #[arg(long)]
+    slices_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -142,15 +161,23 @@ struct FloorArgs {
     /// Requests in flight (the controller's default --concurrency is 16).
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Leave alone the Services that already have an address (a cluster
+    /// grown after an earlier floor).
+    #[arg(long)]
+    skip_assigned: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 struct ChurnArgs {
     #[command(flatten)]
     shape: Shape,
     /// Services created per second (each deleted again --lifetime later).
     #[arg(long, default_value_t = 100.0)]
     services_per_second: f64,
+    /// Percent of the created Services with externalTrafficPolicy Local
+    /// (each takes a health-check node port while it lives).
+    #[arg(long, default_value_t = 30)]
+    local_percent: u32,
     /// Seconds a churned Service lives before it is deleted.
     #[arg(long, default_value_t = 10)]
     lifetime: u64,
@@ -167,7 +194,8 @@ struct ChurnArgs {
     /// Services `fill` made (the population endpoint moves pick from).
     #[arg(long, default_value_t = 50_000)]
     services: u32,
-    /// Seed of the random choices.
+    /// Seed of the random choices. A run with the seed of an earlier run
+    /// writes the same endpoints again: no-op patches, no watch events.
     #[arg(long, default_value_t = 19)]
     seed: u64,
 }
@@ -207,12 +235,13 @@ async fn run(cli: Cli) -> Result<serde_json::Value, Error> {
         }
         None => kube::Config::infer().await?,
     };
-    let client = Client::try_from(config)?;
+    let client = Client::try_from(config.clone())?;
     match cli.command {
         Command::Fill(a) => fill(client, a).await,
         Command::ColdStart(a) => cold_start(client, a).await,
         Command::Floor(a) => floor(client, a).await,
         Command::Churn(a) => churn(client, a).await,
+        Command::Watchers(a) => watchers(client, config, a).await,
     }
 }
 
@@ -257,7 +286,8 @@ async fn fill(client: Client, a: FillArgs) -> Result<serde_json::Value, Error> {
     let mut report = serde_json::Map::new();
     let nodes: Api<Node> = Api::all(client.clone());
     let t = Instant::now();
-    let n = a.shape.nodes;
+    // Growing a filled cluster: its Nodes are there.
+    let n = if a.from > 0 { 0 } else { a.shape.nodes };
     for_all(0..n, a.concurrency, |i| {
         let nodes = nodes.clone();
         async move { create_or_exists(&nodes, &node(i)).await }
@@ -268,13 +298,31 @@ async fn fill(client: Client, a: FillArgs) -> Result<serde_json::Value, Error> {
     let t = Instant::now();
     let shape = a.shape.clone();
     let (local, dual, shared) = (a.local_percent, a.dual_stack_percent, a.shared_percent);
-    for_all(0..a.services, a.concurrency, |i| {
+    // Which Services are Local: the first --max-local of those drawn so.
+    let mut locals = 0;
+    let is_local: Vec<bool> = (0..a.services)
+        .map(|i| {
+            let l = etp_local(i, local, shared) && locals < a.max_local;
+            locals += u32::from(l);
+            l
+        })
+        .collect();
+    report.insert("local_services".into(), json!(locals));
+    let create_from = if a.slices_only { a.services } else { a.from };
+    for_all(create_from..a.services, a.concurrency, |i| {
         let api: Api<Service> = Api::namespaced(client.clone(), &svc_namespace(&shape, i));
+        let local = if is_local[i as usize] { local } else { 0 };
         let svc = service(&shape, i, local, dual, shared, "fill");
         async move { create_or_exists(&api, &svc).await }
     })
     .await?;
-    report.insert("services".into(), rate(u64::from(a.services), t.elapsed()));
+    report.insert(
+        "services".into(),
+        rate(
+            u64::from(a.services.saturating_sub(create_from)),
+            t.elapsed(),
+        ),
+    );
 
     let t = Instant::now();
     let slices = Arc::new(AtomicU64::new(0));
@@ -287,6 +335,9 @@ async fn fill(client: Client, a: FillArgs) -> Result<serde_json::Value, Error> {
                     .map(|k| (i, k, rng.random::<u64>()))
                     .collect::<Vec<_>>()
             })
+            // The same draws as a fill from 0, so that a grown cluster is
+            // the one a single fill would have made.
+            .filter(|(i, ..)| *i >= a.from)
             .collect();
         let shape = a.shape.clone();
         let slices = slices.clone();
@@ -458,7 +509,7 @@ fn service(shape: &Shape, i: u32, local: u32, dual: u32, shared: u32, made_by: &
     // Both halves of a shared pair agree on pool, policy and family.
     let key = if is_shared { pair * 2 } else { i };
     let pool = pool_name(key % shape.pools.max(1));
-    let is_local = !is_shared && (i * 53) % 100 < local;
+    let is_local = etp_local(i, local, shared);
     let is_dual = (key * 71) % 100 < dual;
     let mut annotations = BTreeMap::from([("metallb.io/address-pool".to_owned(), pool)]);
     if is_shared {
@@ -512,6 +563,13 @@ fn service(shape: &Shape, i: u32, local: u32, dual: u32, shared: u32, made_by: &
         }),
         ..Service::default()
     }
+}
+
+/// Whether Service i is ETP Local with `local` percent of them so (never
+/// one of a shared pair).
+fn etp_local(i: u32, local: u32, shared: u32) -> bool {
+    let is_shared = ((i / 2) * 37) % 100 < shared;
+    !is_shared && (i * 53) % 100 < local
 }
 
 /// Slice k of a service: 1 to 4 endpoints on random nodes.
@@ -824,6 +882,9 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
     loop {
         let page = api.list(&lp).await?;
         for s in page.items {
+            if a.skip_assigned && !ingress(&s).is_empty() {
+                continue;
+            }
             let pool = s
                 .annotations()
                 .get("metallb.io/address-pool")
@@ -842,23 +903,28 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
         }
     }
     let listed = started.elapsed();
-    // Addresses in order per pool (shared pairs get two; the floor has no
-    // allocator).
-    let mut next: HashMap<String, u32> = HashMap::new();
+    // Addresses by index (no allocator): Service i is host i / pools + 1
+    // of its pool, so the two halves of a shared pair (2j, 2j+1: one
+    // pool) share theirs, and a grown cluster's new Services take free
+    // ones.
+    let pools = a.shape.pools.max(1);
     let writes: Vec<(String, String, serde_json::Value)> = services
         .into_iter()
         .map(|(ns, name, pool, dual)| {
-            let n = next.entry(pool.clone()).or_default();
-            *n += 1;
+            let i: u32 = name
+                .strip_prefix("svc-")
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(0);
+            let n = i / pools + 1;
             let p: u32 = pool
                 .strip_prefix("pool-")
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(0);
             let mut ingress = vec![
-                json!({"ip": format!("10.{}.{}.{}", 100 + p, *n >> 8, *n & 0xff), "ipMode": "VIP"}),
+                json!({"ip": format!("10.{}.{}.{}", 100 + p, n >> 8, n & 0xff), "ipMode": "VIP"}),
             ];
             if dual {
-                ingress.push(json!({"ip": format!("fd00:10:{p:x}::{:x}", *n), "ipMode": "VIP"}));
+                ingress.push(json!({"ip": format!("fd00:10:{p:x}::{n:x}"), "ipMode": "VIP"}));
             }
             let patch = json!({
                 "metadata": {"annotations": {POOL_ANNOTATION: pool}},
@@ -879,7 +945,6 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
         }
     })
     .await?;
-    let _ = &a.shape;
     Ok(json!({
         "services": count,
         "list_seconds": listed.as_secs_f64(),
@@ -962,6 +1027,7 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
         let counts = counts.clone();
         let shape = shape.clone();
         let lifetime = Duration::from_secs(a.lifetime);
+        let local_percent = a.local_percent;
         ticker(a.services_per_second, end, move |n| {
             let client = client.clone();
             let created = created.clone();
@@ -975,7 +1041,7 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
                 let i = 900_000 + u32::try_from(n).unwrap_or(0) % 99_999;
                 let ns = svc_namespace(&shape, i);
                 let api: Api<Service> = Api::namespaced(client, &ns);
-                let mut svc = service(&shape, i, 30, 0, 0, "churn");
+                let mut svc = service(&shape, i, local_percent, 0, 0, "churn");
                 let name = format!("churn-{n:07}");
                 svc.metadata.name = Some(name.clone());
                 let t0 = Instant::now();
@@ -1053,10 +1119,17 @@ async fn churn(client: Client, a: ChurnArgs) -> Result<serde_json::Value, Error>
                 // Each node goes NotReady, and Ready on its next turn.
                 let i = u32::try_from(n % u64::from(n_nodes)).unwrap_or(0);
                 let ready = (n / u64::from(n_nodes)) % 2 == 1;
+                // With the time of the flip, as a kubelet writes it: a
+                // change even where an earlier churn left the same status.
+                let now = k8s_openapi::jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string();
                 let patch = json!({"status": {"conditions": [{
                     "type": "Ready",
                     "status": if ready { "True" } else { "False" },
                     "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
                 }]}});
                 match nodes
                     .patch_status(
@@ -1140,4 +1213,468 @@ where
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ---- watchers ---------------------------------------------------------------
+
+#[derive(Debug, Args)]
+struct WatchersArgs {
+    /// Watch clients, each one speaker's calls.
+    #[arg(long)]
+    clients: usize,
+    /// Whose calls: `ferrolb` (speaker/src/source/k8s.rs: paginated lists
+    /// of 500, then watches from the list's resourceVersion, JSON) or
+    /// `metallb` (MetalLB v0.16.2's speaker: controller-runtime informers,
+    /// streaming lists, protobuf for built-in kinds).
+    #[arg(long, value_enum)]
+    set: WatchSet,
+    /// The speakers' namespace (metallb.io objects, Secrets, Pods).
+    #[arg(long, default_value = "metallb-system")]
+    namespace: String,
+    /// PID of the kube-apiserver: its CPU (utime + stime) and RSS are read
+    /// from /proc.
+    #[arg(long)]
+    apiserver_pid: u32,
+    /// Clients listing at the same time while they start.
+    #[arg(long, default_value_t = 5)]
+    start_concurrency: usize,
+    /// Seconds between the last client's list and the churn.
+    #[arg(long, default_value_t = 5)]
+    settle: u64,
+    #[command(flatten)]
+    churn: ChurnArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WatchSet {
+    Ferrolb,
+    Metallb,
+}
+
+/// One list-and-watch of a watch client.
+#[derive(Debug, Clone)]
+struct WatchCall {
+    /// Collection path, e.g. `/api/v1/nodes`.
+    path: String,
+    /// Selector parameters, URL-encoded (may be empty).
+    selector: String,
+    /// Asks for protobuf (client-go does for built-in kinds).
+    protobuf: bool,
+}
+
+/// The watches of one speaker of `set` in namespace `ns`.
+fn watch_calls(set: WatchSet, ns: &str) -> Vec<WatchCall> {
+    let call = |path: &str, selector: &str, protobuf: bool| WatchCall {
+        path: path.to_owned(),
+        selector: selector.to_owned(),
+        protobuf,
+    };
+    let mlb = |version: &str, plural: &str| format!("/apis/metallb.io/{version}/{plural}");
+    match set {
+        // speaker/src/source/k8s.rs `start`: Nodes, Services and
+        // EndpointSlices cluster-wide; in the namespace the metallb.io
+        // kinds and Secrets; the speaker Pods by label (memberlist seeds,
+        // the default --memberlist-labels).
+        WatchSet::Ferrolb => {
+            let nsd = |version: &str, plural: &str| {
+                format!("/apis/metallb.io/{version}/namespaces/{ns}/{plural}")
+            };
+            vec![
+                call("/api/v1/nodes", "", false),
+                call("/api/v1/services", "", false),
+                call("/apis/discovery.k8s.io/v1/endpointslices", "", false),
+                call(&format!("/api/v1/namespaces/{ns}/secrets"), "", false),
+                call(&nsd("v1beta1", "ipaddresspools"), "", false),
+                call(&nsd("v1beta2", "bgppeers"), "", false),
+                call(&nsd("v1beta1", "bgpadvertisements"), "", false),
+                call(&nsd("v1beta1", "l2advertisements"), "", false),
+                call(&nsd("v1beta1", "bfdprofiles"), "", false),
+                call(&nsd("v1beta1", "communities"), "", false),
+                call(
+                    &format!("/api/v1/namespaces/{ns}/pods"),
+                    "labelSelector=app%3Dmetallb%2Ccomponent%3Dspeaker",
+                    false,
+                ),
+            ]
+        }
+        // MetalLB v0.16.2 internal/k8s/k8s.go `New`: the cache's ByObject
+        // limits these to the namespace by field selector (cluster-wide
+        // path); the controllers' For/Watches add Nodes, Services,
+        // EndpointSlices, Namespaces, ConfigurationStates and
+        // ServiceL2Statuses, cluster-wide.
+        WatchSet::Metallb => {
+            let field = format!("fieldSelector=metadata.namespace%3D{ns}");
+            vec![
+                call("/api/v1/nodes", "", true),
+                call("/api/v1/services", "", true),
+                call("/apis/discovery.k8s.io/v1/endpointslices", "", true),
+                call("/api/v1/namespaces", "", true),
+                call(&mlb("v1beta1", "configurationstates"), "", false),
+                call(&mlb("v1beta1", "servicel2statuses"), "", false),
+                call("/api/v1/secrets", &field, true),
+                call("/api/v1/configmaps", &field, true),
+                call(&mlb("v1beta1", "ipaddresspools"), &field, false),
+                call(&mlb("v1beta2", "bgppeers"), &field, false),
+                call(&mlb("v1beta1", "bgpadvertisements"), &field, false),
+                call(&mlb("v1beta1", "l2advertisements"), &field, false),
+                call(&mlb("v1beta1", "bfdprofiles"), &field, false),
+                call(&mlb("v1beta1", "communities"), &field, false),
+                call(&mlb("v1beta1", "servicebgpstatuses"), &field, false),
+            ]
+        }
+    }
+}
+
+/// What one watch client received.
+#[derive(Default)]
+struct Received {
+    /// Octets of list responses (and of streaming lists' initial events).
+    list: AtomicU64,
+    /// Octets of watch streams after the list.
+    watch: AtomicU64,
+    /// Watch events after the list (JSON: lines; protobuf: not counted).
+    events: AtomicU64,
+    /// Watches that ended and were started again.
+    rewatches: AtomicU64,
+}
+
+/// The marker of a streaming list's end: the annotation of its bookmark.
+const INITIAL_EVENTS_END: &[u8] = b"k8s.io/initial-events-end";
+
+/// Runs one call forever: its list (counted), then its watch (counted),
+/// watching again when a watch ends. Sends on `listed` once listed.
+async fn run_watch(
+    client: Client,
+    set: WatchSet,
+    call: WatchCall,
+    got: Arc<Received>,
+    listed: tokio::sync::mpsc::UnboundedSender<Result<(), String>>,
+) -> Result<(), Error> {
+    use futures::AsyncBufReadExt;
+    let sel = if call.selector.is_empty() {
+        String::new()
+    } else {
+        format!("&{}", call.selector)
+    };
+    let get = |query: String| -> Result<http::Request<Vec<u8>>, Error> {
+        let accept = if call.protobuf {
+            "application/vnd.kubernetes.protobuf, */*"
+        } else {
+            "application/json"
+        };
+        Ok(http::Request::get(format!("{}?{query}{sel}", call.path))
+            .header(http::header::ACCEPT, accept)
+            .body(Vec::new())?)
+    };
+    let mut listed = Some(listed);
+    let mut rv = String::new();
+    loop {
+        let mut in_list = false;
+        let query = match set {
+            WatchSet::Ferrolb if rv.is_empty() => {
+                // kube-runtime's watcher: pages of 500, no resourceVersion
+                // (a consistent read).
+                let mut token = String::new();
+                loop {
+                    let mut q = "limit=500".to_owned();
+                    if !token.is_empty() {
+                        q.push_str(&format!("&continue={token}"));
+                    }
+                    let text = client.request_text(get(q)?).await?;
+                    got.list.fetch_add(text.len() as u64, Ordering::Relaxed);
+                    #[derive(serde::Deserialize)]
+                    struct Meta {
+                        #[serde(rename = "resourceVersion", default)]
+                        rv: String,
+                        #[serde(rename = "continue", default)]
+                        token: String,
+                    }
+                    #[derive(serde::Deserialize)]
+                    struct Page {
+                        metadata: Meta,
+                    }
+                    let page: Page = serde_json::from_str(&text)?;
+                    rv = page.metadata.rv;
+                    token = page.metadata.token;
+                    if token.is_empty() {
+                        break;
+                    }
+                }
+                if let Some(tx) = listed.take() {
+                    let _ = tx.send(Ok(()));
+                }
+                format!(
+                    "watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=290"
+                )
+            }
+            WatchSet::Ferrolb => {
+                format!(
+                    "watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=290"
+                )
+            }
+            // client-go's reflector with WatchListClient (on by default
+            // since 1.35): a streaming list. Its timeouts are 5-10
+            // minutes; a stream that ends lists again (no resourceVersion
+            // is read from protobuf here).
+            WatchSet::Metallb => {
+                in_list = true;
+                "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=600".to_owned()
+            }
+        };
+        let mut body = client.request_stream(get(query)?).await?;
+        let mut line: Vec<u8> = Vec::new();
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let chunk = body.fill_buf().await?;
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            if in_list {
+                got.list.fetch_add(n as u64, Ordering::Relaxed);
+                tail.extend_from_slice(chunk);
+                if tail
+                    .windows(INITIAL_EVENTS_END.len())
+                    .any(|w| w == INITIAL_EVENTS_END)
+                {
+                    in_list = false;
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+                let keep = tail.len().saturating_sub(INITIAL_EVENTS_END.len());
+                tail.drain(..keep);
+            } else {
+                got.watch.fetch_add(n as u64, Ordering::Relaxed);
+                if set == WatchSet::Ferrolb {
+                    for &b in chunk {
+                        if b == b'\n' {
+                            got.events.fetch_add(1, Ordering::Relaxed);
+                            if let Some(v) = event_rv(&line) {
+                                rv = v;
+                            }
+                            line.clear();
+                        } else {
+                            line.push(b);
+                        }
+                    }
+                }
+            }
+            body.consume_unpin(n);
+        }
+        got.rewatches.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The first `"resourceVersion":"..."` of a JSON watch event: the object's
+/// (or the bookmark's).
+fn event_rv(line: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"resourceVersion\":\"";
+    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let end = line[at..].iter().position(|&b| b == b'"')?;
+    String::from_utf8(line[at..at + end].to_vec()).ok()
+}
+
+/// The apiserver's own count and octets of the watch events it sent, by
+/// resource (`apiserver_watch_events_sizes`: one observation per event per
+/// watch).
+async fn watch_event_sizes(client: &Client) -> Result<BTreeMap<String, (f64, f64)>, Error> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for line in text.lines() {
+        let (sum, rest) = if let Some(r) = line.strip_prefix("apiserver_watch_events_sizes_sum{") {
+            (true, r)
+        } else if let Some(r) = line.strip_prefix("apiserver_watch_events_sizes_count{") {
+            (false, r)
+        } else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let resource = labels
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("resource=\""))
+            .map(|v| v.trim_end_matches('"').to_owned())
+            .unwrap_or_default();
+        let v = value.trim().parse::<f64>().unwrap_or(0.0);
+        let e = out.entry(resource).or_default();
+        if sum {
+            e.1 += v;
+        } else {
+            e.0 += v;
+        }
+    }
+    Ok(out)
+}
+
+/// CPU seconds (utime + stime) and VmRSS/VmHWM (KiB) of a process.
+fn proc_usage(pid: u32) -> Result<(f64, u64, u64), Error> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    Ok((
+        (ticks(11) + ticks(12)) as f64 / hz,
+        kib("VmRSS:"),
+        kib("VmHWM:"),
+    ))
+}
+
+async fn watchers(
+    client: Client,
+    config: kube::Config,
+    a: WatchersArgs,
+) -> Result<serde_json::Value, Error> {
+    let calls = watch_calls(a.set, &a.namespace);
+    let apiserver = a.apiserver_pid;
+    let me = std::process::id();
+    let (cpu0, rss0, _) = proc_usage(apiserver)?;
+    let (own0, ..) = proc_usage(me)?;
+    let t0 = Instant::now();
+    let mut received = Vec::new();
+    let mut tasks = Vec::new();
+    // Clients start a few at a time: at most --start-concurrency clients'
+    // lists outstanding. A watch that fails ends the run.
+    let (listed_tx, mut listed_rx) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
+    let mut pending = 0usize;
+    let window = calls.len() * a.start_concurrency.max(1);
+    let mut wait_one = async |pending: &mut usize| -> Result<(), Error> {
+        listed_rx.recv().await.ok_or("watch tasks ended")??;
+        *pending -= 1;
+        Ok(())
+    };
+    for _ in 0..a.clients {
+        // Its own client: its own connections, as a speaker has.
+        let kc = Client::try_from(config.clone())?;
+        let got = Arc::new(Received::default());
+        received.push(got.clone());
+        for call in &calls {
+            let (tx, kc, got, call) = (listed_tx.clone(), kc.clone(), got.clone(), call.clone());
+            let set = a.set;
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = run_watch(kc, set, call.clone(), got, tx.clone()).await {
+                    let e = format!("watch {}: {e}", call.path);
+                    eprintln!("ferrolb-loadgen: {e}");
+                    let _ = tx.send(Err(e));
+                }
+            }));
+            pending += 1;
+        }
+        while pending >= window {
+            wait_one(&mut pending).await?;
+        }
+    }
+    while pending > 0 {
+        wait_one(&mut pending).await?;
+    }
+    let listed_at = t0.elapsed();
+    let (cpu1, rss1, _) = proc_usage(apiserver)?;
+    let list_octets: Vec<u64> = received
+        .iter()
+        .map(|r| r.list.load(Ordering::Relaxed))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(a.settle)).await;
+    let snap = |r: &Received| {
+        (
+            r.watch.load(Ordering::Relaxed),
+            r.events.load(Ordering::Relaxed),
+        )
+    };
+    let before: Vec<(u64, u64)> = received.iter().map(|r| snap(r)).collect();
+    let (cpu2, ..) = proc_usage(apiserver)?;
+    let (own2, ..) = proc_usage(me)?;
+    let sizes0 = watch_event_sizes(&client).await?;
+    let t2 = Instant::now();
+    let churned = churn(client.clone(), a.churn.clone()).await?;
+    let took = t2.elapsed();
+    let sizes3 = watch_event_sizes(&client).await?;
+    let sent_by_kind: serde_json::Map<String, serde_json::Value> = sizes3
+        .iter()
+        .filter_map(|(kind, (n, octets))| {
+            let (n0, o0) = sizes0.get(kind).copied().unwrap_or_default();
+            (n - n0 > 0.0).then(|| {
+                (
+                    kind.clone(),
+                    json!({"events": n - n0, "octets": octets - o0,
+                           "octets_per_event": (octets - o0) / (n - n0)}),
+                )
+            })
+        })
+        .collect();
+    let (cpu3, rss3, hwm3) = proc_usage(apiserver)?;
+    let (own3, ..) = proc_usage(me)?;
+    let after: Vec<(u64, u64)> = received.iter().map(|r| snap(r)).collect();
+    for t in &tasks {
+        t.abort();
+    }
+    let minutes = took.as_secs_f64() / 60.0;
+    let per_client: Vec<(u64, u64)> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a.0 - b.0, a.1 - b.1))
+        .collect();
+    let n = per_client.len().max(1) as f64;
+    let octets: u64 = per_client.iter().map(|p| p.0).sum();
+    let events: u64 = per_client.iter().map(|p| p.1).sum();
+    let rewatches: u64 = received
+        .iter()
+        .map(|r| r.rewatches.load(Ordering::Relaxed))
+        .sum();
+    let changes = [
+        "services_created",
+        "services_deleted",
+        "endpoint_moves",
+        "node_flips",
+    ]
+    .iter()
+    .filter_map(|k| churned[*k].as_u64())
+    .sum::<u64>();
+    Ok(json!({
+        "set": format!("{:?}", a.set).to_lowercase(),
+        "clients": a.clients,
+        "watches_per_client": calls.len(),
+        "list": {
+            "seconds": listed_at.as_secs_f64(),
+            "apiserver_cpu_seconds": cpu1 - cpu0,
+            "octets_per_client_mean": list_octets.iter().sum::<u64>() as f64 / n,
+            "octets_per_client_max": list_octets.iter().max(),
+        },
+        "churn": {
+            "seconds": took.as_secs_f64(),
+            "changes": changes,
+            "report": churned,
+        },
+        "apiserver": {
+            "cpu_seconds_per_minute": (cpu3 - cpu2) / minutes,
+            "cpu_seconds": cpu3 - cpu2,
+            "rss_kib_before_clients": rss0,
+            "rss_kib_after_lists": rss1,
+            "rss_kib_after_churn": rss3,
+            "peak_rss_kib": hwm3,
+        },
+        "per_client": {
+            "octets_per_minute": octets as f64 / n / minutes,
+            "events_per_minute": events as f64 / n / minutes,
+            "octets_per_change": if changes > 0 { octets as f64 / n / changes as f64 } else { 0.0 },
+        },
+        "apiserver_watch_events_during_churn": sent_by_kind,
+        "rewatches": rewatches,
+        "loadgen_cpu_seconds": { "lists": own2 - own0, "churn": own3 - own2 },
+    }))
 }
