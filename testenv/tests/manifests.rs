@@ -804,10 +804,9 @@ async fn speaker_runs_as_its_service_account() {
         bgp: BTreeSet::from(["router".to_owned()]),
     };
     report_tx.send_replace(publish::Report {
-        announcements: Some(Announcements::from([(
-            ObjectKey::new(app.as_str(), "web"),
-            announcing,
-        )])),
+        announcements: Some(
+            Announcements::from([(ObjectKey::new(app.as_str(), "web"), announcing)]).into(),
+        ),
         config: publish::ConfigResult::Valid,
     });
     let by_node = ListParams::default().labels(&format!("metallb.io/node={node}"));
@@ -847,7 +846,7 @@ async fn speaker_runs_as_its_service_account() {
     .await;
 
     // Nothing announced any more: the status objects are deleted.
-    report_tx.send_modify(|r| r.announcements = Some(Announcements::new()));
+    report_tx.send_modify(|r| r.announcements = Some(Announcements::new().into()));
     for (kind, plural, _) in status_kinds {
         let api = &metallb(&admin, kind, plural, "v1beta1");
         let by_node = &by_node;
