@@ -495,21 +495,7 @@ fn bench_status_to_route_and_rss() {
     // Status -> UPDATE at the router: tcpdump in the router namespace
     // timestamps each segment from the speaker longer than a KEEPALIVE.
     let dump_path = run.join("updates.txt");
-    let mut dump = birds[0].netns().spawn(
-        [
-            "tcpdump",
-            "-i",
-            "eth0",
-            "-n",
-            "-l",
-            "-tt",
-            "-Q",
-            "in",
-            "--immediate-mode",
-            "src host 10.0.0.2 and tcp dst port 179 and greater 110",
-        ],
-        &dump_path,
-    );
+    let mut dump = capture_from_speaker(birds[0].netns(), "greater 110", &dump_path);
     std::thread::sleep(Duration::from_secs(2));
     let rounds: usize = std::env::var("BENCH_ROUNDS").map_or(20, |v| v.parse().unwrap());
     let mut lat = Vec::new();
@@ -1596,20 +1582,9 @@ router bgp 64500
     let dump_path = run.join("updates.txt");
     // Segments from the speaker with more than a KEEPALIVE (19 octets) of
     // BGP: UPDATEs, announcements and withdrawals alike.
-    let mut tcpdump = router.spawn(
-        [
-            "tcpdump",
-            "-i",
-            "eth0",
-            "-n",
-            "-l",
-            "-tt",
-            "-Q",
-            "in",
-            "--immediate-mode",
-            "src host 10.0.0.2 and tcp dst port 179 and \
-             (ip[2:2] - ((ip[0] & 0xf) << 2) - ((tcp[12] & 0xf0) >> 2)) > 19",
-        ],
+    let mut tcpdump = capture_from_speaker(
+        &router,
+        "(ip[2:2] - ((ip[0] & 0xf) << 2) - ((tcp[12] & 0xf0) >> 2)) > 19",
         &dump_path,
     );
     std::thread::sleep(Duration::from_secs(2));
@@ -1785,4 +1760,25 @@ router bgp 64500
     summary("scale: endpoint onto this node -> UPDATE at FRR", on);
     summary("scale: endpoint off this node -> UPDATE at FRR", off);
     drop(speaker);
+}
+
+/// tcpdump in a router's namespace, one line per segment the speaker
+/// (10.0.0.2) sends to its BGP port that also matches `filter`, each with
+/// its arrival time (`-tt`), written to `path` as it comes.
+fn capture_from_speaker(ns: &Netns, filter: &str, path: &std::path::Path) -> testnet::Proc {
+    ns.spawn(
+        [
+            "tcpdump",
+            "-i",
+            "eth0",
+            "-n",
+            "-l",
+            "-tt",
+            "-Q",
+            "in",
+            "--immediate-mode",
+            &format!("src host 10.0.0.2 and tcp dst port 179 and {filter}"),
+        ],
+        path,
+    )
 }

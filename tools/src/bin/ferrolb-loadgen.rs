@@ -777,29 +777,11 @@ fn spawn(command: &[String]) -> Result<tokio::process::Child, Error> {
 /// /proc, read while it still runs.
 fn usage(child: &tokio::process::Child) -> Result<serde_json::Value, Error> {
     let pid = child.id().ok_or("controller already reaped")?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib = |field: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces): utime is the
-    // 14th field of the line, stime the 15th.
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    let (cpu_seconds, rss_kib, peak_rss_kib) = proc_usage(pid)?;
     Ok(json!({
-        "peak_rss_kib": kib("VmHWM:"),
-        "rss_kib": kib("VmRSS:"),
-        "cpu_seconds": (ticks(11) + ticks(12)) as f64 / hz,
+        "peak_rss_kib": peak_rss_kib,
+        "rss_kib": rss_kib,
+        "cpu_seconds": cpu_seconds,
     }))
 }
 
@@ -1520,6 +1502,8 @@ fn proc_usage(pid: u32) -> Result<(f64, u64, u64), Error> {
             .unwrap_or(0)
     };
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): utime is the
+    // 14th field of the line, stime the 15th.
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| {
@@ -1677,4 +1661,19 @@ async fn watchers(
         "rewatches": rewatches,
         "loadgen_cpu_seconds": { "lists": own2 - own0, "churn": own3 - own2 },
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proc_usage;
+
+    /// The /proc reader on this test process: a resident set and a peak at
+    /// least as large; a PID that cannot exist is an error, not zeros.
+    #[test]
+    fn proc_usage_reads_this_process() {
+        let (_, rss, peak) = proc_usage(std::process::id()).unwrap();
+        assert!(rss > 0, "VmRSS {rss} KiB");
+        assert!(peak >= rss, "VmHWM {peak} < VmRSS {rss} KiB");
+        assert!(proc_usage(u32::MAX).is_err(), "no such process");
+    }
 }
