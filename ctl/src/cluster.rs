@@ -20,6 +20,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use speaker::announce::ClusterView;
+use speaker::announce::watched;
 use speaker::source::k8s::{SpeakerPods, speaker_pods};
 
 use crate::Settings;
@@ -170,14 +171,12 @@ impl Snapshot {
         settings: &Settings,
         speakers: &SpeakerPods,
     ) -> ClusterView {
-        let (mut view, _) = ClusterView::from_k8s(
-            node,
-            model,
-            &self.nodes,
-            &self.services,
-            &self.slices,
-            &self.secrets,
-        );
+        // The speaker reads only some fields of these kinds (its own types).
+        let nodes: Vec<watched::Node> = self.nodes.iter().map(Into::into).collect();
+        let services: Vec<watched::Service> = self.services.iter().map(Into::into).collect();
+        let slices: Vec<watched::EndpointSlice> = self.slices.iter().map(Into::into).collect();
+        let (mut view, _) =
+            ClusterView::from_k8s(node, model, &nodes, &services, &slices, &self.secrets);
         if !self.pods.is_empty() {
             view.members = Some(speakers.ready.clone());
         }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
-use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -39,6 +39,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::announce::status::{ServiceAnnouncement, changed, newly_assigned};
+use crate::announce::watched::Service;
 use crate::announce::{Announcements, ObjectKey};
 
 /// What the reconcile loop reports.

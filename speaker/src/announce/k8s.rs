@@ -1,4 +1,5 @@
-//! Kubernetes objects (k8s-openapi) to the plain [`ClusterView`] data.
+//! Kubernetes objects (the watched kinds as the speaker reads them,
+//! [`watched`], and k8s-openapi's Secrets) to the plain [`ClusterView`] data.
 //! Pure conversions: the Kubernetes source watches the objects and calls
 //! these; the file source builds the view from YAML instead.
 
@@ -11,9 +12,9 @@ use std::sync::Arc;
 use api::model::{Md5Key, Model};
 use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
-use k8s_openapi::api::discovery::v1 as discoveryv1;
 
-use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy};
+use super::view::{ClusterView, Node, ObjectKey, Service};
+use super::watched;
 
 impl ClusterView {
     /// Builds the view of `this_node` from watched objects.
@@ -38,9 +39,9 @@ impl ClusterView {
         secrets: &[X],
     ) -> (Self, Vec<Problem>)
     where
-        N: Borrow<corev1::Node>,
-        S: Borrow<corev1::Service>,
-        E: Borrow<discoveryv1::EndpointSlice>,
+        N: Borrow<watched::Node>,
+        S: Borrow<watched::Service>,
+        E: Borrow<watched::EndpointSlice>,
         X: Borrow<corev1::Secret>,
     {
         let objects = Objects {
@@ -80,8 +81,8 @@ pub struct Converted {
 /// One Service object, its EndpointSlices and what they gave.
 #[derive(Debug)]
 struct Conversion {
-    object: Arc<corev1::Service>,
-    slices: Vec<Arc<discoveryv1::EndpointSlice>>,
+    object: Arc<watched::Service>,
+    slices: Vec<Arc<watched::EndpointSlice>>,
     result: Result<Arc<Service>, Problem>,
     /// The last view that had it.
     seen: u64,
@@ -90,8 +91,8 @@ struct Conversion {
 /// The lists a view was converted from.
 #[derive(Debug)]
 struct Last {
-    services: Arc<[Arc<corev1::Service>]>,
-    slices: Arc<[Arc<discoveryv1::EndpointSlice>]>,
+    services: Arc<[Arc<watched::Service>]>,
+    slices: Arc<[Arc<watched::EndpointSlice>]>,
     /// Per entry of `services`: what it gave.
     results: Vec<Converts>,
 }
@@ -107,9 +108,9 @@ impl Converted {
         &mut self,
         this_node: &str,
         model: Arc<Model>,
-        nodes: &[Arc<corev1::Node>],
-        services: &Arc<[Arc<corev1::Service>]>,
-        slices: &Arc<[Arc<discoveryv1::EndpointSlice>]>,
+        nodes: &[Arc<watched::Node>],
+        services: &Arc<[Arc<watched::Service>]>,
+        slices: &Arc<[Arc<watched::EndpointSlice>]>,
         secrets: &[Arc<corev1::Secret>],
     ) -> (ClusterView, Vec<Problem>) {
         self.generation += 1;
@@ -140,8 +141,8 @@ impl Converted {
     /// otherwise (lists of other lengths, another Service in a place).
     fn aligned(
         &mut self,
-        services: &[Arc<corev1::Service>],
-        slices: &Arc<[Arc<discoveryv1::EndpointSlice>]>,
+        services: &[Arc<watched::Service>],
+        slices: &Arc<[Arc<watched::EndpointSlice>]>,
     ) -> Option<Vec<Converts>> {
         let last = self.last.as_ref()?;
         if !Arc::ptr_eq(&last.slices, slices) || last.services.len() != services.len() {
@@ -191,8 +192,8 @@ impl Converted {
     /// the same `Arc`s as in a past view keeps its result.
     fn all(
         &mut self,
-        services: &[Arc<corev1::Service>],
-        slices: &[Arc<discoveryv1::EndpointSlice>],
+        services: &[Arc<watched::Service>],
+        slices: &[Arc<watched::EndpointSlice>],
     ) -> Vec<Converts> {
         let generation = self.generation;
         let by_service = group_slices(slices);
@@ -245,9 +246,9 @@ struct Objects<'a, N, S, E, X> {
 
 impl<N, S, E, X> Objects<'_, N, S, E, X>
 where
-    N: Borrow<corev1::Node>,
-    S: Borrow<corev1::Service>,
-    E: Borrow<discoveryv1::EndpointSlice>,
+    N: Borrow<watched::Node>,
+    S: Borrow<watched::Service>,
+    E: Borrow<watched::EndpointSlice>,
     X: Borrow<corev1::Secret>,
 {
     /// The view, with `convert` turning each `LoadBalancer` Service and
@@ -280,19 +281,12 @@ where
 }
 
 /// The EndpointSlices by the service they name (namespace, name).
-fn group_slices<E: Borrow<discoveryv1::EndpointSlice>>(
-    slices: &[E],
-) -> HashMap<(&str, &str), Vec<&E>> {
+fn group_slices<E: Borrow<watched::EndpointSlice>>(slices: &[E]) -> HashMap<(&str, &str), Vec<&E>> {
     let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::with_capacity(slices.len());
     for e in slices {
         let slice = e.borrow();
         let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
-        if let Some(name) = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-        {
+        if let Some(name) = slice.service.as_deref() {
             by_service.entry((ns, name)).or_default().push(e);
         }
     }
@@ -300,8 +294,8 @@ fn group_slices<E: Borrow<discoveryv1::EndpointSlice>>(
 }
 
 /// Only `LoadBalancer` services are announced, so only they are converted.
-fn is_load_balancer(s: &corev1::Service) -> bool {
-    s.spec.as_ref().and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer")
+fn is_load_balancer(s: &watched::Service) -> bool {
+    s.load_balancer
 }
 
 /// A view of `this_node` with these services, the nodes and the Secrets'
@@ -314,7 +308,7 @@ fn assemble<N, X>(
     services: Vec<Arc<Service>>,
 ) -> ClusterView
 where
-    N: Borrow<corev1::Node>,
+    N: Borrow<watched::Node>,
     X: Borrow<corev1::Secret>,
 {
     ClusterView {
@@ -340,25 +334,17 @@ where
 
 /// A Node: name, labels, condition statuses, and addresses (InternalIP
 /// first, then ExternalIP; host names are skipped).
-pub fn node(n: &corev1::Node) -> Node {
-    let status = n.status.as_ref();
-    let conditions = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| (c.type_.clone(), c.status.clone()))
-        .collect();
-    let mut addresses: Vec<(u8, IpAddr)> = status
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|a| {
-            let rank = match a.type_.as_str() {
+pub fn node(n: &watched::Node) -> Node {
+    let mut addresses: Vec<(u8, IpAddr)> = n
+        .addresses
+        .iter()
+        .filter_map(|(kind, address)| {
+            let rank = match kind.as_str() {
                 "InternalIP" => 0,
                 "ExternalIP" => 1,
                 _ => return None,
             };
-            a.address.parse().ok().map(|ip| (rank, canonical(ip)))
+            address.parse().ok().map(|ip| (rank, canonical(ip)))
         })
         .collect();
     // Stable: the API's order within a type is kept.
@@ -366,7 +352,7 @@ pub fn node(n: &corev1::Node) -> Node {
     Node {
         name: n.metadata.name.clone().unwrap_or_default(),
         labels: n.metadata.labels.clone().unwrap_or_default(),
-        conditions,
+        conditions: n.conditions.iter().cloned().collect(),
         addresses: addresses.into_iter().map(|(_, ip)| ip).collect(),
     }
 }
@@ -378,22 +364,16 @@ pub fn node(n: &corev1::Node) -> Node {
 /// not parse makes the whole service unreadable, as MetalLB then withdraws
 /// it (`invalidIP`).
 pub fn service<'a>(
-    s: &corev1::Service,
-    slices: impl IntoIterator<Item = &'a discoveryv1::EndpointSlice>,
+    s: &watched::Service,
+    slices: impl IntoIterator<Item = &'a watched::EndpointSlice>,
 ) -> Result<Service, Problem> {
     let key = ObjectKey::new(
         s.metadata.namespace.clone().unwrap_or_default(),
         s.metadata.name.clone().unwrap_or_default(),
     );
-    let spec = s.spec.as_ref();
-    let ingress_list = s
-        .status
-        .as_ref()
-        .and_then(|st| st.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref());
     let mut ingress = Vec::new();
-    for (i, entry) in ingress_list.into_iter().flatten().enumerate() {
-        let Some(text) = entry.ip.as_deref() else {
+    for (i, entry) in s.ingress.iter().enumerate() {
+        let Some(text) = entry.as_deref() else {
             continue;
         };
         match text.parse::<IpAddr>() {
@@ -412,42 +392,20 @@ pub fn service<'a>(
         .into_iter()
         .filter(|slice| {
             slice.metadata.namespace.as_deref() == Some(&*key.namespace)
-                && slice
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .map(String::as_str)
-                    == Some(&*key.name)
+                && slice.service.as_deref() == Some(&*key.name)
         })
-        .flat_map(|slice| slice.endpoints.iter().flatten())
-        .map(endpoint)
+        .flat_map(|slice| slice.endpoints.iter().cloned())
         .collect();
     Ok(Service {
         key,
         labels: s.metadata.labels.clone().unwrap_or_default(),
         annotations: s.metadata.annotations.clone().unwrap_or_default(),
-        load_balancer: spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer"),
-        load_balancer_class: spec.and_then(|sp| sp.load_balancer_class.clone()),
-        external_traffic_policy: match spec.and_then(|sp| sp.external_traffic_policy.as_deref()) {
-            Some("Local") => TrafficPolicy::Local,
-            _ => TrafficPolicy::Cluster,
-        },
+        load_balancer: s.load_balancer,
+        load_balancer_class: s.load_balancer_class.clone(),
+        external_traffic_policy: s.external_traffic_policy,
         ingress,
         endpoints,
     })
-}
-
-/// One EndpointSlice endpoint.
-pub fn endpoint(e: &discoveryv1::Endpoint) -> Endpoint {
-    let conditions = e.conditions.as_ref();
-    Endpoint {
-        node: e.node_name.clone(),
-        has_address: !e.addresses.is_empty(),
-        ready: conditions.and_then(|c| c.ready),
-        serving: conditions.and_then(|c| c.serving),
-        terminating: conditions.and_then(|c| c.terminating),
-    }
 }
 
 /// The `password` of a Secret (as a BGPPeer `passwordSecret` names it),
@@ -486,7 +444,6 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 
 #[cfg(test)]
@@ -497,11 +454,14 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+    use crate::announce::view::{Endpoint, TrafficPolicy};
+    use crate::announce::watched::SERVICE_NAME_LABEL;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{
         LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeCondition, NodeStatus,
         ServiceSpec, ServiceStatus,
     };
+    use k8s_openapi::api::discovery::v1 as discoveryv1;
     use k8s_openapi::api::discovery::v1::EndpointConditions;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -515,7 +475,12 @@ mod tests {
         }
     }
 
-    fn k8s_service(ips: &[&str]) -> corev1::Service {
+    /// The Service `web/front`, as the speaker reads it.
+    fn k8s_service(ips: &[&str]) -> watched::Service {
+        (&whole_service(ips)).into()
+    }
+
+    fn whole_service(ips: &[&str]) -> corev1::Service {
         corev1::Service {
             metadata: ObjectMeta {
                 annotations: Some(BTreeMap::from([(
@@ -550,12 +515,8 @@ mod tests {
         }
     }
 
-    fn slice(
-        ns: &str,
-        service: &str,
-        eps: Vec<discoveryv1::Endpoint>,
-    ) -> discoveryv1::EndpointSlice {
-        discoveryv1::EndpointSlice {
+    fn slice(ns: &str, service: &str, eps: Vec<discoveryv1::Endpoint>) -> watched::EndpointSlice {
+        (&discoveryv1::EndpointSlice {
             metadata: meta(
                 Some(ns),
                 &format!("{service}-abcde"),
@@ -564,7 +525,8 @@ mod tests {
             address_type: "IPv4".into(),
             endpoints: Some(eps),
             ports: None,
-        }
+        })
+            .into()
     }
 
     fn ep(
@@ -642,12 +604,12 @@ mod tests {
 
     #[test]
     fn service_defaults_and_bad_ip() {
-        let mut k = k8s_service(&[]);
+        let mut k = whole_service(&[]);
         k.spec = Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
             ..ServiceSpec::default()
         });
-        let svc = service(&k, &[]).unwrap();
+        let svc = service(&(&k).into(), &[]).unwrap();
         assert!(!svc.load_balancer);
         assert_eq!(svc.external_traffic_policy, TrafficPolicy::Cluster);
         assert!(svc.ingress.is_empty() && svc.endpoints.is_empty());
@@ -690,7 +652,7 @@ mod tests {
                 ..NodeStatus::default()
             }),
         };
-        let got = node(&n);
+        let got = node(&(&n).into());
         assert_eq!(got.name, "n1");
         assert_eq!(got.labels["zone"], "a");
         assert!(got.network_unavailable());
@@ -737,9 +699,9 @@ mod tests {
         let (view, problems) = ClusterView::from_k8s(
             "n1",
             Arc::default(),
-            &[n],
+            &[watched::Node::from(&n)],
             &[k8s_service(&["192.0.2.1"]), k8s_service(&["bad"])],
-            &[] as &[discoveryv1::EndpointSlice],
+            &[] as &[watched::EndpointSlice],
             &[secret, no_password],
         );
         assert_eq!(problems.len(), 1);
@@ -753,17 +715,15 @@ mod tests {
 
     /// A Service `apps/name`: LoadBalancer or not, with one ingress IP
     /// (sometimes one that does not parse).
-    fn random_service(rng: &mut SmallRng, name: &str) -> corev1::Service {
+    fn random_service(rng: &mut SmallRng, name: &str) -> watched::Service {
         let ip = match rng.random_range(0..20) {
             0 => "bad".to_owned(),
             n => format!("192.0.2.{n}"),
         };
         let mut s = k8s_service(&[&ip]);
         s.metadata = meta(Some("apps"), name, &[]);
-        if rng.random_bool(0.1)
-            && let Some(spec) = s.spec.as_mut()
-        {
-            spec.type_ = Some("ClusterIP".into());
+        if rng.random_bool(0.1) {
+            s.load_balancer = false;
         }
         s
     }
@@ -780,13 +740,13 @@ mod tests {
         let mut reused = 0;
         for seed in 0..30 {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let mut services: BTreeMap<&str, Arc<corev1::Service>> = BTreeMap::new();
-            let mut slices: BTreeMap<String, Arc<discoveryv1::EndpointSlice>> = BTreeMap::new();
+            let mut services: BTreeMap<&str, Arc<watched::Service>> = BTreeMap::new();
+            let mut slices: BTreeMap<String, Arc<watched::EndpointSlice>> = BTreeMap::new();
             let mut converted = Converted::default();
             let mut last: BTreeMap<ObjectKey, Arc<Service>> = BTreeMap::new();
             // As the Kubernetes source does, the list of EndpointSlices is
             // handed on as it was while none changed.
-            let mut sl: Arc<[Arc<discoveryv1::EndpointSlice>]> = Arc::default();
+            let mut sl: Arc<[Arc<watched::EndpointSlice>]> = Arc::default();
             for step in 0..200 {
                 let name = NAMES[rng.random_range(0..NAMES.len())];
                 // The services whose objects this step touches.
@@ -839,7 +799,7 @@ mod tests {
                 let (scratch, scratch_problems) = ClusterView::from_k8s(
                     "n1",
                     Arc::default(),
-                    &[] as &[corev1::Node],
+                    &[] as &[watched::Node],
                     &svcs[..],
                     &sl[..],
                     &[] as &[corev1::Secret],
@@ -870,13 +830,8 @@ mod tests {
     }
 
     /// The name of the service an EndpointSlice belongs to.
-    fn service_of(slice: &discoveryv1::EndpointSlice) -> &'static str {
-        let name = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            .map_or("", String::as_str);
+    fn service_of(slice: &watched::EndpointSlice) -> &'static str {
+        let name = slice.service.as_deref().unwrap_or_default();
         ["a", "b", "c", "d", "e", "f"]
             .into_iter()
             .find(|n| *n == name)

@@ -27,6 +27,7 @@ mod l2;
 mod sorted;
 pub mod status;
 mod view;
+pub mod watched;
 
 use std::net::IpAddr;
 

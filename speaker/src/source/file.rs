@@ -6,7 +6,9 @@
 //! status-only ServiceL2Status, ServiceBGPStatus and ConfigurationState
 //! are logged at debug and left out), and
 //! `v1` Node, Service (with `status.loadBalancer.ingress`), Secret and
-//! `discovery.k8s.io/v1` EndpointSlice. Other kinds are skipped. Namespaced
+//! `discovery.k8s.io/v1` EndpointSlice (the last three read as the
+//! Kubernetes source reads them, [`watched`]: only the fields the speaker
+//! uses). Other kinds are skipped. Namespaced
 //! objects without a namespace are in `default`, as `kubectl apply` puts
 //! them.
 //!
@@ -21,13 +23,13 @@ use std::time::Duration;
 
 use api::validate::{self, Config, ConfigError, Problem};
 use k8s_openapi::api::core::v1 as corev1;
-use k8s_openapi::api::discovery::v1 as discoveryv1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::{Rejected, Reload, Snapshot, trim_secret};
+use crate::announce::watched;
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
 /// in force.
@@ -172,9 +174,9 @@ pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Reload>) {
 /// The Kubernetes objects of the files, as they are read.
 #[derive(Default)]
 struct Objects {
-    nodes: Vec<Arc<corev1::Node>>,
-    services: Vec<Arc<corev1::Service>>,
-    slices: Vec<Arc<discoveryv1::EndpointSlice>>,
+    nodes: Vec<Arc<watched::Node>>,
+    services: Vec<Arc<watched::Service>>,
+    slices: Vec<Arc<watched::EndpointSlice>>,
     secrets: Vec<Arc<corev1::Secret>>,
 }
 

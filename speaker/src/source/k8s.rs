@@ -6,9 +6,12 @@
 //! every namespace; in the speaker's own namespace the metallb.io kinds
 //! (IPAddressPool, BGPPeer as v1beta2, BGPAdvertisement, L2Advertisement,
 //! BFDProfile, Community) and Secrets (BGP passwords); and, for memberlist
-//! seeds, the speaker Pods matching a label selector. Fields the speaker
-//! never reads (managed fields, node images, last-applied annotations) are
-//! dropped as objects arrive, to keep the caches small.
+//! seeds, the speaker Pods matching a label selector. Nodes, Services and
+//! EndpointSlices are read into the speaker's own small types
+//! ([`crate::announce::watched`]), deserialised from the stream with every
+//! field it never reads skipped, so a whole object is never built; of the
+//! other kinds, fields the speaker never reads (managed fields,
+//! last-applied annotations) are dropped as objects arrive.
 //!
 //! A change after a quiet spell is sent at once; a change that follows a
 //! snapshot within [`COALESCE`] is part of a burst (a rollout, a relist):
@@ -31,9 +34,7 @@ use api::v1beta1::{
 use api::v1beta2::BGPPeer;
 use api::validate::{self, Config};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -45,7 +46,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
-use crate::announce::k8s::SERVICE_NAME_LABEL;
+use crate::announce::watched::{EndpointSlice, Node, Service};
 use crate::announce::{ApiSpeakers, MetallbSpeakers};
 
 /// How long a burst is gathered: a change within this time of the last
@@ -90,7 +91,7 @@ pub fn start(
     let c = client;
     let ns = opts.namespace.as_str();
     let nodes = reflect::<Node>(tasks, Api::all(c.clone()), ch, Feed::Nodes, trim_node);
-    let services = reflect::<Service>(tasks, Api::all(c.clone()), ch, Feed::Services, trim_service);
+    let services = reflect::<Service>(tasks, Api::all(c.clone()), ch, Feed::Services, |_| {});
     let slices = reflect::<EndpointSlice>(tasks, Api::all(c.clone()), ch, Feed::Slices, trim_slice);
     let secrets = reflect::<Secret>(
         tasks,
@@ -377,81 +378,15 @@ fn ping(changed: &watch::Sender<Generations>, feed: Feed) {
     changed.send_modify(|g| g[feed as usize] += 1);
 }
 
-/// Drops the metadata that only the apiserver and the watch read (the
-/// watcher has taken the resource version before this runs).
-fn trim_meta(meta: &mut ObjectMeta) {
-    meta.uid = None;
-    meta.resource_version = None;
-    meta.generation = None;
-    meta.generate_name = None;
-    meta.creation_timestamp = None;
-    meta.owner_references = None;
-    meta.finalizers = None;
-}
-
-/// Keeps of a Node what the view reads: name, labels, conditions,
-/// addresses.
+/// Drops the resource version, which only the watch reads (it has taken
+/// it before this runs), of the kinds nothing else reads it of (a
+/// Service's stays: Events about it name it, so Services are not trimmed).
 fn trim_node(n: &mut Node) {
-    trim_meta(&mut n.metadata);
-    n.metadata.annotations = None;
-    n.spec = None;
-    if let Some(status) = n.status.as_mut() {
-        status.images = None;
-        status.node_info = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.capacity = None;
-        status.allocatable = None;
-        status.daemon_endpoints = None;
-        if let Some(conditions) = status.conditions.as_mut() {
-            for c in conditions {
-                c.message = None;
-                c.reason = None;
-            }
-        }
-    }
+    n.metadata.resource_version = None;
 }
 
-/// Keeps of a Service what the view reads (type, class, traffic policy,
-/// ingress, labels, MetalLB's annotations) and what events name (uid).
-fn trim_service(s: &mut Service) {
-    // The view reads the pool and shared-IP annotations only; real
-    // Services carry others (Helm's, cloud providers', tools').
-    if let Some(a) = s.metadata.annotations.as_mut() {
-        a.retain(|k, _| k.starts_with("metallb.io/") || k.starts_with("metallb.universe.tf/"));
-    }
-    if let Some(spec) = s.spec.as_mut() {
-        spec.ports = None;
-        spec.selector = None;
-        spec.cluster_ip = None;
-        spec.cluster_ips = None;
-        spec.external_ips = None;
-        spec.ip_families = None;
-        spec.session_affinity_config = None;
-    }
-    if let Some(status) = s.status.as_mut() {
-        status.conditions = None;
-    }
-}
-
-/// Keeps of an EndpointSlice its name, its service's label and its
-/// endpoints' node, conditions and whether they have addresses.
 fn trim_slice(e: &mut EndpointSlice) {
-    trim_meta(&mut e.metadata);
-    e.metadata.annotations = None;
-    // The service it belongs to; the others (managed-by, ...) go.
-    if let Some(labels) = e.metadata.labels.as_mut() {
-        labels.retain(|k, _| k == SERVICE_NAME_LABEL);
-    }
-    e.ports = None;
-    for ep in e.endpoints.iter_mut().flatten() {
-        ep.addresses.truncate(1);
-        ep.target_ref = None;
-        ep.hints = None;
-        ep.hostname = None;
-        ep.zone = None;
-        ep.deprecated_topology = None;
-    }
+    e.metadata.resource_version = None;
 }
 
 /// Sends the running speaker Pods (their IPs, with `hostNetwork` the
@@ -816,86 +751,144 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector::store::Writer;
     use serde_json::json;
 
     use super::*;
+    use crate::announce::watched::SERVICE_NAME_LABEL;
+    use crate::announce::{Endpoint, TrafficPolicy};
 
-    /// What the trims keep of a Node, an EndpointSlice and a Service: what
-    /// the view reads, and their names (the cache's keys).
+    /// What the caches keep of a Node, an EndpointSlice and a Service as
+    /// the apiserver sends them: what the view reads, their names (the
+    /// cache's keys), a Service's uid and resource version (Events name
+    /// them); not the fields it never reads (owner references, managed
+    /// fields, ports, cluster IPs, node info, other annotations and labels,
+    /// endpoint addresses beyond whether there is one).
     #[test]
-    fn trims_keep_what_the_view_reads() {
+    fn caches_keep_what_the_view_reads() {
         let meta = json!({"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7",
             "generation": 2, "creationTimestamp": "2026-01-01T00:00:00Z",
-            "annotations": {"a": "b"},
+            "annotations": {"a": "b", LAST_APPLIED: "{}"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
             "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "s"}]});
+        let mut slice_meta = meta.clone();
+        slice_meta["labels"] = json!({SERVICE_NAME_LABEL: "web",
+            "endpointslice.kubernetes.io/managed-by": "c"});
         let mut slice: EndpointSlice = serde_json::from_value(json!({
-            "metadata": meta.clone(), "addressType": "IPv4",
+            "metadata": slice_meta, "addressType": "IPv4",
             "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"], "nodeName": "n1",
                            "conditions": {"ready": true}, "zone": "z",
-                           "targetRef": {"kind": "Pod", "name": "p"}}],
+                           "targetRef": {"kind": "Pod", "name": "p"}},
+                          {"addresses": [], "conditions": {"serving": false, "terminating": true}}],
             "ports": [{"port": 80}],
         }))
         .unwrap();
-        slice.metadata.labels = Some(BTreeMap::from([
-            (SERVICE_NAME_LABEL.to_owned(), "web".to_owned()),
-            (
-                "endpointslice.kubernetes.io/managed-by".to_owned(),
-                "c".to_owned(),
-            ),
-        ]));
+        // The watch reads the resource version, then the trim drops it.
+        assert_eq!(slice.metadata.resource_version.as_deref(), Some("7"));
         trim_slice(&mut slice);
-        let want: EndpointSlice = serde_json::from_value(json!({
-            "metadata": {"name": "x", "namespace": "ns",
-                         "labels": {SERVICE_NAME_LABEL: "web"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "n1",
-                           "conditions": {"ready": true}}],
-        }))
-        .unwrap();
+        let named = |namespace: Option<&str>| ObjectMeta {
+            name: Some("x".into()),
+            namespace: namespace.map(Into::into),
+            ..ObjectMeta::default()
+        };
+        let want = EndpointSlice {
+            metadata: named(Some("ns")),
+            service: Some("web".into()),
+            endpoints: vec![
+                Endpoint {
+                    node: Some("n1".into()),
+                    has_address: true,
+                    ready: Some(true),
+                    serving: None,
+                    terminating: None,
+                },
+                Endpoint {
+                    node: None,
+                    has_address: false,
+                    ready: None,
+                    serving: Some(false),
+                    terminating: Some(true),
+                },
+            ],
+        };
         assert_eq!(slice, want);
 
+        let mut node_meta = meta.clone();
+        node_meta["labels"] = json!({"zone": "a"});
+        node_meta
+            .as_object_mut()
+            .unwrap_or_else(|| panic!())
+            .remove("namespace");
         let mut node: Node = serde_json::from_value(json!({
-            "metadata": meta, "spec": {"podCIDR": "10.244.0.0/24"},
-            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+            "metadata": node_meta, "spec": {"podCIDR": "10.244.0.0/24"},
+            "status": {"addresses": [{"type": "Hostname", "address": "x"},
+                                     {"type": "InternalIP", "address": "10.0.0.2"}],
                        "conditions": [{"type": "Ready", "status": "True", "reason": "r",
                                        "message": "m"}],
+                       "images": [{"names": ["i"], "sizeBytes": 1}],
                        "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
                                     "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
                                     "machineID": "", "operatingSystem": "linux", "osImage": "",
                                     "systemUUID": ""}},
         }))
         .unwrap();
-        node.metadata.labels = Some(BTreeMap::from([("zone".to_owned(), "a".to_owned())]));
         trim_node(&mut node);
-        let want: Node = serde_json::from_value(json!({
-            "metadata": {"name": "x", "namespace": "ns", "labels": {"zone": "a"}},
-            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
-                       "conditions": [{"type": "Ready", "status": "True"}]},
-        }))
-        .unwrap();
+        let want = Node {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([("zone".into(), "a".into())])),
+                ..named(None)
+            },
+            conditions: vec![("Ready".into(), "True".into())],
+            addresses: vec![("InternalIP".into(), "10.0.0.2".into())],
+        };
         assert_eq!(node, want);
 
-        let mut svc: Service = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "ns", "uid": "u", "labels": {"app": "web"},
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+                         "labels": {"app": "web"}, "finalizers": ["f"],
                          "annotations": {"metallb.io/ip-allocated-from-pool": "p",
                                          "metallb.universe.tf/allow-shared-ip": "k",
-                                         "meta.helm.sh/release-name": "web"}},
+                                         "meta.helm.sh/release-name": "web",
+                                         LAST_APPLIED: "{\"big\": true}"}},
             "spec": {"type": "LoadBalancer", "ports": [{"port": 80}], "clusterIP": "10.96.0.9",
-                     "externalTrafficPolicy": "Local"},
-            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+                     "selector": {"app": "web"}, "externalTrafficPolicy": "Local",
+                     "loadBalancerClass": "ferrolb"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP"},
+                                                    {"hostname": "lb.example"}]},
+                       "conditions": [{"type": "t", "status": "True", "lastTransitionTime":
+                                       "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}]},
         }))
         .unwrap();
-        trim_service(&mut svc);
-        let want: Service = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "ns", "uid": "u", "labels": {"app": "web"},
-                         "annotations": {"metallb.io/ip-allocated-from-pool": "p",
-                                         "metallb.universe.tf/allow-shared-ip": "k"}},
-            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
-            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
-        }))
-        .unwrap();
+        let want = Service {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u".into()),
+                resource_version: Some("9".into()),
+                labels: Some(BTreeMap::from([("app".into(), "web".into())])),
+                annotations: Some(BTreeMap::from([
+                    ("metallb.io/ip-allocated-from-pool".into(), "p".into()),
+                    ("metallb.universe.tf/allow-shared-ip".into(), "k".into()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            load_balancer: true,
+            load_balancer_class: Some("ferrolb".into()),
+            external_traffic_policy: TrafficPolicy::Local,
+            ingress: vec![Some("192.0.2.1".into()), None],
+        };
         assert_eq!(svc, want);
+        // Events about it name it as the whole object would.
+        let reference = svc.object_ref(&());
+        assert_eq!(
+            (reference.kind.as_deref(), reference.api_version.as_deref()),
+            (Some("Service"), Some("v1"))
+        );
+        assert_eq!(
+            (reference.uid.as_deref(), reference.namespace.as_deref()),
+            (Some("u"), Some("ns"))
+        );
     }
 
     /// Caches fed by hand instead of by watches.

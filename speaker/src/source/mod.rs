@@ -18,9 +18,12 @@ use std::sync::Arc;
 
 use api::model::{Model, PASSWORD_SECRET_KEY};
 use k8s_openapi::api::core::v1 as corev1;
-use k8s_openapi::api::discovery::v1 as discoveryv1;
 
-/// Every object the speaker reads, as one consistent set. The Kubernetes
+use crate::announce::watched;
+
+/// Every object the speaker reads, as one consistent set: Nodes, Services
+/// and EndpointSlices as the speaker reads them ([`watched`]: only the
+/// fields it uses), Secrets trimmed. The Kubernetes
 /// objects are shared (`Arc`) with the source's caches, and so is each
 /// list: the Kubernetes source hands on the last list of a kind none of
 /// whose objects changed (the same `Arc`, which the reconcile loop
@@ -31,11 +34,11 @@ pub struct Snapshot {
     /// The metallb.io objects, parsed and valid.
     pub model: Arc<Model>,
     /// Nodes.
-    pub nodes: Shared<corev1::Node>,
+    pub nodes: Shared<watched::Node>,
     /// Services, with their status (ingress IPs).
-    pub services: Shared<corev1::Service>,
+    pub services: Shared<watched::Service>,
     /// EndpointSlices.
-    pub slices: Shared<discoveryv1::EndpointSlice>,
+    pub slices: Shared<watched::EndpointSlice>,
     /// Secrets (BGP passwords), trimmed by [`trim_secret`].
     pub secrets: Shared<corev1::Secret>,
 }

@@ -1,0 +1,528 @@
+//! The watched kinds as the speaker reads them: Nodes, Services and
+//! `discovery.k8s.io/v1` EndpointSlices, each holding only the fields
+//! [`super::k8s`] turns into the view (and what the watch and the status
+//! publisher need: name, namespace, uid, resource version).
+//!
+//! They are deserialised straight from the API's JSON (or the file
+//! source's YAML): serde skips every other field as it reads, so a whole
+//! k8s-openapi object is never built, not for the initial list and not for
+//! a watch event, and the caches hold these small values. Each kind is a
+//! `kube::Resource` (through k8s-openapi's `Resource` and `Metadata`
+//! traits), so kube-runtime's watcher and reflector store take it as they
+//! take the k8s-openapi kinds. Pure data: no I/O here.
+//!
+//! The `From` conversions from the k8s-openapi kinds keep exactly what
+//! deserialising keeps; `kubectl ferrolb`, which lists whole objects, and
+//! the tests use them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1 as corev1;
+use k8s_openapi::api::discovery::v1 as discoveryv1;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ClusterResourceScope, Metadata, NamespaceResourceScope, Resource};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, de};
+
+use super::view::{Endpoint, TrafficPolicy};
+
+/// The label naming the Service an EndpointSlice belongs to.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// A Node: name and labels (selectors read them), its conditions and its
+/// IP addresses.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "wire::Node")]
+pub struct Node {
+    /// Name, labels and resource version (which the watch reads; the
+    /// Kubernetes source drops it once read).
+    pub metadata: ObjectMeta,
+    /// `status.conditions`: (type, status).
+    pub conditions: Vec<(String, String)>,
+    /// `status.addresses` of type `InternalIP` or `ExternalIP`, in the
+    /// API's order: (type, address). Host names are never read.
+    pub addresses: Vec<(String, String)>,
+}
+
+/// A Service: what the view reads (type, class, traffic policy, ingress,
+/// labels, MetalLB's annotations) and what Events name (uid, resource
+/// version).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "wire::Service")]
+pub struct Service {
+    /// Name, namespace, uid, resource version, labels, and of the
+    /// annotations MetalLB's alone (`metallb.io/`, `metallb.universe.tf/`).
+    pub metadata: ObjectMeta,
+    /// `spec.type` is `LoadBalancer`.
+    pub load_balancer: bool,
+    /// `spec.loadBalancerClass`.
+    pub load_balancer_class: Option<String>,
+    /// `spec.externalTrafficPolicy` (`Cluster` unless `Local`).
+    pub external_traffic_policy: TrafficPolicy,
+    /// `status.loadBalancer.ingress[].ip`, one entry per ingress entry
+    /// (`None`: a host name only), so a problem can name its index.
+    pub ingress: Vec<Option<String>>,
+}
+
+/// An EndpointSlice: its name, the Service it belongs to, and its
+/// endpoints as the view holds them.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "wire::EndpointSlice")]
+pub struct EndpointSlice {
+    /// Name, namespace and resource version; no labels (the one read is
+    /// `service`).
+    pub metadata: ObjectMeta,
+    /// The `kubernetes.io/service-name` label.
+    pub service: Option<String>,
+    /// The endpoints: node, conditions, whether it has an address.
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl Resource for Node {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Node";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "nodes";
+    type Scope = ClusterResourceScope;
+}
+
+impl Resource for Service {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Service";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "services";
+    type Scope = NamespaceResourceScope;
+}
+
+impl Resource for EndpointSlice {
+    const API_VERSION: &'static str = "discovery.k8s.io/v1";
+    const GROUP: &'static str = "discovery.k8s.io";
+    const KIND: &'static str = "EndpointSlice";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "endpointslices";
+    type Scope = NamespaceResourceScope;
+}
+
+macro_rules! metadata {
+    ($($kind:ty),*) => {$(
+        impl Metadata for $kind {
+            type Ty = ObjectMeta;
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    )*};
+}
+metadata!(Node, Service, EndpointSlice);
+
+/// Whether an annotation is one the speaker reads: MetalLB's (the pool,
+/// the shared IP key). Real Services carry others (Helm's, tools').
+pub fn metallb_annotation(key: &str) -> bool {
+    key.starts_with("metallb.io/") || key.starts_with("metallb.universe.tf/")
+}
+
+/// The address types a Node's addresses are read from.
+fn ip_address_type(t: &str) -> bool {
+    matches!(t, "InternalIP" | "ExternalIP")
+}
+
+fn traffic_policy(p: Option<&str>) -> TrafficPolicy {
+    match p {
+        Some("Local") => TrafficPolicy::Local,
+        _ => TrafficPolicy::Cluster,
+    }
+}
+
+/// The JSON shapes, as far as the speaker reads them; serde skips the rest.
+mod wire {
+    use super::*;
+
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        #[serde(deserialize_with = "metallb_annotations")]
+        annotations: Option<BTreeMap<String, String>>,
+    }
+
+    impl Meta {
+        fn into_meta(self) -> ObjectMeta {
+            ObjectMeta {
+                name: self.name,
+                namespace: self.namespace,
+                uid: self.uid,
+                resource_version: self.resource_version,
+                labels: self.labels,
+                annotations: self.annotations,
+                ..ObjectMeta::default()
+            }
+        }
+    }
+
+    /// MetalLB's annotations; the values of the others are skipped unread.
+    fn metallb_annotations<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+        struct Only;
+        impl<'de> Visitor<'de> for Only {
+            type Value = Option<BTreeMap<String, String>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings, or null")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+                d.deserialize_map(self)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if metallb_annotation(&key) {
+                        kept.insert(key, map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Some(kept))
+            }
+        }
+        d.deserialize_option(Only)
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    pub(super) struct Node {
+        metadata: Meta,
+        status: Option<NodeStatus>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct NodeStatus {
+        conditions: Option<Vec<Condition>>,
+        addresses: Option<Vec<Address>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Condition {
+        #[serde(rename = "type")]
+        type_: String,
+        status: String,
+    }
+
+    #[derive(Deserialize)]
+    struct Address {
+        #[serde(rename = "type")]
+        type_: String,
+        address: String,
+    }
+
+    impl From<Node> for super::Node {
+        fn from(n: Node) -> Self {
+            let mut meta = n.metadata;
+            meta.uid = None;
+            meta.annotations = None;
+            meta.namespace = None;
+            let status = n.status.unwrap_or_default();
+            Self {
+                metadata: meta.into_meta(),
+                conditions: status
+                    .conditions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| (c.type_, c.status))
+                    .collect(),
+                addresses: status
+                    .addresses
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| ip_address_type(&a.type_))
+                    .map(|a| (a.type_, a.address))
+                    .collect(),
+            }
+        }
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    pub(super) struct Service {
+        metadata: Meta,
+        spec: Option<ServiceSpec>,
+        status: Option<ServiceStatus>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct ServiceSpec {
+        #[serde(rename = "type")]
+        type_: Option<String>,
+        load_balancer_class: Option<String>,
+        external_traffic_policy: Option<String>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct ServiceStatus {
+        load_balancer: Option<LoadBalancerStatus>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct LoadBalancerStatus {
+        ingress: Option<Vec<Ingress>>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct Ingress {
+        ip: Option<String>,
+    }
+
+    impl From<Service> for super::Service {
+        fn from(s: Service) -> Self {
+            let spec = s.spec.unwrap_or_default();
+            Self {
+                metadata: s.metadata.into_meta(),
+                load_balancer: spec.type_.as_deref() == Some("LoadBalancer"),
+                load_balancer_class: spec.load_balancer_class,
+                external_traffic_policy: traffic_policy(spec.external_traffic_policy.as_deref()),
+                ingress: s
+                    .status
+                    .and_then(|st| st.load_balancer?.ingress)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|i| i.ip)
+                    .collect(),
+            }
+        }
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    pub(super) struct EndpointSlice {
+        metadata: Meta,
+        endpoints: Option<Vec<SliceEndpoint>>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct SliceEndpoint {
+        /// Counted, not read: the view asks only whether there is one.
+        addresses: Vec<IgnoredAny>,
+        node_name: Option<String>,
+        conditions: Option<Conditions>,
+    }
+
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct Conditions {
+        ready: Option<bool>,
+        serving: Option<bool>,
+        terminating: Option<bool>,
+    }
+
+    impl From<EndpointSlice> for super::EndpointSlice {
+        fn from(e: EndpointSlice) -> Self {
+            let mut meta = e.metadata;
+            let service = meta
+                .labels
+                .take()
+                .and_then(|mut l| l.remove(SERVICE_NAME_LABEL));
+            meta.uid = None;
+            meta.annotations = None;
+            Self {
+                metadata: meta.into_meta(),
+                service,
+                endpoints: e
+                    .endpoints
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|ep| {
+                        let c = ep.conditions.unwrap_or_default();
+                        Endpoint {
+                            node: ep.node_name,
+                            has_address: !ep.addresses.is_empty(),
+                            ready: c.ready,
+                            serving: c.serving,
+                            terminating: c.terminating,
+                        }
+                    })
+                    .collect(),
+            }
+        }
+    }
+}
+
+/// The metadata kept of a whole object's: what [`wire`] reads.
+fn kept_meta(m: &ObjectMeta, uid: bool, labels: bool, annotations: bool) -> ObjectMeta {
+    ObjectMeta {
+        name: m.name.clone(),
+        namespace: m.namespace.clone(),
+        uid: m.uid.clone().filter(|_| uid),
+        resource_version: m.resource_version.clone(),
+        labels: m.labels.clone().filter(|_| labels),
+        annotations: m.annotations.as_ref().filter(|_| annotations).map(|a| {
+            a.iter()
+                .filter(|(k, _)| metallb_annotation(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }),
+        ..ObjectMeta::default()
+    }
+}
+
+impl From<&corev1::Node> for Node {
+    fn from(n: &corev1::Node) -> Self {
+        let status = n.status.as_ref();
+        let mut metadata = kept_meta(&n.metadata, false, true, false);
+        metadata.namespace = None;
+        Self {
+            metadata,
+            conditions: status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| (c.type_.clone(), c.status.clone()))
+                .collect(),
+            addresses: status
+                .and_then(|s| s.addresses.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|a| ip_address_type(&a.type_))
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl From<&corev1::Service> for Service {
+    fn from(s: &corev1::Service) -> Self {
+        let spec = s.spec.as_ref();
+        Self {
+            metadata: kept_meta(&s.metadata, true, true, true),
+            load_balancer: spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer"),
+            load_balancer_class: spec.and_then(|sp| sp.load_balancer_class.clone()),
+            external_traffic_policy: traffic_policy(
+                spec.and_then(|sp| sp.external_traffic_policy.as_deref()),
+            ),
+            ingress: s
+                .status
+                .as_ref()
+                .and_then(|st| st.load_balancer.as_ref()?.ingress.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|i| i.ip.clone())
+                .collect(),
+        }
+    }
+}
+
+impl From<&discoveryv1::EndpointSlice> for EndpointSlice {
+    fn from(e: &discoveryv1::EndpointSlice) -> Self {
+        Self {
+            metadata: kept_meta(&e.metadata, false, false, false),
+            service: e
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                .cloned(),
+            endpoints: e
+                .endpoints
+                .iter()
+                .flatten()
+                .map(|ep| {
+                    let c = ep.conditions.as_ref();
+                    Endpoint {
+                        node: ep.node_name.clone(),
+                        has_address: !ep.addresses.is_empty(),
+                        ready: c.and_then(|c| c.ready),
+                        serving: c.and_then(|c| c.serving),
+                        terminating: c.and_then(|c| c.terminating),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// The object read straight from JSON, and read whole then converted.
+    fn both<W, K>(v: &Value) -> (K, K)
+    where
+        W: DeserializeOwned,
+        K: DeserializeOwned + for<'a> From<&'a W>,
+    {
+        let direct: K = serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let whole: W = serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        (direct, K::from(&whole))
+    }
+
+    /// `kubectl ferrolb`, which lists whole objects, builds the view from
+    /// what the speaker's caches would hold: the `From` conversions keep
+    /// what deserialising keeps, no more.
+    #[test]
+    fn conversions_keep_what_deserialising_keeps() {
+        let meta = json!({"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "3",
+            "generation": 4, "labels": {"app": "web", SERVICE_NAME_LABEL: "web"},
+            "annotations": {"metallb.io/address-pool": "p", "helm.sh/chart": "c"},
+            "finalizers": ["f"]});
+        let (direct, converted) = both::<corev1::Service, Service>(&json!({
+            "metadata": meta, "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                                       "ports": [{"port": 80}]},
+            "status": {"loadBalancer": {"ingress": [{"hostname": "h"}, {"ip": "192.0.2.1"}]}},
+        }));
+        assert_eq!(direct, converted);
+        assert_eq!(direct.ingress, vec![None, Some("192.0.2.1".into())]);
+        assert!(direct.load_balancer);
+        let annotations = direct.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["metallb.io/address-pool"]
+        );
+
+        let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(&json!({
+            "metadata": meta, "addressType": "IPv6",
+            "endpoints": [{"addresses": ["fd00::1"], "nodeName": "n",
+                           "conditions": {"ready": false, "serving": true}}],
+        }));
+        assert_eq!(direct, converted);
+        assert_eq!(direct.service.as_deref(), Some("web"));
+        assert_eq!((direct.metadata.labels, direct.metadata.uid), (None, None));
+        assert!(direct.endpoints[0].can_serve());
+
+        let (direct, converted) = both::<corev1::Node, Node>(&json!({
+            "metadata": {"name": "n", "uid": "u", "labels": {"zone": "a"},
+                         "annotations": {"metallb.io/x": "y"}},
+            "status": {"addresses": [{"type": "ExternalIP", "address": "203.0.113.1"},
+                                     {"type": "Hostname", "address": "n"}],
+                       "conditions": [{"type": "NetworkUnavailable", "status": "False"}]},
+        }));
+        assert_eq!(direct, converted);
+        assert_eq!(direct.addresses.len(), 1);
+        assert_eq!(
+            (direct.metadata.annotations, direct.metadata.uid),
+            (None, None)
+        );
+    }
+}
