@@ -501,7 +501,7 @@ fn bgp_status(node: &str, key: &ObjectKey, a: &ServiceAnnouncement) -> Option<Va
     if a.bgp.is_empty() {
         return None;
     }
-    let peers: Vec<Value> = a.bgp.iter().map(|p| json!(p)).collect();
+    let peers: Vec<Value> = a.bgp.iter().map(|p| json!(&**p)).collect();
     Some(status(node, key, "peers", peers))
 }
 

@@ -183,7 +183,9 @@ struct Deciding<'a> {
 struct Entry {
     svc: Arc<Service>,
     routes: ServiceRoutes,
-    l2: Option<ServiceL2>,
+    /// Boxed: most services are BGP's alone, and it would make every
+    /// slot of the services' map larger.
+    l2: Option<Box<ServiceL2>>,
     problems: Vec<Problem>,
     seen: u64,
 }
@@ -336,7 +338,8 @@ impl Keyed {
             .unwrap_or_default();
         let l2 = pool
             .filter(|_| d.l2)
-            .and_then(|pool| d.l2ctx.service(svc, pool, &mut problems));
+            .and_then(|pool| d.l2ctx.service(svc, pool, &mut problems))
+            .map(Box::new);
         changes.decided += 1;
         self.replace(
             &svc.key,
@@ -605,8 +608,9 @@ impl Keyed {
                     .get(&**peer)
                     .and_then(|t| t.get(prefix))
                     .is_some_and(|p| matches!(p.merged, Some(Ok(_))));
-                if sent {
-                    a.bgp.insert(peer.to_string());
+                // The routes are in peer order: each peer once, sorted.
+                if sent && a.bgp.last().is_none_or(|last| **last != **peer) {
+                    a.bgp.push(Arc::clone(peer));
                 }
             }
         }
