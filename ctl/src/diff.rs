@@ -451,7 +451,7 @@ fn announcement_changes(was: &ByService, will: &ByService) -> (Vec<BgpChange>, V
         for node in nodes {
             let peers = |m: &BTreeMap<String, ServiceAnnouncement>| -> Vec<String> {
                 m.get(node)
-                    .map(|x| x.bgp.iter().cloned().collect())
+                    .map(|x| x.bgp.iter().map(|p| p.to_string()).collect())
                     .unwrap_or_default()
             };
             let (before, after) = (peers(a), peers(b));

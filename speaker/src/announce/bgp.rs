@@ -23,7 +23,10 @@ use super::view::{ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
 /// One service's routes: per (peer, prefix), sorted, what it asks for.
-pub(super) type ServiceRoutes = Vec<((String, IpPrefix), Pending)>;
+/// The peer's name is shared by every route of one update, and the
+/// keyed plan shares each distinct `Pending` among the services that ask
+/// it (most ask the same: one advertisement's attributes).
+pub(super) type ServiceRoutes = Vec<((Arc<str>, IpPrefix), Arc<Pending>)>;
 
 /// What this node does over BGP.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -119,37 +122,35 @@ pub fn bgp_plan(view: &ClusterView) -> BgpPlan {
         excluded: ctx.excluded,
         ..BgpPlan::default()
     };
-    let mut pending: BTreeMap<String, BTreeMap<IpPrefix, Pending>> = BTreeMap::new();
+    // Per peer and prefix, what its services ask, merged, and the services.
+    let mut pending: BTreeMap<Arc<str>, BTreeMap<IpPrefix, Merging>> = BTreeMap::new();
     for Assigned { svc, pool } in services {
         for ((name, prefix), p) in ctx.service_routes(svc, pool, &mut problems) {
-            pending
-                .entry(name)
-                .or_default()
-                .entry(prefix)
-                .or_default()
-                .absorb(&p);
+            let (merged, keys) = pending.entry(name).or_default().entry(prefix).or_default();
+            merged.absorb(&p);
+            keys.insert(svc.key.clone());
         }
     }
     for (name, routes) in pending {
-        let Some(peer) = ctx.peers.get(&name) else {
+        let Some(peer) = ctx.peers.get(&*name) else {
             continue;
         };
         let mut peer = peer.clone();
-        for (prefix, p) in routes {
-            match p.resolve(&name, prefix) {
+        for (prefix, (p, keys)) in routes {
+            match p.resolve(&name, prefix, keys.iter()) {
                 Ok(attrs) => {
-                    for svc in &p.services {
+                    for svc in &keys {
                         plan.services
                             .entry(svc.clone())
                             .or_default()
-                            .insert(name.clone());
+                            .insert(name.to_string());
                     }
-                    peer.routes.insert(prefix, attrs);
+                    peer.routes.insert(prefix, Arc::new(attrs));
                 }
                 Err(problem) => problems.push(problem),
             }
         }
-        plan.peers.insert(name, peer);
+        plan.peers.insert(name.to_string(), peer);
     }
     for (name, peer) in ctx.peers {
         plan.peers.entry(name).or_insert(peer);
@@ -158,12 +159,17 @@ pub fn bgp_plan(view: &ClusterView) -> BgpPlan {
     plan
 }
 
+/// What a prefix's services ask of one peer, merged, and those services.
+type Merging = (Pending, VecSet<ObjectKey>);
+
 /// What every service's BGP decision on this node shares: the sessions
 /// (without routes), the advertisements that select this node, and
 /// whether the node is excluded.
 pub(super) struct BgpContext<'a> {
     /// The sessions to run, by BGPPeer name; their `routes` are empty.
     pub(super) peers: BTreeMap<String, PeerPlan>,
+    /// The peers' names, in `peers`' order: one copy for every route.
+    names: Vec<Arc<str>>,
     ads: Vec<&'a BgpAdvertisement>,
     /// Set when this node announces nothing.
     pub(super) excluded: Option<Exclusion>,
@@ -209,6 +215,7 @@ impl<'a> BgpContext<'a> {
             .collect();
         known_peer_names(view, &ads, problems);
         Self {
+            names: peers.keys().map(|n| Arc::from(n.as_str())).collect(),
             peers,
             ads,
             excluded: view.exclusion(&view.node),
@@ -226,7 +233,7 @@ impl<'a> BgpContext<'a> {
         pool: &Pool,
         problems: &mut Vec<Problem>,
     ) -> ServiceRoutes {
-        let mut out = BTreeMap::new();
+        let mut out: BTreeMap<(Arc<str>, IpPrefix), Pending> = BTreeMap::new();
         let for_service = match self.advertisements(svc, pool) {
             Ok(ads) => ads,
             Err(Withheld::LocalPrefConflict(message)) => {
@@ -238,18 +245,18 @@ impl<'a> BgpContext<'a> {
         for &ip in &svc.ingress {
             for ad in &for_service {
                 let prefix = ip_prefix(ad.prefix(ip));
-                for (name, peer) in &self.peers {
+                for ((name, peer), shared) in self.peers.iter().zip(&self.names) {
                     if !ad.selects_peer(name) || !peer.session.families.contains(&prefix.family()) {
                         continue;
                     }
-                    out.entry((name.clone(), prefix))
-                        .or_insert_with(Pending::default)
-                        .merge(ad, peer.ibgp, &svc.key);
+                    out.entry((Arc::clone(shared), prefix))
+                        .or_default()
+                        .merge(ad, peer.ibgp);
                 }
             }
         }
         // Exactly as long as it is: the keyed plan keeps one per service.
-        out.into_iter().collect()
+        out.into_iter().map(|(k, p)| (k, Arc::new(p))).collect()
     }
 
     /// The advertisements that make this node announce `svc` (of `pool`),
@@ -396,16 +403,16 @@ fn local_pref_conflict(ads: &[&BgpAdvertisement], pool: &Pool) -> Option<String>
 
 /// The attributes of one prefix for one peer, merged across
 /// advertisements (of one service, or of every service that gives it).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// It names no service, so that services asking the same share one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Pending {
     local_prefs: VecSet<Option<u32>>,
     communities: VecSet<Community>,
     large: VecSet<LargeCommunity>,
-    services: VecSet<ObjectKey>,
 }
 
 impl Pending {
-    fn merge(&mut self, ad: &BgpAdvertisement, ibgp: bool, svc: &ObjectKey) {
+    fn merge(&mut self, ad: &BgpAdvertisement, ibgp: bool) {
         // LOCAL_PREF is an iBGP attribute (RFC 4271 §5.1.5): towards eBGP
         // peers it is not sent, so it cannot conflict either.
         self.local_prefs
@@ -425,7 +432,6 @@ impl Pending {
                 }
             }
         }
-        self.services.insert(svc.clone());
     }
 
     /// Adds what another advertisement or service asks for this prefix.
@@ -433,12 +439,17 @@ impl Pending {
         self.local_prefs.extend(other.local_prefs.iter().copied());
         self.communities.extend(other.communities.iter().copied());
         self.large.extend(other.large.iter().copied());
-        self.services.extend(other.services.iter().cloned());
     }
 
     /// The route to send `peer` for `prefix`, or the problem when its
-    /// services ask for different LOCAL_PREFs (it is withheld then).
-    pub(super) fn resolve(&self, peer: &str, prefix: IpPrefix) -> Result<Arc<RouteAttrs>, Problem> {
+    /// services (`services`, named in the problem) ask for different
+    /// LOCAL_PREFs (it is withheld then).
+    pub(super) fn resolve<'k>(
+        &self,
+        peer: &str,
+        prefix: IpPrefix,
+        services: impl Iterator<Item = &'k ObjectKey>,
+    ) -> Result<RouteAttrs, Problem> {
         if self.local_prefs.len() > 1 {
             let prefs: Vec<u32> = self.local_prefs.iter().map(|lp| lp.unwrap_or(0)).collect();
             return Err(Problem {
@@ -447,11 +458,11 @@ impl Pending {
                 field: "routes".into(),
                 message: format!(
                     "{prefix}: services {} ask for different localPref values {prefs:?}; not announced to this peer",
-                    keys(&self.services)
+                    keys(services)
                 ),
             });
         }
-        Ok(Arc::new(self.attrs()))
+        Ok(self.attrs())
     }
 
     fn attrs(&self) -> RouteAttrs {
@@ -729,8 +740,8 @@ fn crc32(bytes: &[u8]) -> u32 {
     !crc
 }
 
-fn keys(services: &VecSet<ObjectKey>) -> String {
-    let texts: Vec<String> = services.iter().map(ToString::to_string).collect();
+fn keys<'k>(services: impl Iterator<Item = &'k ObjectKey>) -> String {
+    let texts: Vec<String> = services.map(ToString::to_string).collect();
     texts.join(", ")
 }
 

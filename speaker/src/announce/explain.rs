@@ -265,11 +265,11 @@ pub fn explain(view: &ClusterView, service: &ObjectKey) -> Explanation {
     let routes = asked
         .iter()
         .map(|((peer, prefix), pending)| {
-            let merged = plan.peers.get(peer).and_then(|p| p.routes.get(prefix));
-            let own = pending.resolve(peer, *prefix).ok();
-            let attrs = merged.or(own.as_ref());
+            let merged = plan.peers.get(&**peer).and_then(|p| p.routes.get(prefix));
+            let own = pending.resolve(peer, *prefix, [service].into_iter()).ok();
+            let attrs = merged.map(|a| &**a).or(own.as_ref());
             Route {
-                peer: peer.clone(),
+                peer: peer.to_string(),
                 prefix: prefix.to_string(),
                 local_pref: attrs.and_then(|a| a.local_pref),
                 communities: attrs

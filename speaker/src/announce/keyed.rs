@@ -29,7 +29,7 @@ use bgp::session::{IpPrefix, RouteAttrs};
 use super::bgp::{BgpContext, Pending, ServiceRoutes};
 use super::coexist::Deferral;
 use super::l2::{L2Context, ServiceL2};
-use super::sorted::VecMap;
+use super::sorted::{Interner, VecMap};
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
 use super::{Interfaces, PeerPlan, Problem, pool_of};
@@ -100,11 +100,16 @@ pub struct Keyed {
     /// Services with problems, so listing problems does not walk them all.
     with_problems: BTreeSet<ObjectKey>,
     /// Per peer and prefix, what each service asks and the result.
-    routes: BTreeMap<String, BTreeMap<IpPrefix, Prefix>>,
+    routes: BTreeMap<Arc<str>, BTreeMap<IpPrefix, Prefix>>,
     /// The prefixes withheld for a LOCAL_PREF conflict.
-    conflicts: BTreeSet<(String, IpPrefix)>,
+    conflicts: BTreeSet<(Arc<str>, IpPrefix)>,
     /// How many routes each peer is given.
-    counts: BTreeMap<String, usize>,
+    counts: BTreeMap<Arc<str>, usize>,
+    /// One copy of each distinct thing services ask of a prefix.
+    pendings: Interner<Pending>,
+    /// One copy of each distinct route, shared by the prefixes and peers
+    /// that have it (and by the peers' Adj-RIB-Out).
+    attrs: Interner<RouteAttrs>,
     /// Per IP answered from here, the services and their interfaces.
     l2: BTreeMap<IpAddr, Address>,
     announcements: Announcements,
@@ -178,7 +183,9 @@ struct Deciding<'a> {
 struct Entry {
     svc: Arc<Service>,
     routes: ServiceRoutes,
-    l2: Option<ServiceL2>,
+    /// Boxed: most services are BGP's alone, and it would make every
+    /// slot of the services' map larger.
+    l2: Option<Box<ServiceL2>>,
     problems: Vec<Problem>,
     seen: u64,
 }
@@ -186,7 +193,7 @@ struct Entry {
 /// One prefix towards one peer.
 #[derive(Debug, Default)]
 struct Prefix {
-    by_service: VecMap<ObjectKey, Pending>,
+    by_service: VecMap<ObjectKey, Arc<Pending>>,
     /// What the peer is given: the route, or the LOCAL_PREF conflict that
     /// withholds it (boxed: rare, and three times the size of the route,
     /// in one slot per peer and prefix); `None` before the first merge.
@@ -203,7 +210,7 @@ struct Address {
 /// What an update has touched so far.
 #[derive(Default)]
 struct Touched {
-    prefixes: BTreeSet<(String, IpPrefix)>,
+    prefixes: BTreeSet<(Arc<str>, IpPrefix)>,
     ips: BTreeSet<IpAddr>,
     /// Services whose announcement may change, with what they announced
     /// before the update.
@@ -331,7 +338,8 @@ impl Keyed {
             .unwrap_or_default();
         let l2 = pool
             .filter(|_| d.l2)
-            .and_then(|pool| d.l2ctx.service(svc, pool, &mut problems));
+            .and_then(|pool| d.l2ctx.service(svc, pool, &mut problems))
+            .map(Box::new);
         changes.decided += 1;
         self.replace(
             &svc.key,
@@ -359,7 +367,7 @@ impl Keyed {
         self.touch_service(key, touched);
         if let Some(old) = self.services.remove(key) {
             for ((peer, prefix), _) in old.routes {
-                if let Some(p) = self.routes.get_mut(&peer).and_then(|r| r.get_mut(&prefix)) {
+                if let Some(p) = self.routes.get_mut(&*peer).and_then(|r| r.get_mut(&prefix)) {
                     p.by_service.remove(key);
                 }
                 touched.prefixes.insert((peer, prefix));
@@ -374,7 +382,7 @@ impl Keyed {
             }
         }
         self.with_problems.remove(key);
-        let Some(e) = new else {
+        let Some(mut e) = new else {
             self.yielded.remove(key);
             self.deferred.remove(key);
             return;
@@ -385,15 +393,16 @@ impl Keyed {
         if e.l2.as_ref().is_none_or(|l| l.deferred.is_none()) {
             self.deferred.remove(key);
         }
-        for ((peer, prefix), pending) in &e.routes {
+        for ((peer, prefix), pending) in &mut e.routes {
+            *pending = self.pendings.share(pending);
             self.routes
-                .entry(peer.clone())
+                .entry(Arc::clone(peer))
                 .or_default()
                 .entry(*prefix)
                 .or_default()
                 .by_service
-                .insert(key.clone(), pending.clone());
-            touched.prefixes.insert((peer.clone(), *prefix));
+                .insert(key.clone(), Arc::clone(pending));
+            touched.prefixes.insert((Arc::clone(peer), *prefix));
         }
         if let Some(l2) = &e.l2 {
             if let Some(interfaces) = &l2.interfaces {
@@ -434,7 +443,7 @@ impl Keyed {
     /// Merges the touched prefixes and records the routes that changed.
     fn merge_routes(
         &mut self,
-        prefixes: &BTreeSet<(String, IpPrefix)>,
+        prefixes: &BTreeSet<(Arc<str>, IpPrefix)>,
         touched: &mut Touched,
         changes: &mut Changes,
     ) {
@@ -446,12 +455,21 @@ impl Keyed {
                 continue;
             };
             let before = ok(p.merged.as_ref());
-            let merged = (!p.by_service.is_empty()).then(|| {
-                let mut all = Pending::default();
-                for pending in p.by_service.values() {
-                    all.absorb(pending);
+            let resolved = match p.by_service.only() {
+                // Most prefixes are one service's: nothing to merge.
+                Some(only) => Some(only.resolve(peer, *prefix, p.by_service.keys())),
+                None if p.by_service.is_empty() => None,
+                None => {
+                    let mut all = Pending::default();
+                    for pending in p.by_service.values() {
+                        all.absorb(pending);
+                    }
+                    Some(all.resolve(peer, *prefix, p.by_service.keys()))
                 }
-                all.resolve(peer, *prefix).map_err(Box::new)
+            };
+            let merged = resolved.map(|r| match r {
+                Ok(attrs) => Ok(self.attrs.intern(attrs)),
+                Err(problem) => Err(Box::new(problem)),
             });
             let now = ok(merged.as_ref());
             // Whether the prefix goes out decides its services' status.
@@ -460,11 +478,10 @@ impl Keyed {
             } else {
                 p.by_service.keys().cloned().collect()
             };
-            let key = (peer.clone(), *prefix);
             if matches!(merged, Some(Err(_))) {
-                self.conflicts.insert(key);
-            } else {
-                self.conflicts.remove(&key);
+                self.conflicts.insert((Arc::clone(peer), *prefix));
+            } else if !self.conflicts.is_empty() {
+                self.conflicts.remove(&(Arc::clone(peer), *prefix));
             }
             if merged.is_some() {
                 p.merged = merged;
@@ -475,7 +492,7 @@ impl Keyed {
                 }
             }
             match (before.is_some(), now.is_some()) {
-                (false, true) => *self.counts.entry(peer.clone()).or_default() += 1,
+                (false, true) => *self.counts.entry(Arc::clone(peer)).or_default() += 1,
                 (true, false) => {
                     if let Some(n) = self.counts.get_mut(peer) {
                         *n -= 1;
@@ -487,11 +504,14 @@ impl Keyed {
                 _ => {}
             }
             if now != before {
-                changes
-                    .routes
-                    .entry(peer.clone())
-                    .or_default()
-                    .push((*prefix, now));
+                match changes.routes.get_mut(&**peer) {
+                    Some(list) => list.push((*prefix, now)),
+                    None => {
+                        changes
+                            .routes
+                            .insert(peer.to_string(), vec![(*prefix, now)]);
+                    }
+                }
             }
             for key in affected {
                 self.touch_service(&key, touched);
@@ -585,11 +605,12 @@ impl Keyed {
             for ((peer, prefix), _) in &e.routes {
                 let sent = self
                     .routes
-                    .get(peer)
+                    .get(&**peer)
                     .and_then(|t| t.get(prefix))
                     .is_some_and(|p| matches!(p.merged, Some(Ok(_))));
-                if sent {
-                    a.bgp.insert(peer.clone());
+                // The routes are in peer order: each peer once, sorted.
+                if sent && a.bgp.last().is_none_or(|last| **last != **peer) {
+                    a.bgp.push(Arc::clone(peer));
                 }
             }
         }

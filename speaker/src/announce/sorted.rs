@@ -3,12 +3,16 @@
 //! `BTreeSet` or `BTreeMap` allocates a node of eleven slots for its
 //! first element (1.6 KiB for one service's `Pending` by key); these
 //! allocate what they hold, growing from one slot, and iterate in the same
-//! (sorted) order.
+//! (sorted) order. And [`Interner`], one shared copy of each distinct
+//! value that many entries hold.
 
+use std::collections::HashSet;
+use std::hash::Hash;
 use std::slice;
+use std::sync::Arc;
 
 /// A set as a sorted vector without duplicates.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct VecSet<T>(Vec<T>);
 
 impl<T> Default for VecSet<T> {
@@ -99,6 +103,14 @@ impl<K: Ord, V> VecMap<K, V> {
         self.0.is_empty()
     }
 
+    /// The value, when the map holds exactly one.
+    pub(super) fn only(&self) -> Option<&V> {
+        match self.0.as_slice() {
+            [(_, v)] => Some(v),
+            _ => None,
+        }
+    }
+
     /// The keys, in order.
     pub(super) fn keys(&self) -> impl Iterator<Item = &K> {
         self.0.iter().map(|(k, _)| k)
@@ -107,6 +119,61 @@ impl<K: Ord, V> VecMap<K, V> {
     /// The values, in their keys' order.
     pub(super) fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|(_, v)| v)
+    }
+}
+
+/// One shared copy of each distinct value: the keyed plan's per-service
+/// `Pending`s and per-prefix routes are mostly equal (one advertisement's
+/// attributes), and each was an allocation of its own. Values no one else
+/// holds any more are dropped once the set has doubled since the last
+/// sweep, so the sweeps cost O(1) per value interned.
+#[derive(Debug)]
+pub(super) struct Interner<T> {
+    set: HashSet<Arc<T>>,
+    /// How many values the last sweep kept.
+    kept: usize,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Self {
+            set: HashSet::new(),
+            kept: 0,
+        }
+    }
+}
+
+impl<T: Eq + Hash> Interner<T> {
+    /// The shared copy of `value`.
+    pub(super) fn intern(&mut self, value: T) -> Arc<T> {
+        match self.set.get(&value) {
+            Some(have) => Arc::clone(have),
+            None => self.insert(Arc::new(value)),
+        }
+    }
+
+    /// The shared copy of what `value` holds (`value` itself when it is
+    /// the first of its kind).
+    pub(super) fn share(&mut self, value: &Arc<T>) -> Arc<T> {
+        match self.set.get(&**value) {
+            Some(have) => Arc::clone(have),
+            None => self.insert(Arc::clone(value)),
+        }
+    }
+
+    fn insert(&mut self, value: Arc<T>) -> Arc<T> {
+        if self.set.len() >= 2 * self.kept + 16 {
+            self.set.retain(|v| Arc::strong_count(v) > 1);
+            self.kept = self.set.len();
+        }
+        self.set.insert(Arc::clone(&value));
+        value
+    }
+
+    /// How many distinct values it holds (some perhaps unused).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.set.len()
     }
 }
 
@@ -161,5 +228,38 @@ mod tests {
         assert_eq!(m.remove(&"c"), Some(3));
         assert!(m.is_empty());
         assert_eq!(m.0.capacity(), 0, "an emptied map keeps no storage");
+        assert_eq!(m.only(), None);
+        m.insert("x", 9);
+        assert_eq!(m.only(), Some(&9));
+        m.insert("y", 8);
+        assert_eq!(m.only(), None);
+    }
+
+    #[test]
+    fn interner_shares_equal_values_and_drops_unused_ones() {
+        let mut i = Interner::default();
+        let a = i.intern(String::from("a"));
+        let b = i.intern(String::from("a"));
+        assert!(Arc::ptr_eq(&a, &b), "equal values share one copy");
+        let fresh = Arc::new(String::from("a"));
+        assert!(
+            Arc::ptr_eq(&i.share(&fresh), &a),
+            "an equal value is replaced"
+        );
+        let other = Arc::new(String::from("b"));
+        assert!(Arc::ptr_eq(&i.share(&other), &other), "a new value is kept");
+        assert_eq!(i.len(), 2);
+        drop((b, other));
+        // Values held by no one else go in a sweep, which comes once the
+        // set has grown past twice what the last sweep kept (0, plus 16).
+        let held: Vec<Arc<String>> = (0..40).map(|n| i.intern(n.to_string())).collect();
+        assert!(i.len() <= 16 + held.len(), "{}", i.len());
+        let again = i.intern(String::from("a"));
+        assert!(Arc::ptr_eq(&again, &a), "a value still held is kept");
+        drop(held);
+        for n in 100..200 {
+            i.intern(n.to_string());
+        }
+        assert!(i.len() < 100, "unused values are swept: {}", i.len());
     }
 }

@@ -3,6 +3,7 @@
 //! `nodeAssigned` event. Pure: derived from the plans, compared as values.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::bgp::BgpPlan;
 use super::l2::{Interfaces, L2Plan};
@@ -19,8 +20,11 @@ pub struct ServiceAnnouncement {
     /// these interfaces; an empty list means every interface, as MetalLB
     /// leaves `status.interfaces` empty then.
     pub l2: Option<Vec<String>>,
-    /// The BGP peers (BGPPeer names) the service's IPs go to from here.
-    pub bgp: BTreeSet<String>,
+    /// The BGP peers (BGPPeer names) the service's IPs go to from here,
+    /// sorted, each once. The names are the keyed plan's, shared by every
+    /// service (a `BTreeSet<String>` was a B-tree leaf and a `String` per
+    /// peer, in the plan's map and again in the report's copy).
+    pub bgp: Vec<Arc<str>>,
 }
 
 /// The protocols a `nodeAssigned` event names, spelled as MetalLB does.
@@ -35,7 +39,8 @@ pub fn announcements(bgp: &BgpPlan, l2: Option<&L2Plan>) -> Announcements {
     if bgp.excluded.is_none() {
         for (key, peers) in &bgp.services {
             if !peers.is_empty() {
-                out.entry(key.clone()).or_default().bgp.clone_from(peers);
+                out.entry(key.clone()).or_default().bgp =
+                    peers.iter().map(|p| Arc::from(p.as_str())).collect();
             }
         }
     }
@@ -165,6 +170,10 @@ mod tests {
         names.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    fn names(names: &[&str]) -> Vec<Arc<str>> {
+        names.iter().map(|s| Arc::from(*s)).collect()
+    }
+
     #[test]
     fn bgp_services_list_their_peers() {
         let plan = BgpPlan {
@@ -176,7 +185,7 @@ mod tests {
         };
         let a = announcements(&plan, None);
         assert_eq!(a.len(), 1, "a service with no peer is not announced: {a:?}");
-        assert_eq!(a[&key("web")].bgp, peers(&["spine1", "spine2"]));
+        assert_eq!(a[&key("web")].bgp, names(&["spine1", "spine2"]));
         assert_eq!(a[&key("web")].l2, None);
     }
 
@@ -241,7 +250,7 @@ mod tests {
             a[&key("svc")],
             ServiceAnnouncement {
                 l2: Some(vec![]),
-                bgp: peers(&["spine1"])
+                bgp: names(&["spine1"])
             }
         );
     }
@@ -250,7 +259,7 @@ mod tests {
     fn node_assigned_only_on_change() {
         let a = |l2: Option<Vec<String>>, bgp: &[&str]| ServiceAnnouncement {
             l2,
-            bgp: peers(bgp),
+            bgp: names(bgp),
         };
         let old = Announcements::from([
             (key("kept"), a(Some(vec![]), &["p"])),
