@@ -1036,8 +1036,8 @@ impl ChurnSamples {
         late
     }
 
-    /// One line per 10-minute window: min-max of `VmRSS` and of the live
-    /// heap (BENCHMARKS.md's table).
+    /// One line per 10-minute window up to the last sample: min-max of
+    /// `VmRSS` and of the live heap (BENCHMARKS.md's table).
     fn windows(&self) {
         let range = |s: &[(f64, u64)], from: f64| {
             let w: Vec<u64> = s
@@ -1050,8 +1050,9 @@ impl ChurnSamples {
                 _ => "-".into(),
             }
         };
+        let end = self.rss.last().map_or(0.0, |s| s.0);
         let mut from = 0.0;
-        while from < self.secs {
+        while from <= end {
             eprintln!(
                 "churn window {:.0}-{:.0} min: rss {}, heap {}",
                 from / 60.0,
