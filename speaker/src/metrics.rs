@@ -530,10 +530,25 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
     });
     Routes::new(health, move || {
         let mut text = lock(&shared).render();
+        text.push_str(&render_heap(crate::net::heap::live_bytes()));
         text.push_str(&shell::procfs::render());
         text.push_str(&shell::http::review::render());
         text
     })
+}
+
+/// `ferrolb_heap_live_bytes`: the allocator's bytes in use (see
+/// `net::heap`), read at scrape time; nothing where it cannot be read
+/// (an allocator other than glibc's).
+pub fn render_heap(live: Option<u64>) -> String {
+    let Some(bytes) = live else {
+        return String::new();
+    };
+    format!(
+        "# HELP ferrolb_heap_live_bytes Bytes the memory allocator has handed out and not had back (glibc mallinfo2: uordblks + hblkhd), read at scrape time\n\
+         # TYPE ferrolb_heap_live_bytes gauge\n\
+         ferrolb_heap_live_bytes {bytes}\n"
+    )
 }
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
@@ -716,6 +731,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn renders_the_live_heap_when_read() {
+        assert_eq!(render_heap(None), "");
+        assert_eq!(
+            render_heap(Some(8_388_608)),
+            "# HELP ferrolb_heap_live_bytes Bytes the memory allocator has handed out and not \
+             had back (glibc mallinfo2: uordblks + hblkhd), read at scrape time\n\
+             # TYPE ferrolb_heap_live_bytes gauge\n\
+             ferrolb_heap_live_bytes 8388608\n"
+        );
+    }
+
     #[tokio::test]
     async fn serves_metrics_and_readiness() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -748,12 +775,24 @@ mod tests {
         assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
         let metrics = get("/metrics").await;
         assert!(
-            metrics.contains(&format!(
-                "\r\n\r\n{}# HELP process_cpu_seconds_total ",
-                Snapshot::default().render()
-            )),
+            metrics.contains(&format!("\r\n\r\n{}# HELP ", Snapshot::default().render())),
             "{metrics}"
         );
+        assert!(
+            metrics.contains("\n# HELP process_cpu_seconds_total "),
+            "{metrics}"
+        );
+        // The live heap, read at this scrape (glibc only): at least the
+        // snapshot's text, rendered into the heap before the reading.
+        if cfg!(target_env = "gnu") {
+            let live: u64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("ferrolb_heap_live_bytes "))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no ferrolb_heap_live_bytes in {metrics}"));
+            let snapshot = Snapshot::default().render().len() as u64;
+            assert!(live >= snapshot, "{live} < {snapshot}");
+        }
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
         server.shutdown().await;
     }

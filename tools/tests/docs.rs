@@ -337,7 +337,7 @@ fn speaker_exposition() -> String {
         l2_metallb_deferred: Some(0),
         ..Snapshot::default()
     };
-    snap.render()
+    snap.render() + &speaker::metrics::render_heap(Some(0))
 }
 
 /// The controller's exposition with one pool.

@@ -1,9 +1,11 @@
-//! OS glue: sockets and socket options. The only module where `unsafe`
-//! is allowed, each block with a `// SAFETY:` comment.
+//! OS glue: sockets and socket options, and the C allocator's statistics.
+//! The only module where `unsafe` is allowed, each block with a
+//! `// SAFETY:` comment.
 
 pub(crate) mod addrs;
 pub(crate) mod bfd_echo;
 pub(crate) mod bpf;
+pub(crate) mod heap;
 pub(crate) mod netlink;
 pub(crate) mod packet_socket;
 pub(crate) mod router_socket;
