@@ -7,7 +7,7 @@
 #
 # The builder compiles both at once for x86_64-unknown-linux-musl (statically
 # linked: no libc in the final images), so the two builds share one cached
-# stage. The profile is `dist`: fat LTO, opt-level "s" but for the BGP codec
+# stage. The profile is `dist`: fat LTO, opt-level "s" (the speaker's crate "z") but for the BGP codec
 # and the controller's own crate (Cargo.toml; BENCHMARKS.md has the figures). The final stages are distroless/static: CA certificates, tzdata and
 # /etc/passwd, no shell, no package manager.
 
