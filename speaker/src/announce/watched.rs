@@ -21,7 +21,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ClusterResourceScope, Metadata, NamespaceResourceScope, Resource};
+use k8s_openapi::{Metadata, Resource};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, de};
 
@@ -79,35 +79,20 @@ pub struct EndpointSlice {
     pub endpoints: Vec<Endpoint>,
 }
 
-impl Resource for Node {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Node";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "nodes";
-    type Scope = ClusterResourceScope;
-}
+/// Each own type is the same API resource as its k8s-openapi type (group,
+/// version, kind, path and scope taken from it, so they cannot drift), with
+/// metadata in the usual `metadata` field.
+macro_rules! same_resource_as {
+    ($($kind:ty => $whole:ty),*) => {$(
+        impl Resource for $kind {
+            const API_VERSION: &'static str = <$whole as Resource>::API_VERSION;
+            const GROUP: &'static str = <$whole as Resource>::GROUP;
+            const KIND: &'static str = <$whole as Resource>::KIND;
+            const VERSION: &'static str = <$whole as Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$whole as Resource>::URL_PATH_SEGMENT;
+            type Scope = <$whole as Resource>::Scope;
+        }
 
-impl Resource for Service {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Service";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "services";
-    type Scope = NamespaceResourceScope;
-}
-
-impl Resource for EndpointSlice {
-    const API_VERSION: &'static str = "discovery.k8s.io/v1";
-    const GROUP: &'static str = "discovery.k8s.io";
-    const KIND: &'static str = "EndpointSlice";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "endpointslices";
-    type Scope = NamespaceResourceScope;
-}
-
-macro_rules! metadata {
-    ($($kind:ty),*) => {$(
         impl Metadata for $kind {
             type Ty = ObjectMeta;
             fn metadata(&self) -> &ObjectMeta {
@@ -119,7 +104,11 @@ macro_rules! metadata {
         }
     )*};
 }
-metadata!(Node, Service, EndpointSlice);
+same_resource_as!(
+    Node => corev1::Node,
+    Service => corev1::Service,
+    EndpointSlice => discoveryv1::EndpointSlice
+);
 
 /// Whether an annotation is one the speaker reads: MetalLB's (the pool,
 /// the shared IP key). Real Services carry others (Helm's, tools').
