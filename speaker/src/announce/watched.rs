@@ -140,7 +140,7 @@ mod wire {
         uid: Option<String>,
         resource_version: Option<String>,
         labels: Option<BTreeMap<String, String>>,
-        #[serde(deserialize_with = "metallb_annotations")]
+        #[serde(deserialize_with = "keep_metallb_annotations")]
         annotations: Option<BTreeMap<String, String>>,
     }
 
@@ -159,7 +159,7 @@ mod wire {
     }
 
     /// MetalLB's annotations; the values of the others are skipped unread.
-    fn metallb_annotations<'de, D: Deserializer<'de>>(
+    fn keep_metallb_annotations<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
         struct Only;
