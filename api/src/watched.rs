@@ -1,7 +1,7 @@
-//! The watched kinds as the speaker reads them: Nodes, Services and
-//! `discovery.k8s.io/v1` EndpointSlices, each holding only the fields
-//! [`super::k8s`] turns into the view (and what the watch and the status
-//! publisher need: name, namespace, uid, resource version).
+//! The watched Kubernetes kinds as the speaker reads them: Nodes, Services
+//! and `discovery.k8s.io/v1` EndpointSlices, each holding only the fields
+//! the speaker turns into its view of the cluster (and what the watch and
+//! the status publisher need: name, namespace, uid, resource version).
 //!
 //! They are deserialised straight from the API's JSON (or the file
 //! source's YAML): serde skips every other field as it reads, so a whole
@@ -11,9 +11,14 @@
 //! traits), so kube-runtime's watcher and reflector store take it as they
 //! take the k8s-openapi kinds. Pure data: no I/O here.
 //!
+//! They live in this crate, not the speaker, so that the fuzz target
+//! `watched_objects` reads them without building the speaker's runtime
+//! (kube-runtime, tokio): these deserialisers read every object the
+//! apiserver sends.
+//!
 //! The `From` conversions from the k8s-openapi kinds keep exactly what
-//! deserialising keeps; `kubectl ferrolb`, which lists whole objects, and
-//! the tests use them.
+//! deserialising keeps; `kubectl ferrolb`, which lists whole objects, the
+//! tests and the fuzz target use them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,8 +29,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, de};
-
-use super::view::{Endpoint, TrafficPolicy};
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -77,6 +80,44 @@ pub struct EndpointSlice {
     pub service: Option<String>,
     /// The endpoints: node, conditions, whether it has an address.
     pub endpoints: Vec<Endpoint>,
+}
+
+/// `spec.externalTrafficPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TrafficPolicy {
+    /// Any node may take the traffic (the default).
+    #[default]
+    Cluster,
+    /// Only nodes with a local endpoint may take it.
+    Local,
+}
+
+/// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The node it runs on.
+    pub node: Option<String>,
+    /// Whether it has any address (the API requires one).
+    pub has_address: bool,
+    /// `conditions.ready`; unset means ready, as the API documents.
+    pub ready: Option<bool>,
+    /// `conditions.serving`.
+    pub serving: Option<bool>,
+    /// `conditions.terminating`.
+    pub terminating: Option<bool>,
+}
+
+impl Endpoint {
+    /// Whether traffic may be sent to this endpoint: MetalLB's
+    /// `EndpointCanServe`, ready (or unset) or serving.
+    ///
+    /// A terminating endpoint that still serves counts, as in MetalLB and as
+    /// kube-proxy falls back to such endpoints: a node whose pods are
+    /// draining keeps announcing until they stop serving, so established
+    /// connections are not cut at the first SIGTERM.
+    pub fn can_serve(&self) -> bool {
+        self.has_address && (self.ready != Some(false) || self.serving == Some(true))
+    }
 }
 
 /// Each own type is the same API resource as its k8s-openapi type (group,
