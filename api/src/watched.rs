@@ -555,4 +555,81 @@ mod tests {
             (None, None)
         );
     }
+
+    /// The captures from a real apiserver (`testdata/watched/`, made by its
+    /// `capture.sh`; the fuzz target's seeds): each reads as its own type
+    /// exactly as converted from the k8s-openapi type, and keeps what the
+    /// speaker reads of it.
+    #[test]
+    fn captures_read_as_converted() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/watched");
+        let read = |name: &str| -> Value {
+            let text = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 8, "{files:?}");
+        for name in &files {
+            let v = read(name);
+            let kind = v["kind"].as_str().unwrap_or_default();
+            match kind {
+                "Node" => {
+                    let (direct, converted) = both::<corev1::Node, Node>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                "Service" => {
+                    let (direct, converted) = both::<corev1::Service, Service>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                "EndpointSlice" => {
+                    let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                _ => panic!("{name}: unexpected kind {kind:?}"),
+            }
+        }
+
+        let web: Service = serde_json::from_value(read("service-web.json")).unwrap();
+        assert!(web.load_balancer);
+        let ingress: Vec<_> = web.ingress.iter().flatten().map(String::as_str).collect();
+        assert_eq!(ingress, ["198.51.100.10", "2001:db8:100::10"]);
+        let annotations = web.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "metallb.io/address-pool",
+                "metallb.io/allow-shared-ip",
+                "metallb.universe.tf/loadBalancerIPs"
+            ]
+        );
+        let local: Service = serde_json::from_value(read("service-local.json")).unwrap();
+        assert_eq!(local.external_traffic_policy, TrafficPolicy::Local);
+        assert_eq!(local.ingress, [None, Some("198.51.100.20".to_owned())]);
+        assert_eq!(
+            local.load_balancer_class.as_deref(),
+            Some("metallb.io/metallb")
+        );
+        let internal: Service = serde_json::from_value(read("service-internal.json")).unwrap();
+        assert!(!internal.load_balancer);
+
+        let slice: EndpointSlice =
+            serde_json::from_value(read("endpointslice-web-ipv4.json")).unwrap();
+        assert_eq!(slice.service.as_deref(), Some("web"));
+        let serving: Vec<_> = slice.endpoints.iter().map(Endpoint::can_serve).collect();
+        assert_eq!(serving, [true, true, false]);
+
+        let node1: Node = serde_json::from_value(read("node-node1.json")).unwrap();
+        assert_eq!(node1.addresses.len(), 3, "the host name is not read");
+        assert!(
+            node1
+                .conditions
+                .contains(&("NetworkUnavailable".to_owned(), "False".to_owned()))
+        );
+        assert_eq!(node1.metadata.uid, None);
+    }
 }
