@@ -199,6 +199,18 @@ mod wire {
         }
     }
 
+    /// A field that is null reads as absent: its default. k8s-openapi reads
+    /// every field so, required ones too (a missing or null `type` of a
+    /// condition is `""`), and the own types read what it reads (the fuzz
+    /// target `watched_objects` checks it).
+    fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Default + Deserialize<'de>,
+    {
+        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+    }
+
     /// MetalLB's annotations; the values of the others are skipped unread.
     fn keep_metallb_annotations<'de, D: Deserializer<'de>>(
         d: D,
@@ -236,6 +248,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct Node {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         status: Option<NodeStatus>,
     }
@@ -247,17 +260,21 @@ mod wire {
         addresses: Option<Vec<Address>>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
     struct Condition {
-        #[serde(rename = "type")]
+        #[serde(rename = "type", deserialize_with = "null_as_default")]
         type_: String,
+        #[serde(deserialize_with = "null_as_default")]
         status: String,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
     struct Address {
-        #[serde(rename = "type")]
+        #[serde(rename = "type", deserialize_with = "null_as_default")]
         type_: String,
+        #[serde(deserialize_with = "null_as_default")]
         address: String,
     }
 
@@ -290,6 +307,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct Service {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         spec: Option<ServiceSpec>,
         status: Option<ServiceStatus>,
@@ -344,6 +362,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct EndpointSlice {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         endpoints: Option<Vec<SliceEndpoint>>,
     }
@@ -352,6 +371,7 @@ mod wire {
     #[serde(default, rename_all = "camelCase")]
     struct SliceEndpoint {
         /// Counted, not read: the view asks only whether there is one.
+        #[serde(deserialize_with = "null_as_default")]
         addresses: Vec<IgnoredAny>,
         node_name: Option<String>,
         conditions: Option<Conditions>,
@@ -554,6 +574,46 @@ mod tests {
             (direct.metadata.annotations, direct.metadata.uid),
             (None, None)
         );
+    }
+
+    /// Input k8s-openapi reads, which the own types must read the same
+    /// (found by the fuzz target `watched_objects`): k8s-openapi reads a
+    /// missing or null field as its default, required fields too.
+    #[test]
+    fn reads_what_k8s_openapi_reads() {
+        let nodes = [
+            // A Node address without `address` (the first crash found).
+            json!({"status": {"addresses": [{"type": "InternalIP"}]}}),
+            json!({"status": {"addresses": [{"type": null, "address": null}]}}),
+            json!({"status": {"conditions": [{"type": "Ready"}, {"status": "True"}]}}),
+            json!({"status": {"conditions": [{"type": null, "status": null}]}}),
+            json!({"metadata": null, "status": null}),
+        ];
+        for v in &nodes {
+            let (direct, converted) = both::<corev1::Node, Node>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
+        let (direct, converted) = both::<corev1::Node, Node>(&nodes[0]);
+        assert_eq!(direct.addresses, [("InternalIP".to_owned(), String::new())]);
+        assert_eq!(direct, converted);
+
+        let services = [
+            json!({"metadata": null, "spec": null, "status": null}),
+            json!({"metadata": {"annotations": null, "labels": null}}),
+        ];
+        for v in &services {
+            let (direct, converted) = both::<corev1::Service, Service>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
+
+        let slices = [
+            json!({"metadata": null, "endpoints": null}),
+            json!({"endpoints": [{"addresses": null, "nodeName": "n"}, {}]}),
+        ];
+        for v in &slices {
+            let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
     }
 
     /// The captures from a real apiserver (`testdata/watched/`, made by its
