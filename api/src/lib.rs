@@ -15,6 +15,9 @@
 //! | --- | --- | --- |
 //! | IPAddressPool, L2Advertisement, BGPAdvertisement, BFDProfile, Community, ServiceL2Status, ServiceBGPStatus, ConfigurationState | v1beta1 | [`v1beta1`] |
 //! | BGPPeer | v1beta2 (stored), v1beta1 (served, deprecated) | [`v1beta2`], [`v1beta1`] |
+//!
+//! [`watched`] holds the core Kubernetes kinds the speaker watches (Nodes,
+//! Services, EndpointSlices) as it reads them: only the fields it uses.
 
 pub mod addr;
 pub mod community;
@@ -27,6 +30,7 @@ pub mod model;
 pub mod v1beta1;
 pub mod v1beta2;
 pub mod validate;
+pub mod watched;
 
 pub use crd::crds;
 

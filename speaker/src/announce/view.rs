@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 pub use api::model::ObjectKey;
 use api::model::{Model, Secrets};
+pub use api::watched::{Endpoint, TrafficPolicy};
 
 pub use super::coexist::MetallbSpeakers;
 
@@ -176,44 +177,6 @@ impl Service {
             .iter()
             .find_map(|a| self.annotations.get(*a))
             .map(String::as_str)
-    }
-}
-
-/// `spec.externalTrafficPolicy`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TrafficPolicy {
-    /// Any node may take the traffic (the default).
-    #[default]
-    Cluster,
-    /// Only nodes with a local endpoint may take it.
-    Local,
-}
-
-/// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The node it runs on.
-    pub node: Option<String>,
-    /// Whether it has any address (the API requires one).
-    pub has_address: bool,
-    /// `conditions.ready`; unset means ready, as the API documents.
-    pub ready: Option<bool>,
-    /// `conditions.serving`.
-    pub serving: Option<bool>,
-    /// `conditions.terminating`.
-    pub terminating: Option<bool>,
-}
-
-impl Endpoint {
-    /// Whether traffic may be sent to this endpoint: MetalLB's
-    /// `EndpointCanServe`, ready (or unset) or serving.
-    ///
-    /// A terminating endpoint that still serves counts, as in MetalLB and as
-    /// kube-proxy falls back to such endpoints: a node whose pods are
-    /// draining keeps announcing until they stop serving, so established
-    /// connections are not cut at the first SIGTERM.
-    pub fn can_serve(&self) -> bool {
-        self.has_address && (self.ready != Some(false) || self.serving == Some(true))
     }
 }
 

@@ -1,7 +1,7 @@
-//! The watched kinds as the speaker reads them: Nodes, Services and
-//! `discovery.k8s.io/v1` EndpointSlices, each holding only the fields
-//! [`super::k8s`] turns into the view (and what the watch and the status
-//! publisher need: name, namespace, uid, resource version).
+//! The watched Kubernetes kinds as the speaker reads them: Nodes, Services
+//! and `discovery.k8s.io/v1` EndpointSlices, each holding only the fields
+//! the speaker turns into its view of the cluster (and what the watch and
+//! the status publisher need: name, namespace, uid, resource version).
 //!
 //! They are deserialised straight from the API's JSON (or the file
 //! source's YAML): serde skips every other field as it reads, so a whole
@@ -11,9 +11,14 @@
 //! traits), so kube-runtime's watcher and reflector store take it as they
 //! take the k8s-openapi kinds. Pure data: no I/O here.
 //!
+//! They live in this crate, not the speaker, so that the fuzz target
+//! `watched_objects` reads them without building the speaker's runtime
+//! (kube-runtime, tokio): these deserialisers read every object the
+//! apiserver sends.
+//!
 //! The `From` conversions from the k8s-openapi kinds keep exactly what
-//! deserialising keeps; `kubectl ferrolb`, which lists whole objects, and
-//! the tests use them.
+//! deserialising keeps; `kubectl ferrolb`, which lists whole objects, the
+//! tests and the fuzz target use them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,8 +29,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, de};
-
-use super::view::{Endpoint, TrafficPolicy};
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -77,6 +80,44 @@ pub struct EndpointSlice {
     pub service: Option<String>,
     /// The endpoints: node, conditions, whether it has an address.
     pub endpoints: Vec<Endpoint>,
+}
+
+/// `spec.externalTrafficPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TrafficPolicy {
+    /// Any node may take the traffic (the default).
+    #[default]
+    Cluster,
+    /// Only nodes with a local endpoint may take it.
+    Local,
+}
+
+/// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The node it runs on.
+    pub node: Option<String>,
+    /// Whether it has any address (the API requires one).
+    pub has_address: bool,
+    /// `conditions.ready`; unset means ready, as the API documents.
+    pub ready: Option<bool>,
+    /// `conditions.serving`.
+    pub serving: Option<bool>,
+    /// `conditions.terminating`.
+    pub terminating: Option<bool>,
+}
+
+impl Endpoint {
+    /// Whether traffic may be sent to this endpoint: MetalLB's
+    /// `EndpointCanServe`, ready (or unset) or serving.
+    ///
+    /// A terminating endpoint that still serves counts, as in MetalLB and as
+    /// kube-proxy falls back to such endpoints: a node whose pods are
+    /// draining keeps announcing until they stop serving, so established
+    /// connections are not cut at the first SIGTERM.
+    pub fn can_serve(&self) -> bool {
+        self.has_address && (self.ready != Some(false) || self.serving == Some(true))
+    }
 }
 
 /// Each own type is the same API resource as its k8s-openapi type (group,
@@ -158,6 +199,18 @@ mod wire {
         }
     }
 
+    /// A field that is null reads as absent: its default. k8s-openapi reads
+    /// every field so, required ones too (a missing or null `type` of a
+    /// condition is `""`), and the own types read what it reads (the fuzz
+    /// target `watched_objects` checks it).
+    fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Default + Deserialize<'de>,
+    {
+        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+    }
+
     /// MetalLB's annotations; the values of the others are skipped unread.
     fn keep_metallb_annotations<'de, D: Deserializer<'de>>(
         d: D,
@@ -195,6 +248,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct Node {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         status: Option<NodeStatus>,
     }
@@ -206,17 +260,21 @@ mod wire {
         addresses: Option<Vec<Address>>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
     struct Condition {
-        #[serde(rename = "type")]
+        #[serde(rename = "type", deserialize_with = "null_as_default")]
         type_: String,
+        #[serde(deserialize_with = "null_as_default")]
         status: String,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
     struct Address {
-        #[serde(rename = "type")]
+        #[serde(rename = "type", deserialize_with = "null_as_default")]
         type_: String,
+        #[serde(deserialize_with = "null_as_default")]
         address: String,
     }
 
@@ -249,6 +307,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct Service {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         spec: Option<ServiceSpec>,
         status: Option<ServiceStatus>,
@@ -303,6 +362,7 @@ mod wire {
     #[derive(Default, Deserialize)]
     #[serde(default)]
     pub(super) struct EndpointSlice {
+        #[serde(deserialize_with = "null_as_default")]
         metadata: Meta,
         endpoints: Option<Vec<SliceEndpoint>>,
     }
@@ -311,6 +371,7 @@ mod wire {
     #[serde(default, rename_all = "camelCase")]
     struct SliceEndpoint {
         /// Counted, not read: the view asks only whether there is one.
+        #[serde(deserialize_with = "null_as_default")]
         addresses: Vec<IgnoredAny>,
         node_name: Option<String>,
         conditions: Option<Conditions>,
@@ -513,5 +574,122 @@ mod tests {
             (direct.metadata.annotations, direct.metadata.uid),
             (None, None)
         );
+    }
+
+    /// Input k8s-openapi reads, which the own types must read the same
+    /// (found by the fuzz target `watched_objects`): k8s-openapi reads a
+    /// missing or null field as its default, required fields too.
+    #[test]
+    fn reads_what_k8s_openapi_reads() {
+        let nodes = [
+            // A Node address without `address` (the first crash found).
+            json!({"status": {"addresses": [{"type": "InternalIP"}]}}),
+            json!({"status": {"addresses": [{"type": null, "address": null}]}}),
+            json!({"status": {"conditions": [{"type": "Ready"}, {"status": "True"}]}}),
+            json!({"status": {"conditions": [{"type": null, "status": null}]}}),
+            json!({"metadata": null, "status": null}),
+        ];
+        for v in &nodes {
+            let (direct, converted) = both::<corev1::Node, Node>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
+        let (direct, converted) = both::<corev1::Node, Node>(&nodes[0]);
+        assert_eq!(direct.addresses, [("InternalIP".to_owned(), String::new())]);
+        assert_eq!(direct, converted);
+
+        let services = [
+            json!({"metadata": null, "spec": null, "status": null}),
+            json!({"metadata": {"annotations": null, "labels": null}}),
+        ];
+        for v in &services {
+            let (direct, converted) = both::<corev1::Service, Service>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
+
+        let slices = [
+            json!({"metadata": null, "endpoints": null}),
+            json!({"endpoints": [{"addresses": null, "nodeName": "n"}, {}]}),
+        ];
+        for v in &slices {
+            let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(v);
+            assert_eq!(direct, converted, "{v}");
+        }
+    }
+
+    /// The captures from a real apiserver (`testdata/watched/`, made by its
+    /// `capture.sh`; the fuzz target's seeds): each reads as its own type
+    /// exactly as converted from the k8s-openapi type, and keeps what the
+    /// speaker reads of it.
+    #[test]
+    fn captures_read_as_converted() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/watched");
+        let read = |name: &str| -> Value {
+            let text = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 8, "{files:?}");
+        for name in &files {
+            let v = read(name);
+            let kind = v["kind"].as_str().unwrap_or_default();
+            match kind {
+                "Node" => {
+                    let (direct, converted) = both::<corev1::Node, Node>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                "Service" => {
+                    let (direct, converted) = both::<corev1::Service, Service>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                "EndpointSlice" => {
+                    let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(&v);
+                    assert_eq!(direct, converted, "{name}");
+                }
+                _ => panic!("{name}: unexpected kind {kind:?}"),
+            }
+        }
+
+        let web: Service = serde_json::from_value(read("service-web.json")).unwrap();
+        assert!(web.load_balancer);
+        let ingress: Vec<_> = web.ingress.iter().flatten().map(String::as_str).collect();
+        assert_eq!(ingress, ["198.51.100.10", "2001:db8:100::10"]);
+        let annotations = web.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "metallb.io/address-pool",
+                "metallb.io/allow-shared-ip",
+                "metallb.universe.tf/loadBalancerIPs"
+            ]
+        );
+        let local: Service = serde_json::from_value(read("service-local.json")).unwrap();
+        assert_eq!(local.external_traffic_policy, TrafficPolicy::Local);
+        assert_eq!(local.ingress, [None, Some("198.51.100.20".to_owned())]);
+        assert_eq!(
+            local.load_balancer_class.as_deref(),
+            Some("metallb.io/metallb")
+        );
+        let internal: Service = serde_json::from_value(read("service-internal.json")).unwrap();
+        assert!(!internal.load_balancer);
+
+        let slice: EndpointSlice =
+            serde_json::from_value(read("endpointslice-web-ipv4.json")).unwrap();
+        assert_eq!(slice.service.as_deref(), Some("web"));
+        let serving: Vec<_> = slice.endpoints.iter().map(Endpoint::can_serve).collect();
+        assert_eq!(serving, [true, true, false]);
+
+        let node1: Node = serde_json::from_value(read("node-node1.json")).unwrap();
+        assert_eq!(node1.addresses.len(), 3, "the host name is not read");
+        assert!(
+            node1
+                .conditions
+                .contains(&("NetworkUnavailable".to_owned(), "False".to_owned()))
+        );
+        assert_eq!(node1.metadata.uid, None);
     }
 }
