@@ -453,8 +453,11 @@ const LIST_PAGE: u32 = 500;
 
 /// Releases services that vanished while the watch was down.
 fn gc(ctx: &Ctx, reader: &Store<watched::Service>) {
-    let present: std::collections::HashSet<ServiceKey> =
-        reader.state().iter().map(|s| convert::key_of(&**s)).collect();
+    let present: std::collections::HashSet<ServiceKey> = reader
+        .state()
+        .iter()
+        .map(|s| convert::key_of(&**s))
+        .collect();
     let mut st = ctx.shared.state();
     let gone: Vec<ServiceKey> = st
         .holders()
