@@ -120,6 +120,11 @@ pub fn service(
 
 /// The namespace and name of a Service (namespace `default` if unset).
 pub fn key(svc: &K8sService) -> ServiceKey {
+    key_of(svc)
+}
+
+/// [`key`] of any object: a packed [`crate::watched::Service`] too.
+pub fn key_of(svc: &impl kube::Resource) -> ServiceKey {
     ServiceKey {
         namespace: svc.namespace().unwrap_or_else(|| "default".to_owned()),
         name: svc.name_any(),

@@ -7,7 +7,9 @@
 //! with no cluster. The Kubernetes glue only reads objects, calls them and
 //! writes status: [`reconcile`] (the kube-runtime controller), [`leader`]
 //! (Lease election), [`metrics`] (Prometheus text and health over HTTP),
-//! [`mlsecret`] (the memberlist Secret, created when missing).
+//! [`mlsecret`] (the memberlist Secret, created when missing). [`watched`]
+//! is the packed form the controller keeps each Service in between reads
+//! and decisions.
 
 pub mod alloc;
 pub mod convert;
@@ -18,3 +20,4 @@ pub mod plan;
 pub mod pools;
 pub mod reconcile;
 pub mod state;
+pub mod watched;

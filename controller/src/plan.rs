@@ -13,6 +13,7 @@ use std::fmt;
 
 use api::validate::{self, Config};
 use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use serde::Serialize;
 use serde_json::Value;
@@ -283,15 +284,20 @@ pub fn plan(sources: &[Source], lb_class: Option<&str>) -> Result<Plan, PlanErro
 /// not decide: the first of a file of new Services gets the first free
 /// address, as it would have from a running controller.
 pub fn replay_order(services: &[K8sService]) -> Vec<&K8sService> {
-    let mut v: Vec<&K8sService> = services.iter().collect();
+    replay_order_by(services, |s| {
+        (&s.metadata, !convert::ingress_ips(s).is_empty())
+    })
+}
+
+/// [`replay_order`] of Services in any form: `read` gives the metadata of
+/// one and whether it has addresses in its status.
+pub fn replay_order_by<T>(services: &[T], read: impl Fn(&T) -> (&ObjectMeta, bool)) -> Vec<&T> {
+    let mut v: Vec<&T> = services.iter().collect();
     // Stable: input order breaks ties.
     v.sort_by_cached_key(|s| {
-        let created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (
-            convert::ingress_ips(s).is_empty(),
-            created.is_none(),
-            created,
-        )
+        let (meta, held) = read(s);
+        let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+        (!held, created.is_none(), created)
     });
     v
 }

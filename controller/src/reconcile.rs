@@ -4,9 +4,11 @@
 //!
 //! No allocation decision is made here. Startup follows the allocator's
 //! restart rule: pools and namespaces are listed, then every Service, and
-//! [`State::start`] offers them to the allocator in
+//! [`State::start_packed`] offers them to the allocator in
 //! [`crate::plan::replay_order`] (those with `status.loadBalancer.ingress`
-//! first) before the controller starts.
+//! first) before the controller starts. Services are kept packed
+//! ([`crate::watched`]), in the startup list and in the watch cache, and
+//! unpacked one at a time for a decision.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -35,6 +37,7 @@ use crate::leader;
 use crate::metrics;
 use crate::pools;
 use crate::state::{Outcome, PoolCounts, State};
+use crate::watched;
 
 /// The field manager and Event reporter name.
 pub const MANAGER: &str = "ferrolb-controller";
@@ -205,7 +208,7 @@ struct Ctx {
     core_events: AtomicBool,
     /// Our identity, the events' reporting instance.
     identity: String,
-    retry_pending: mpsc::UnboundedSender<ObjectRef<K8sService>>,
+    retry_pending: mpsc::UnboundedSender<ObjectRef<watched::Service>>,
     /// Events for [`send_events`].
     events: mpsc::UnboundedSender<Note>,
     failures: Mutex<HashMap<ServiceKey, u32>>,
@@ -246,12 +249,12 @@ async fn lead(
     *shared.state() = State::new(opts.lb_class.clone());
     let pools_api: Api<IPAddressPool> = Api::namespaced(client.clone(), &opts.namespace);
     let ns_api: Api<Namespace> = Api::all(client.clone());
-    let svc_api: Api<K8sService> = Api::all(client.clone());
+    let svc_api: Api<watched::Service> = Api::all(client.clone());
 
     // Startup replay: pools, namespaces, then services with ingress first.
     let pools = pools_api.list(&ListParams::default()).await?;
     let namespaces = ns_api.list(&ListParams::default()).await?;
-    let services = list_trimmed(&svc_api).await?;
+    let services = list_packed(&svc_api).await?;
     let reporter = Reporter {
         controller: MANAGER.into(),
         instance: Some(opts.lease.identity.clone()),
@@ -263,16 +266,12 @@ async fn lead(
         fence.clone(),
     );
     let update = {
-        let (st, outcomes, update) = State::start(
+        let (st, assigned, update) = State::start_packed(
             opts.lb_class.clone(),
             &pools.items,
             &namespaces.items,
             &services,
         );
-        let assigned = outcomes
-            .iter()
-            .filter(|(_, o)| matches!(o, Outcome::Assigned { .. }))
-            .count();
         *shared.state() = st;
         info!(
             pools = pools.items.len(),
@@ -286,7 +285,7 @@ async fn lead(
     shared
         .updates
         .fetch_add(1 + services.len() as u64, Ordering::Relaxed);
-    // The watch below keeps its own (trimmed) copy; this one would live as
+    // The watch below keeps its own (packed) copy; this one would live as
     // long as the leader does.
     drop(services);
     if !update.refused.is_empty() {
@@ -298,7 +297,7 @@ async fn lead(
     config_report.report(&pools.items, &update).await;
     shared.synced.store(true, Ordering::Relaxed);
 
-    let (retry_tx, retry_rx) = mpsc::unbounded::<ObjectRef<K8sService>>();
+    let (retry_tx, retry_rx) = mpsc::unbounded::<ObjectRef<watched::Service>>();
     let (all_tx, all_rx) = mpsc::unbounded::<()>();
     let (events_tx, events_rx) = mpsc::unbounded::<Note>();
 
@@ -319,9 +318,9 @@ async fn lead(
     let on_svc = {
         let ctx = ctx.clone();
         let reader = svc_reader.clone();
-        move |ev: &WatchEvent<K8sService>| match ev {
+        move |ev: &WatchEvent<watched::Service>| match ev {
             WatchEvent::Delete(svc) => {
-                let key = convert::key(svc);
+                let key = convert::key_of(svc);
                 if ctx.shared.state().forget(&key) {
                     info!(service = %key, "service deleted, addresses released");
                     retry_pending(&ctx);
@@ -331,9 +330,10 @@ async fn lead(
             _ => {}
         }
     };
+    // Each Service is packed as it is read (watched::Service: what
+    // convert::trim keeps, without BTreeMaps): the cache holds these.
     let svc_stream = watch::watcher(svc_api, watcher::Config::default())
         .default_backoff()
-        .modify(convert::trim)
         .reflect(svc_writer)
         .inspect_ok(on_svc)
         .applied_objects();
@@ -427,18 +427,20 @@ async fn lead(
     Ok(())
 }
 
-/// Every Service, a page at a time, each [`convert::trim`]med as it comes:
-/// the startup replay's input (one unpaginated list of 50,000 Services is
-/// a response of hundreds of MB held whole while it is decoded).
-async fn list_trimmed(api: &Api<K8sService>) -> Result<Vec<K8sService>, kube::Error> {
+/// Every Service, a page at a time, each packed as it is read
+/// ([`watched::Service`]: what [`convert::trim`] keeps): the startup
+/// replay's input (one unpaginated list of 50,000 Services is a response
+/// of hundreds of MB held whole while it is decoded).
+async fn list_packed(api: &Api<watched::Service>) -> Result<Vec<watched::Service>, kube::Error> {
     let mut out = Vec::new();
     let mut lp = ListParams::default().limit(LIST_PAGE);
     loop {
         let page = api.list(&lp).await?;
-        out.extend(page.items.into_iter().map(|mut s| {
-            convert::trim(&mut s);
-            s
-        }));
+        // Room for exactly what the apiserver says is left: growing by
+        // doubling would leave up to half the vector unused.
+        let left = page.metadata.remaining_item_count.unwrap_or(0);
+        out.reserve_exact(page.items.len() + usize::try_from(left).unwrap_or(0));
+        out.extend(page.items);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => lp = lp.continue_token(&c),
             None => return Ok(out),
@@ -450,9 +452,12 @@ async fn list_trimmed(api: &Api<K8sService>) -> Result<Vec<K8sService>, kube::Er
 const LIST_PAGE: u32 = 500;
 
 /// Releases services that vanished while the watch was down.
-fn gc(ctx: &Ctx, reader: &Store<K8sService>) {
-    let present: std::collections::HashSet<ServiceKey> =
-        reader.state().iter().map(|s| convert::key(s)).collect();
+fn gc(ctx: &Ctx, reader: &Store<watched::Service>) {
+    let present: std::collections::HashSet<ServiceKey> = reader
+        .state()
+        .iter()
+        .map(|s| convert::key_of(&**s))
+        .collect();
     let mut st = ctx.shared.state();
     let gone: Vec<ServiceKey> = st
         .holders()
@@ -477,12 +482,15 @@ fn gc(ctx: &Ctx, reader: &Store<K8sService>) {
 fn retry_pending(ctx: &Ctx) {
     let pending: Vec<ServiceKey> = ctx.shared.state().pending().cloned().collect();
     for key in pending {
-        let r = ObjectRef::<K8sService>::new(&key.name).within(&key.namespace);
+        let r = ObjectRef::<watched::Service>::new(&key.name).within(&key.namespace);
         let _ = ctx.retry_pending.unbounded_send(r);
     }
 }
 
-async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    // Unpacked for this decision only: the cache keeps the packed form.
+    let svc = packed.to_k8s();
+    drop(packed);
     let key = convert::key(&svc);
     ctx.shared.updates.fetch_add(1, Ordering::Relaxed);
     let (outcome, held_before) = {
@@ -619,8 +627,8 @@ async fn reconcile(svc: Arc<K8sService>, ctx: Arc<Ctx>) -> Result<Action, Reconc
 
 /// MetalLB's rate-limited requeue: 1 s doubling per consecutive failure,
 /// up to `max_backoff`; reset on success.
-fn error_policy(svc: Arc<K8sService>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
-    let key = convert::key(&svc);
+fn error_policy(svc: Arc<watched::Service>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
+    let key = convert::key_of(&*svc);
     if matches!(err, ReconcileError::Conflict) {
         // Not a failure: the watch brings the newer object, and a retry
         // soon decides from it.
@@ -660,22 +668,64 @@ async fn write_back(
 }
 
 /// An Event about a Service, queued for [`send_events`].
+///
+/// During a cold start thousands wait here while the statuses go first
+/// (10,000 at a cold start of 10,000), so each holds only what the Event
+/// needs: the Service's name, namespace, uid and resource version, and
+/// not a whole `ObjectReference` (seven strings and options, `v1` and
+/// `Service` among them, built again when it is sent).
 #[derive(Debug)]
 struct Note {
-    reference: k8s_openapi::api::core::v1::ObjectReference,
+    subject: Subject,
     type_: EventType,
     reason: &'static str,
-    note: String,
+    note: Box<str>,
+}
+
+/// The Service an Event is about.
+#[derive(Debug)]
+struct Subject {
+    name: Option<Box<str>>,
+    namespace: Option<Box<str>>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+}
+
+impl Subject {
+    fn of(svc: &K8sService) -> Self {
+        let meta = &svc.metadata;
+        let boxed = |s: &Option<String>| s.as_deref().map(Box::from);
+        Self {
+            name: boxed(&meta.name),
+            namespace: boxed(&meta.namespace),
+            uid: boxed(&meta.uid),
+            resource_version: boxed(&meta.resource_version),
+        }
+    }
+
+    /// The reference an Event carries, as `Resource::object_ref` gives it.
+    fn reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        let owned = |s: &Option<Box<str>>| s.as_deref().map(str::to_owned);
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(K8sService::api_version(&()).into_owned()),
+            kind: Some(K8sService::kind(&()).into_owned()),
+            name: owned(&self.name),
+            namespace: owned(&self.namespace),
+            uid: owned(&self.uid),
+            resource_version: owned(&self.resource_version),
+            field_path: None,
+        }
+    }
 }
 
 /// Queues an Event about `svc`: the reconcile does not wait for it, so a
 /// Service's status is written without an Event's round trip in its way.
 fn publish(ctx: &Ctx, svc: &K8sService, type_: EventType, reason: &'static str, note: String) {
     let _ = ctx.events.unbounded_send(Note {
-        reference: svc.object_ref(&()),
+        subject: Subject::of(svc),
         type_,
         reason,
-        note,
+        note: note.into(),
     });
 }
 
@@ -701,11 +751,13 @@ const EVENTS_IN_FLIGHT: usize = 2;
 /// with each retry, go through the `Recorder`, which counts them.
 async fn send_event(ctx: &Ctx, n: Note) {
     let Note {
-        reference,
+        subject,
         type_,
         reason,
         note,
     } = n;
+    let reference = subject.reference();
+    let note = String::from(note);
     let namespace = reference.namespace.clone().unwrap_or_default();
     let api_note = |message: String| api::event::Note {
         type_: match type_ {

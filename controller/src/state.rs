@@ -5,6 +5,7 @@
 //! [`State`] behind a mutex and writes what it decides; `controller plan`
 //! drives one over objects read from files. Both therefore decide alike.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
@@ -16,6 +17,7 @@ use crate::alloc::{AllocError, Allocator, Assignment, Considered, Family, Pool, 
 use crate::convert::{self, Capacity, Reading};
 use crate::plan;
 use crate::pools::{self, Keeper};
+use crate::watched;
 
 /// What to do with a Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +120,39 @@ impl State {
         (st, outcomes, update)
     }
 
+    /// [`State::start`] over Services kept packed, as the controller keeps
+    /// them ([`watched::Service`]): the same order and the same decisions
+    /// as over the objects they were read from, but each is unpacked for
+    /// its own decision only, so no second copy of every Service is built
+    /// (issue 18: at a cold start this replay is the controller's peak).
+    /// Returns the state, how many Services hold addresses, and the pool
+    /// update.
+    pub fn start_packed(
+        lb_class: Option<String>,
+        pools: &[IPAddressPool],
+        namespaces: &[Namespace],
+        services: &[watched::Service],
+    ) -> (Self, usize, pools::Update) {
+        let mut st = Self::new(lb_class);
+        let (_, _, update) = st.set_pool_objects(pools);
+        for ns in namespaces {
+            st.set_namespace_labels(&ns.name_any(), Some(ns.labels().clone()));
+        }
+        let order = plan::replay_order_by(services, |s| (&s.metadata, s.has_ingress()));
+        let mut assigned = 0;
+        st.replay_each(
+            &order,
+            |s| s.has_ingress(),
+            |s| Cow::Owned(s.to_k8s()),
+            |_, outcome| {
+                if matches!(outcome, Outcome::Assigned { .. }) {
+                    assigned += 1;
+                }
+            },
+        );
+        (st, assigned, update)
+    }
+
     /// Every pool as the allocator weighs it for `svc` now
     /// ([`Allocator::consider`]), read the way [`State::sync`] reads it;
     /// `None` when it is not a LoadBalancer Service of our class with a
@@ -180,23 +215,36 @@ impl State {
     /// then are decided again (now gaining), then the pending ones.
     /// Returns each service's outcome, in that order.
     pub fn replay<'a>(&mut self, services: &[&'a K8sService]) -> Vec<(&'a K8sService, Outcome)> {
-        let held = services
-            .iter()
-            .filter(|s| !convert::ingress_ips(s).is_empty());
+        let mut out = Vec::with_capacity(services.len());
+        self.replay_each(
+            services,
+            |s| !convert::ingress_ips(s).is_empty(),
+            Cow::Borrowed,
+            |s, outcome| out.push((s, outcome)),
+        );
+        out
+    }
+
+    /// [`State::replay`] of Services in any form: `held` says whether one
+    /// has addresses in its status, `read` gives it as the object
+    /// [`State::sync`] reads, and `each` takes every outcome in order.
+    fn replay_each<'a, T>(
+        &mut self,
+        services: &[&'a T],
+        held: impl Fn(&T) -> bool,
+        read: impl Fn(&'a T) -> Cow<'a, K8sService>,
+        mut each: impl FnMut(&'a T, Outcome),
+    ) {
+        let holding = services.iter().filter(|s| held(s));
         self.alloc.hold_gains(true);
-        for svc in held.clone() {
-            self.sync(svc);
+        for svc in holding.clone() {
+            self.sync(&read(svc));
         }
         self.alloc.hold_gains(false);
-        let mut out = Vec::with_capacity(services.len());
-        for svc in held.chain(
-            services
-                .iter()
-                .filter(|s| convert::ingress_ips(s).is_empty()),
-        ) {
-            out.push((*svc, self.sync(svc)));
+        for svc in holding.chain(services.iter().filter(|s| !held(s))) {
+            let outcome = self.sync(&read(svc));
+            each(svc, outcome);
         }
-        out
     }
 
     /// Sets the labels of a namespace (`None`: it is gone).
