@@ -108,7 +108,7 @@ fn service(i: usize) -> Service {
         },
         load_balancer: true,
         load_balancer_class: None,
-        external_traffic_policy: if i % 2 == 0 {
+        external_traffic_policy: if i.is_multiple_of(2) {
             TrafficPolicy::Local
         } else {
             TrafficPolicy::Cluster
