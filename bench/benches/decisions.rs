@@ -50,17 +50,19 @@ fn view(services: u32) -> ClusterView {
     assert!(problems.is_empty(), "{problems:?}");
     ClusterView {
         node: "n1".into(),
-        nodes: NODES
-            .iter()
-            .map(|n| {
-                let node = Node {
-                    name: (*n).into(),
-                    addresses: vec![IpAddr::V4(Ipv4Addr::new(192, 168, 1, 1))],
-                    ..Node::default()
-                };
-                ((*n).to_owned(), node)
-            })
-            .collect(),
+        nodes: Arc::new(
+            NODES
+                .iter()
+                .map(|n| {
+                    let node = Node {
+                        name: (*n).into(),
+                        addresses: vec![IpAddr::V4(Ipv4Addr::new(192, 168, 1, 1))],
+                        ..Node::default()
+                    };
+                    ((*n).to_owned(), node)
+                })
+                .collect(),
+        ),
         model: Arc::new(model),
         services: (0..services)
             .map(|i| {

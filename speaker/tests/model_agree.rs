@@ -189,18 +189,19 @@ fn bump(ip: IpAddr, by: u8) -> IpAddr {
 fn view(model: &Arc<Model>, case: &Case, me: &str, services: &[Service]) -> ClusterView {
     ClusterView {
         node: me.to_owned(),
-        nodes: case
-            .nodes
-            .iter()
-            .map(|(name, labels)| {
-                let node = Node {
-                    name: name.clone(),
-                    labels: labels.clone(),
-                    ..Node::default()
-                };
-                (name.clone(), node)
-            })
-            .collect(),
+        nodes: Arc::new(
+            case.nodes
+                .iter()
+                .map(|(name, labels)| {
+                    let node = Node {
+                        name: name.clone(),
+                        labels: labels.clone(),
+                        ..Node::default()
+                    };
+                    (name.clone(), node)
+                })
+                .collect(),
+        ),
         model: Arc::clone(model),
         services: services.iter().cloned().map(Arc::new).collect(),
         ..ClusterView::default()

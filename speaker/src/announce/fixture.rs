@@ -89,7 +89,7 @@ pub(super) fn view(this: &str, names: &[&str]) -> Fixture {
     let mut v = Fixture::default();
     v.view.node = this.into();
     for name in names {
-        v.view.nodes.insert((*name).into(), node(name, &[]));
+        Arc::make_mut(&mut v.view.nodes).insert((*name).into(), node(name, &[]));
     }
     v
 }

@@ -128,7 +128,7 @@ pub struct Keyed {
 #[derive(Debug, PartialEq)]
 struct Context {
     node: String,
-    nodes: BTreeMap<String, Node>,
+    nodes: Arc<BTreeMap<String, Node>>,
     model: Arc<Model>,
     secrets: Secrets,
     members: Option<BTreeSet<String>>,
@@ -143,7 +143,7 @@ impl Context {
     fn of(view: &ClusterView, l2: bool) -> Self {
         Self {
             node: view.node.clone(),
-            nodes: view.nodes.clone(),
+            nodes: Arc::clone(&view.nodes),
             model: Arc::clone(&view.model),
             secrets: view.secrets.clone(),
             members: view.members.clone(),
@@ -166,7 +166,7 @@ impl Context {
             && self.members == view.members
             && self.api_speakers == view.api_speakers
             && self.secrets == view.secrets
-            && self.nodes == view.nodes
+            && (Arc::ptr_eq(&self.nodes, &view.nodes) || self.nodes == view.nodes)
     }
 }
 

@@ -18,8 +18,10 @@ pub use super::coexist::MetallbSpeakers;
 pub struct ClusterView {
     /// The name of this node (the speaker's `NODE_NAME`).
     pub node: String,
-    /// The cluster's nodes, by name.
-    pub nodes: BTreeMap<String, Node>,
+    /// The cluster's nodes, by name. Shared: the reconcile hands on the
+    /// last map while no Node changed, which the keyed state compares by
+    /// pointer first.
+    pub nodes: Arc<BTreeMap<String, Node>>,
     /// The configuration (pools, peers, advertisements, BFD profiles),
     /// parsed.
     pub model: Arc<Model>,

@@ -231,8 +231,9 @@ enum Feed {
 /// Events seen per [`Feed`], indexed by it.
 type Generations = [u64; 5];
 
-/// The cache's objects, shared.
-fn shared<K>(store: &Store<K>) -> Vec<Arc<K>>
+/// The cache's objects, shared, sorted by namespace and name: one list of
+/// a snapshot (public for the benchmark of the per-change cost).
+pub fn shared<K>(store: &Store<K>) -> Vec<Arc<K>>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,

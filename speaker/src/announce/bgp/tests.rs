@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::meta::{LabelSelector, SecretReference};
@@ -80,7 +81,7 @@ fn announces_service_ip_to_every_peer() {
 #[test]
 fn peer_node_selectors() {
     let mut v = base();
-    v.nodes.get_mut(ME).unwrap().labels = labels(&[("rack", "r1")]);
+    Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(&[("rack", "r1")]);
     v.config.peers[0].spec.node_selectors = vec![sel(&[("rack", "r1")])];
     v.config.peers[1].spec.node_selectors = vec![sel(&[("rack", "r2")]), sel(&[("x", "y")])];
     let mut p3 = peer("two-selectors", 64512, 65001, "10.0.0.252");
@@ -201,7 +202,8 @@ fn dynamic_asn() {
 fn router_id_defaults() {
     // The IPv4 source address wins over the node's addresses.
     let mut v = base();
-    v.nodes.get_mut(ME).unwrap().addresses = vec![ip("fd00::1"), ip("10.0.0.1")];
+    Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().addresses =
+        vec![ip("fd00::1"), ip("10.0.0.1")];
     v.config.peers[0].spec.source_address = "10.0.0.9".into();
     let plan = bgp(&v);
     assert_eq!(
@@ -216,8 +218,11 @@ fn router_id_defaults() {
     // IPv6-only node: MetalLB's CRC-32 of the node name.
     let mut v = base();
     v.node = "node-1".into();
-    v.nodes.insert("node-1".into(), node("node-1", &[]));
-    v.nodes.get_mut("node-1").unwrap().addresses = vec![ip("fd00::1")];
+    Arc::make_mut(&mut v.nodes).insert("node-1".into(), node("node-1", &[]));
+    Arc::make_mut(&mut v.nodes)
+        .get_mut("node-1")
+        .unwrap()
+        .addresses = vec![ip("fd00::1")];
     let plan = bgp(&v);
     assert_eq!(
         plan.peers["ibgp"].session.router_id,
@@ -474,7 +479,7 @@ fn advertisement_node_selectors() {
     ];
     for (node_labels, selectors, announced) in table {
         let mut v = base();
-        v.nodes.get_mut(ME).unwrap().labels = labels(node_labels);
+        Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(node_labels);
         ad(&mut v).node_selectors = selectors.clone();
         v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
         let plan = bgp(&v);
@@ -630,7 +635,7 @@ fn excluded_nodes_announce_nothing_but_keep_sessions() {
     ];
     for (condition, label, ignore, outcome) in table {
         let mut v = base();
-        let me = v.nodes.get_mut(ME).unwrap();
+        let me = Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap();
         if let Some(status) = condition {
             me.conditions
                 .insert("NetworkUnavailable".into(), status.into());
@@ -961,7 +966,7 @@ fn classless_speaker_takes_classless_services() {
 #[test]
 fn node_missing_from_view() {
     let mut v = base();
-    v.nodes.remove(ME);
+    Arc::make_mut(&mut v.nodes).remove(ME);
     v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
     let plan = bgp(&v);
     assert_eq!(fields(&plan), [("Node", ME, "metadata.name")]);

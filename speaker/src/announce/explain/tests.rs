@@ -104,7 +104,7 @@ fn each_reason_as_the_decisions_give_it() {
         (
             "the exclusion label",
             |f| {
-                f.nodes.get_mut("n1").unwrap().labels = labels(&[(
+                Arc::make_mut(&mut f.nodes).get_mut("n1").unwrap().labels = labels(&[(
                     "node.kubernetes.io/exclude-from-external-load-balancers",
                     "",
                 )]);
@@ -121,7 +121,7 @@ fn each_reason_as_the_decisions_give_it() {
         (
             "NetworkUnavailable",
             |f| {
-                let n = f.nodes.get_mut("n1").unwrap();
+                let n = Arc::make_mut(&mut f.nodes).get_mut("n1").unwrap();
                 n.conditions
                     .insert("NetworkUnavailable".into(), "True".into());
             },

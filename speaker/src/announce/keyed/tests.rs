@@ -258,7 +258,7 @@ fn keyed_matches_whole_plans() {
         assert!(problems.is_empty(), "seed {seed}: {problems:?}");
         let mut view = ClusterView {
             node: "n1".into(),
-            nodes: random_nodes(&mut rng),
+            nodes: Arc::new(random_nodes(&mut rng)),
             model: Arc::new(model),
             services: (0..8)
                 .map(|i| random_service(&mut rng, &format!("s{i}")).into())
@@ -287,7 +287,7 @@ fn keyed_matches_whole_plans() {
                     let i = rng.random_range(0..view.services.len());
                     view.services.remove(i);
                 }
-                70..78 => view.nodes = random_nodes(&mut rng),
+                70..78 => view.nodes = Arc::new(random_nodes(&mut rng)),
                 78..86 => {
                     let n = NODES[rng.random_range(1..NODES.len())];
                     let m = view.members.get_or_insert_with(BTreeSet::new);
@@ -360,7 +360,7 @@ fn an_unchanged_view_changes_nothing() {
     let (model, _) = validate::config(&config(&mut rng));
     let view = ClusterView {
         node: "n1".into(),
-        nodes: random_nodes(&mut rng),
+        nodes: Arc::new(random_nodes(&mut rng)),
         model: Arc::new(model),
         services: (0..8)
             .map(|i| random_service(&mut rng, &format!("s{i}")).into())

@@ -176,8 +176,9 @@ fn preferred_weights_override_the_hash() {
         preference: sel(pairs),
     };
     let mut v = base("n1");
-    v.nodes.get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
-    v.nodes.get_mut("n4").unwrap().labels = labels(&[("tier", "edge"), ("fast", "yes")]);
+    Arc::make_mut(&mut v.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    Arc::make_mut(&mut v.nodes).get_mut("n4").unwrap().labels =
+        labels(&[("tier", "edge"), ("fast", "yes")]);
     ad(&mut v).preferred_node_selectors = vec![pref(10, &[("tier", "edge")])];
     // n1 and n4 tie on 10 and keep their hash order; then the rest.
     assert_eq!(candidates(&l2(&v), "web"), ["n4", "n1", "n2", "n3"]);
@@ -196,7 +197,7 @@ fn preferred_weights_override_the_hash() {
     extra.spec.node_selectors = vec![sel(&[("tier", "edge")])];
     v.config.l2_advertisements.push(extra);
     let mut v1 = v.clone();
-    v1.nodes
+    Arc::make_mut(&mut v1.nodes)
         .get_mut("n1")
         .unwrap()
         .labels
@@ -206,7 +207,7 @@ fn preferred_weights_override_the_hash() {
     assert_eq!(candidates(&l2(&v1), "web"), ["n4", "n1", "n2", "n3"]);
     // An advertisement's preferences count only for the nodes it selects.
     let mut v2 = base("n1");
-    v2.nodes.get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
     let mut only_n3 = l2_ad(
         "only-n3",
         L2AdvertisementSpec {
@@ -216,7 +217,7 @@ fn preferred_weights_override_the_hash() {
     );
     only_n3.spec.node_selectors = vec![sel(&[("kubernetes.io/hostname", "n3")])];
     v2.config.l2_advertisements.push(only_n3);
-    v2.nodes
+    Arc::make_mut(&mut v2.nodes)
         .get_mut("n3")
         .unwrap()
         .labels
@@ -273,7 +274,7 @@ fn the_election_order_matches_metallbs_own_vectors() {
         v.config.pools = vec![pool("pool", &["10.0.0.0/8"], &[])];
         let mut ad = L2AdvertisementSpec::default();
         for &(node, weight) in scores {
-            v.nodes.get_mut(node).unwrap().labels = labels(&[("name", node)]);
+            Arc::make_mut(&mut v.nodes).get_mut(node).unwrap().labels = labels(&[("name", node)]);
             ad.preferred_node_selectors.push(PreferredNodeSelector {
                 weight,
                 preference: sel(&[("name", node)]),
@@ -295,7 +296,7 @@ fn the_election_order_matches_metallbs_own_vectors() {
 fn node_selectors() {
     let mut v = base("n3");
     for n in ["n3", "n4"] {
-        v.nodes.get_mut(n).unwrap().labels = labels(&[("l2", "yes")]);
+        Arc::make_mut(&mut v.nodes).get_mut(n).unwrap().labels = labels(&[("l2", "yes")]);
     }
     ad(&mut v).node_selectors = vec![sel(&[("l2", "yes")])];
     let plan = l2(&v);
@@ -303,7 +304,7 @@ fn node_selectors() {
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
     // A second advertisement for n1 widens the candidates.
     let mut v2 = v.clone();
-    v2.nodes.get_mut("n1").unwrap().labels = labels(&[("l2", "also")]);
+    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("l2", "also")]);
     let mut wider = l2_ad("wider", L2AdvertisementSpec::default());
     wider.spec.node_selectors = vec![sel(&[("l2", "also")])];
     v2.config.l2_advertisements.push(wider);
@@ -320,7 +321,7 @@ fn excluded_nodes() {
     ];
     for (name, condition, label, want) in table {
         let mut v = base("n1");
-        let n = v.nodes.get_mut(name).unwrap();
+        let n = Arc::make_mut(&mut v.nodes).get_mut(name).unwrap();
         if condition {
             n.conditions
                 .insert("NetworkUnavailable".into(), "True".into());
@@ -336,14 +337,18 @@ fn excluded_nodes() {
     // The label can be ignored; the condition cannot.
     let mut v = base("n2");
     v.ignore_exclude_lb = true;
-    v.nodes.get_mut("n2").unwrap().labels.insert(
-        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
-        String::new(),
-    );
+    Arc::make_mut(&mut v.nodes)
+        .get_mut("n2")
+        .unwrap()
+        .labels
+        .insert(
+            "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+            String::new(),
+        );
     let plan = l2(&v);
     assert_eq!(plan.excluded, None);
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
-    v.nodes
+    Arc::make_mut(&mut v.nodes)
         .get_mut("n2")
         .unwrap()
         .conditions
@@ -357,7 +362,7 @@ fn excluded_nodes() {
 fn interfaces() {
     // (interfaces of the three advertisements; whether the third selects n2)
     let mut v = base("n2");
-    v.nodes.get_mut("n2").unwrap().labels = labels(&[("nic", "many")]);
+    Arc::make_mut(&mut v.nodes).get_mut("n2").unwrap().labels = labels(&[("nic", "many")]);
     ad(&mut v).interfaces = vec!["eth0".into()];
     v.config.l2_advertisements.push(l2_ad(
         "more",
