@@ -114,6 +114,9 @@ pub struct Sim {
     pub latency: (Duration, Duration),
     /// Group of each node; only nodes of one group reach each other.
     pub partition: Option<Vec<u8>>,
+    /// Scheduling delay of a loaded machine: after each input it handles,
+    /// a node stalls with probability 1/100 for a uniform time below this.
+    pub stall_load: Option<Duration>,
     /// Every event, with when and at which node.
     pub events: Vec<(Instant, usize, Event)>,
     by_addr: BTreeMap<SocketAddr, usize>,
@@ -141,6 +144,7 @@ impl Sim {
             loss: 0.0,
             latency: (Duration::from_micros(100), Duration::from_micros(1000)),
             partition: None,
+            stall_load: None,
             events: Vec::new(),
             by_addr: BTreeMap::new(),
             delivered: 0,
@@ -381,6 +385,12 @@ impl Sim {
             }
         }
         self.drain(node);
+        if let Some(max) = self.stall_load
+            && self.rand_below(100) == 0
+        {
+            let d = Duration::from_nanos(self.rand_below(max.as_nanos() as u64));
+            self.stall(node, d);
+        }
         true
     }
 
