@@ -92,7 +92,12 @@
 //! - **Stale-news correction**: a member told a suspicion, death or leave
 //!   about itself that it already refuted answers the sender with its
 //!   current incarnation, so a member that missed the refutation's gossip
-//!   still gets it (the ack of the next buddy ping carries it).
+//!   still gets it (the ack of the next buddy ping carries it). The same
+//!   for others: a statement about an older incarnation of a member held
+//!   alive is answered with that alive (at most 4 per datagram), so a
+//!   member that missed a restart's alive, which spreads in one short
+//!   burst, does not wait for push-pull (BENCHMARKS.md, the restart at
+//!   150-250 members).
 //! - **Direct retry**: at the probe timeout the ping is sent again along
 //!   with the ping-reqs, which makes a false suspicion under random loss
 //!   about ten times rarer.

@@ -762,6 +762,66 @@ fn stale_news_about_us_gets_the_refutation_back() {
     assert_eq!(b.swim.local().incarnation, 1, "no new refutation");
 }
 
+/// A member that missed another's restart (its alive at a new
+/// incarnation) and still gossips the old death gets the alive back from
+/// whoever knows it, on an ack or in a datagram of its own; news that is
+/// not stale is not answered.
+#[test]
+fn stale_news_about_another_gets_its_newer_alive_back() {
+    let t0 = Instant::now();
+    let mut b = Node::new(2, t0);
+    b.know(t0, &[1, 3, 4]);
+    let alive = Update::Alive {
+        name: name(3),
+        incarnation: 1,
+        addr: addr(3),
+        meta: Meta::default(),
+    };
+    b.recv(t0, 3, &packet(3, Message::Gossip, vec![alive.clone()]))
+        .unwrap();
+    b.take_sent();
+    let dead = Update::Dead {
+        name: name(3),
+        incarnation: 0,
+        from: name(4),
+    };
+    b.recv(t0, 1, &packet(1, Message::Gossip, vec![dead]))
+        .unwrap();
+    let sent = b.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, addr(1));
+    assert_eq!(sent[0].1.updates[0], alive);
+    assert_eq!(b.swim.member(name(3).as_str()).unwrap().state, State::Alive);
+    // On a ping, the ack carries it.
+    let suspect = Update::Suspect {
+        name: name(3),
+        incarnation: 0,
+        from: name(4),
+    };
+    let ping = Message::Ping {
+        seq: 9,
+        target: name(2),
+    };
+    b.recv(t0, 4, &packet(4, ping, vec![suspect])).unwrap();
+    let sent = b.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].1.message, Message::Ack { seq: 9 });
+    assert_eq!(sent[0].1.updates[0], alive);
+    // A suspicion of the current incarnation is news, not stale.
+    let suspect = Update::Suspect {
+        name: name(3),
+        incarnation: 1,
+        from: name(4),
+    };
+    b.recv(t0, 4, &packet(4, Message::Gossip, vec![suspect]))
+        .unwrap();
+    assert!(b.take_sent().iter().all(|(to, _)| *to != addr(4)));
+    assert_eq!(
+        b.swim.member(name(3).as_str()).unwrap().state,
+        State::Suspect
+    );
+}
+
 #[test]
 fn answering_suspect_is_probed_again() {
     let t0 = Instant::now();

@@ -100,6 +100,9 @@ impl Ord for Item {
     }
 }
 
+/// See [`Sim::tap`].
+pub type Tap = Box<dyn FnMut(Instant, usize, bool, &[u8])>;
+
 pub struct Sim {
     pub t0: Instant,
     pub now: Instant,
@@ -114,6 +117,9 @@ pub struct Sim {
     pub latency: (Duration, Duration),
     /// Group of each node; only nodes of one group reach each other.
     pub partition: Option<Vec<u8>>,
+    /// Called with every datagram (`true`) and stream frame delivered to a
+    /// running node: when, to which node, the octets.
+    pub tap: Option<Tap>,
     /// Every event, with when and at which node.
     pub events: Vec<(Instant, usize, Event)>,
     by_addr: BTreeMap<SocketAddr, usize>,
@@ -141,6 +147,7 @@ impl Sim {
             loss: 0.0,
             latency: (Duration::from_micros(100), Duration::from_micros(1000)),
             partition: None,
+            tap: None,
             events: Vec::new(),
             by_addr: BTreeMap::new(),
             delivered: 0,
@@ -359,6 +366,15 @@ impl Sim {
             self.nodes[node].stalled_until = None;
         }
         let now = self.now;
+        if self.nodes[node].swim.is_some()
+            && let Some(tap) = self.tap.as_mut()
+        {
+            match &item.action {
+                Action::Packet { data, .. } => tap(now, node, true, data),
+                Action::Stream { frame, .. } => tap(now, node, false, frame),
+                Action::Timer { .. } => {}
+            }
+        }
         let Node { swim, epoch, .. } = &mut self.nodes[node];
         let Some(swim) = swim.as_mut() else {
             return true;
