@@ -21,20 +21,6 @@ use speaker::announce::{
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
 
-fn yaml() -> String {
-    let mut y = String::from(
-        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: pool, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/16]}\n\
-         ---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: bgp, namespace: metallb-system}\nspec: {communities: ['64512:100']}\n\
-         ---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n",
-    );
-    for i in 1..=4 {
-        y.push_str(&format!(
-            "---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {{name: r{i}, namespace: metallb-system}}\nspec: {{myASN: 64512, peerASN: 64500, peerAddress: 192.168.0.{i}}}\n"
-        ));
-    }
-    y
-}
-
 fn endpoint(node: &str) -> Endpoint {
     Endpoint {
         node: Some(node.into()),
@@ -46,7 +32,8 @@ fn endpoint(node: &str) -> Endpoint {
 }
 
 fn view(services: u32) -> ClusterView {
-    let (model, problems) = config(&Config::from_yaml(&yaml()).unwrap());
+    let (model, problems) =
+        config(&Config::from_yaml(&ferrolb_bench::speaker_config_yaml("10.0.0.0/16")).unwrap());
     assert!(problems.is_empty(), "{problems:?}");
     ClusterView {
         node: "n1".into(),

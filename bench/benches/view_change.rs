@@ -47,20 +47,6 @@ use speaker::source::k8s::shared;
 const NODES: usize = 5_000;
 const THIS_NODE: &str = "node-0";
 
-fn yaml() -> String {
-    let mut y = String::from(
-        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: pool, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/8]}\n\
-         ---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: bgp, namespace: metallb-system}\nspec: {communities: ['64512:100']}\n\
-         ---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n",
-    );
-    for i in 1..=4 {
-        y.push_str(&format!(
-            "---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {{name: r{i}, namespace: metallb-system}}\nspec: {{myASN: 64512, peerASN: 64500, peerAddress: 192.168.0.{i}}}\n"
-        ));
-    }
-    y
-}
-
 fn meta(namespace: Option<String>, name: String) -> ObjectMeta {
     ObjectMeta {
         namespace,
@@ -155,7 +141,8 @@ struct World {
 
 impl World {
     fn new(services: usize) -> Self {
-        let (model, problems) = config(&Config::from_yaml(&yaml()).unwrap());
+        let (model, problems) =
+            config(&Config::from_yaml(&ferrolb_bench::speaker_config_yaml("10.0.0.0/8")).unwrap());
         assert!(problems.is_empty(), "{problems:?}");
         let mut rng = SmallRng::seed_from_u64(18);
         let (store, mut writer) = reflector::store();

@@ -149,3 +149,20 @@ pub fn count(bytes: &[u8]) -> usize {
         _ => 0,
     }
 }
+
+/// The speaker benches' configuration, as MetalLB YAML: one pool of
+/// `addresses`, a BGP advertisement with a community, an L2 advertisement
+/// and four BGP peers (192.168.0.1-4).
+pub fn speaker_config_yaml(addresses: &str) -> String {
+    let mut y = format!(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: pool, namespace: metallb-system}}\nspec: {{addresses: [{addresses}]}}\n\
+         ---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {{name: bgp, namespace: metallb-system}}\nspec: {{communities: ['64512:100']}}\n\
+         ---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {{name: l2, namespace: metallb-system}}\n",
+    );
+    for i in 1..=4 {
+        y.push_str(&format!(
+            "---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {{name: r{i}, namespace: metallb-system}}\nspec: {{myASN: 64512, peerASN: 64500, peerAddress: 192.168.0.{i}}}\n"
+        ));
+    }
+    y
+}
