@@ -316,8 +316,50 @@ fn buggy_in(r: &AddressRange) -> u128 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A Service with every field the controller reads or trims, and some
+    /// it neither reads nor trims (shared with `watched`'s tests).
+    pub(crate) const FULL_SERVICE: &str = r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  uid: u1
+  resourceVersion: "42"
+  creationTimestamp: "2026-11-01T00:00:00Z"
+  labels: {app: web, team: a}
+  annotations: {metallb.io/address-pool: p, metallb.io/allow-shared-ip: k, note: kept}
+  finalizers: [example.com/hold]
+  ownerReferences:
+  - {apiVersion: v1, kind: ConfigMap, name: owner, uid: u2}
+  managedFields:
+  - {manager: kubectl, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {"f:spec": {}}}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.10
+  clusterIPs: [10.96.0.10]
+  sessionAffinity: None
+  internalTrafficPolicy: Cluster
+  allocateLoadBalancerNodePorts: false
+  externalTrafficPolicy: Local
+  loadBalancerIP: 10.0.0.5
+  loadBalancerClass: c
+  selector: {app: web}
+  ipFamilies: [IPv6, IPv4]
+  ipFamilyPolicy: RequireDualStack
+  ports:
+  - {name: http, port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}
+  - {port: 53, protocol: UDP}
+  - {port: 9}
+status:
+  loadBalancer:
+    ingress: [{ip: 10.0.0.5, ipMode: VIP}, {hostname: x.example}]
+  conditions:
+  - {type: Ready, status: "True", reason: r, message: m, lastTransitionTime: "2026-11-01T00:00:00Z"}
+"#;
 
     fn svc(yaml: &str) -> K8sService {
         serde_saphyr::from_str(yaml).unwrap()
@@ -378,40 +420,7 @@ status:
 
     #[test]
     fn trimmed_reads_the_same_and_writes_back_its_metadata() {
-        let full = svc(r#"
-apiVersion: v1
-kind: Service
-metadata:
-  name: web
-  namespace: shop
-  uid: u1
-  resourceVersion: "42"
-  creationTimestamp: "2026-11-01T00:00:00Z"
-  labels: {app: web}
-  annotations: {metallb.io/address-pool: p, metallb.io/allow-shared-ip: k, note: kept}
-  finalizers: [example.com/hold]
-  managedFields:
-  - {manager: kubectl, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {"f:spec": {}}}
-spec:
-  type: LoadBalancer
-  clusterIP: 10.96.0.10
-  clusterIPs: [10.96.0.10]
-  sessionAffinity: None
-  internalTrafficPolicy: Cluster
-  allocateLoadBalancerNodePorts: false
-  externalTrafficPolicy: Local
-  loadBalancerIP: 10.0.0.5
-  selector: {app: web}
-  ipFamilies: [IPv4]
-  ipFamilyPolicy: SingleStack
-  ports:
-  - {name: http, port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}
-status:
-  loadBalancer:
-    ingress: [{ip: 10.0.0.5, ipMode: VIP}]
-  conditions:
-  - {type: Ready, status: "True", reason: r, message: m, lastTransitionTime: "2026-11-01T00:00:00Z"}
-"#);
+        let full = svc(FULL_SERVICE);
         let mut trimmed = full.clone();
         trim(&mut trimmed);
         let labels = BTreeMap::from([("team".to_owned(), "a".to_owned())]);

@@ -181,46 +181,7 @@ mod tests {
     use super::*;
 
     fn full() -> corev1::Service {
-        serde_saphyr::from_str(
-            r#"
-apiVersion: v1
-kind: Service
-metadata:
-  name: web
-  namespace: shop
-  uid: u1
-  resourceVersion: "42"
-  creationTimestamp: "2026-11-01T00:00:00Z"
-  labels: {app: web, team: a}
-  annotations: {metallb.io/address-pool: p, metallb.io/allow-shared-ip: k, note: kept}
-  finalizers: [example.com/hold]
-  ownerReferences:
-  - {apiVersion: v1, kind: ConfigMap, name: owner, uid: u2}
-  managedFields:
-  - {manager: kubectl, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {"f:spec": {}}}
-spec:
-  type: LoadBalancer
-  clusterIP: 10.96.0.10
-  clusterIPs: [10.96.0.10]
-  sessionAffinity: None
-  externalTrafficPolicy: Local
-  loadBalancerIP: 10.0.0.5
-  loadBalancerClass: c
-  selector: {app: web}
-  ipFamilies: [IPv6, IPv4]
-  ipFamilyPolicy: RequireDualStack
-  ports:
-  - {name: http, port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}
-  - {port: 53, protocol: UDP}
-  - {port: 9}
-status:
-  loadBalancer:
-    ingress: [{ip: 10.0.0.5, ipMode: VIP}, {hostname: x.example}]
-  conditions:
-  - {type: Ready, status: "True", reason: r, message: m, lastTransitionTime: "2026-11-01T00:00:00Z"}
-"#,
-        )
-        .unwrap()
+        serde_saphyr::from_str(convert::tests::FULL_SERVICE).unwrap()
     }
 
     /// What is kept gives back exactly the trimmed object, so decisions and
