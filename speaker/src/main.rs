@@ -135,6 +135,14 @@ struct Args {
     /// down while BFD is Down (RFC 9384). MetalLB has no such option.
     #[arg(long)]
     bgp_without_bfd_up: bool,
+    /// Milliseconds after a change to give the memory allocator's free
+    /// pages back to the kernel (glibc's malloc_trim), at most once per
+    /// such period, so that the resident memory follows what is in use
+    /// after a burst instead of keeping every page it touched. 0: never.
+    /// Each trim's time is in ferrolb_heap_trim_seconds_total. Builds on
+    /// another allocator (musl) ignore it.
+    #[arg(long, default_value_t = 10_000)]
+    heap_trim_ms: u64,
     /// Run memberlist on this ADDR:PORT (UDP and TCP), for fast layer 2
     /// failover. Without it (or --ml-bindaddr), every node in the
     /// configuration counts as running a speaker.
@@ -404,6 +412,7 @@ async fn start(mut args: Args) -> Result<(), String> {
         },
         bfd: speaker::driver::bfd::Options::default(),
         bgp_without_bfd_up: args.bgp_without_bfd_up,
+        heap_trim: (args.heap_trim_ms > 0).then(|| Duration::from_millis(args.heap_trim_ms)),
     };
     let signals = shell::signal::Shutdown::new().map_err(|e| format!("signal handlers: {e}"))?;
     let shutdown = async move {

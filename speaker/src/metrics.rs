@@ -531,6 +531,7 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
     Routes::new(health, move || {
         let mut text = lock(&shared).render();
         text.push_str(&render_heap(crate::net::heap::live_bytes()));
+        text.push_str(&render_trims(crate::net::heap::trims()));
         text.push_str(&shell::procfs::render());
         text.push_str(&shell::http::review::render());
         text
@@ -548,6 +549,43 @@ pub fn render_heap(live: Option<u64>) -> String {
         "# HELP ferrolb_heap_live_bytes Bytes the memory allocator has handed out and not had back (glibc mallinfo2: uordblks + hblkhd), read at scrape time\n\
          # TYPE ferrolb_heap_live_bytes gauge\n\
          ferrolb_heap_live_bytes {bytes}\n"
+    )
+}
+
+/// What the heap trims did so far (`net::heap::trim`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapTrims {
+    /// Trims asked for.
+    pub count: u64,
+    /// Of those, the ones that gave memory back.
+    pub released: u64,
+    /// Time spent in them, in microseconds (the reconcile loop's thread
+    /// waits for it).
+    pub micros: u64,
+}
+
+/// `ferrolb_heap_trims_total`, `ferrolb_heap_trims_released_total` and
+/// `ferrolb_heap_trim_seconds_total` (see `net::heap::trim`); nothing
+/// where the allocator is not glibc's.
+pub fn render_trims(trims: Option<HeapTrims>) -> String {
+    let Some(t) = trims else {
+        return String::new();
+    };
+    let micros = t.micros;
+    format!(
+        "# HELP ferrolb_heap_trims_total Times the memory allocator was asked to give its free pages back to the kernel (glibc malloc_trim, --heap-trim-ms after a change)\n\
+         # TYPE ferrolb_heap_trims_total counter\n\
+         ferrolb_heap_trims_total {}\n\
+         # HELP ferrolb_heap_trims_released_total Trims that gave memory back\n\
+         # TYPE ferrolb_heap_trims_released_total counter\n\
+         ferrolb_heap_trims_released_total {}\n\
+         # HELP ferrolb_heap_trim_seconds_total Time spent in trims, during which the reconcile loop waits\n\
+         # TYPE ferrolb_heap_trim_seconds_total counter\n\
+         ferrolb_heap_trim_seconds_total {}.{:06}\n",
+        t.count,
+        t.released,
+        micros / 1_000_000,
+        micros % 1_000_000
     )
 }
 
@@ -741,6 +779,25 @@ mod tests {
              # TYPE ferrolb_heap_live_bytes gauge\n\
              ferrolb_heap_live_bytes 8388608\n"
         );
+    }
+
+    #[test]
+    fn renders_the_trims_when_counted() {
+        assert_eq!(render_trims(None), "");
+        let text = render_trims(Some(HeapTrims {
+            count: 7,
+            released: 5,
+            micros: 2_003_004,
+        }));
+        for line in [
+            "# TYPE ferrolb_heap_trims_total counter\n",
+            "ferrolb_heap_trims_total 7\n",
+            "ferrolb_heap_trims_released_total 5\n",
+            "# TYPE ferrolb_heap_trim_seconds_total counter\n",
+            "ferrolb_heap_trim_seconds_total 2.003004\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 
     #[tokio::test]

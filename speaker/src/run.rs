@@ -60,6 +60,10 @@ pub struct Options {
     /// down, then it reconnects at once). Off by default: BGP waits for
     /// BFD. MetalLB has no such option; FRR's default behaves this way.
     pub bgp_without_bfd_up: bool,
+    /// After a reconcile, give the allocator's free pages back to the
+    /// kernel this long later ([`crate::net::heap::trim`]), at most once
+    /// per such period; `None`: never.
+    pub heap_trim: Option<Duration>,
 }
 
 /// What the speaker exchanges with the Kubernetes API besides its
@@ -132,6 +136,7 @@ pub async fn run(
         metrics,
         kube,
         peer_retry: None,
+        trim_at: None,
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
@@ -176,6 +181,10 @@ pub async fn run(
             () = sleep_opt(r.peer_retry) => {
                 r.peer_retry = None;
                 r.reconcile().await;
+            }
+            () = sleep_opt(r.trim_at) => {
+                r.trim_at = None;
+                crate::net::heap::trim();
             }
             () = sleep_opt(r.membership.l2_hold) => {
                 r.membership.l2_hold = None;
@@ -264,6 +273,9 @@ struct Reconciler {
     bfd: BfdPeers,
     /// When to try again to configure peers the BGP driver refused.
     peer_retry: Option<std::time::Instant>,
+    /// When to trim the heap next ([`Options::heap_trim`]): set by the
+    /// first reconcile after a trim.
+    trim_at: Option<std::time::Instant>,
 }
 
 /// What memberlist says, as the decisions read it.
@@ -503,6 +515,9 @@ impl Reconciler {
             m.ready = true;
         }
         self.refresh_metrics().await;
+        if self.trim_at.is_none() {
+            self.trim_at = self.opts.heap_trim.map(|after| start + after);
+        }
         debug!(took_us = start.elapsed().as_micros(), "reconcile done");
     }
 

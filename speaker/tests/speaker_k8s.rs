@@ -1000,6 +1000,26 @@ fn churn_run(tag: &'static str, c: &Churn) -> ChurnSamples {
         "after the churn: {expected} routes at each router, rss {} KiB",
         lab.rss_kib()
     );
+    // What the heap trims (--heap-trim-ms) cost the reconcile loop.
+    let metrics = lab.node.metrics();
+    let counter = |name: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    if let (Some(n), Some(released), Some(secs)) = (
+        counter("ferrolb_heap_trims_total"),
+        counter("ferrolb_heap_trims_released_total"),
+        counter("ferrolb_heap_trim_seconds_total"),
+    ) {
+        eprintln!(
+            "heap trims: {n} ({released} gave memory back), {:.1} ms in all, {:.3} ms each, \
+             {:.4} % of the run",
+            secs * 1e3,
+            if n > 0.0 { secs * 1e3 / n } else { 0.0 },
+            secs * 100.0 / took.as_secs_f64()
+        );
+    }
     ChurnSamples {
         rss: samples,
         heap,

@@ -337,7 +337,9 @@ fn speaker_exposition() -> String {
         l2_metallb_deferred: Some(0),
         ..Snapshot::default()
     };
-    snap.render() + &speaker::metrics::render_heap(Some(0))
+    snap.render()
+        + &speaker::metrics::render_heap(Some(0))
+        + &speaker::metrics::render_trims(Some(speaker::metrics::HeapTrims::default()))
 }
 
 /// The controller's exposition with one pool.

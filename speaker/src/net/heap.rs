@@ -1,5 +1,6 @@
 //! The C allocator's live heap, read at scrape time for the
-//! `ferrolb_heap_live_bytes` gauge ([`crate::metrics`]).
+//! `ferrolb_heap_live_bytes` gauge ([`crate::metrics`]), and the trim that
+//! gives its free pages back to the kernel ([`trim`]).
 //!
 //! `VmRSS` alone cannot tell a leak from malloc settling (pages it keeps,
 //! free space at the top of an arena); the bytes the allocator has handed
@@ -8,6 +9,11 @@
 //! the socket modules).
 
 #![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::metrics::HeapTrims;
 
 /// Bytes in use in glibc's malloc: `uordblks` (allocated from the arenas)
 /// plus `hblkhd` (chunks mapped on their own), per `mallinfo2(3)`, summed
@@ -27,9 +33,51 @@ pub(crate) fn live_bytes() -> Option<u64> {
     None
 }
 
+static TRIMS: AtomicU64 = AtomicU64::new(0);
+static RELEASED: AtomicU64 = AtomicU64::new(0);
+static MICROS: AtomicU64 = AtomicU64::new(0);
+
+/// Gives the allocator's free pages back to the kernel: glibc's
+/// `malloc_trim(0)`, which shrinks the top of each arena and also
+/// releases the whole free pages inside it (`madvise(MADV_DONTNEED)`), so
+/// that the resident set follows the live heap after a burst instead of
+/// keeping every page the burst touched. Counted in [`trims`]. Nothing
+/// where the allocator is not glibc's (musl's returns freed memory by
+/// itself).
+pub(crate) fn trim() {
+    let start = Instant::now();
+    let released = trim_now();
+    let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    TRIMS.fetch_add(1, Ordering::Relaxed);
+    RELEASED.fetch_add(u64::from(released), Ordering::Relaxed);
+    MICROS.fetch_add(micros, Ordering::Relaxed);
+}
+
+/// The counts of [`trim`] so far; `None` where the allocator is not
+/// glibc's (no trim happens).
+pub(crate) fn trims() -> Option<HeapTrims> {
+    cfg!(target_env = "gnu").then(|| HeapTrims {
+        count: TRIMS.load(Ordering::Relaxed),
+        released: RELEASED.load(Ordering::Relaxed),
+        micros: MICROS.load(Ordering::Relaxed),
+    })
+}
+
+#[cfg(target_env = "gnu")]
+fn trim_now() -> bool {
+    // SAFETY: malloc_trim takes a size and touches only the allocator's
+    // own arenas, under their locks; 1 means memory was released.
+    unsafe { libc::malloc_trim(0) == 1 }
+}
+
+#[cfg(not(target_env = "gnu"))]
+fn trim_now() -> bool {
+    false
+}
+
 #[cfg(all(test, target_env = "gnu"))]
 mod tests {
-    use super::live_bytes;
+    use super::{live_bytes, trim, trims};
 
     /// An allocation the size of many pages shows in the reading, and its
     /// release too. The unit tests share the process (and its allocator)
@@ -38,6 +86,9 @@ mod tests {
     #[test]
     fn live_bytes_follow_an_allocation() {
         const SIZE: usize = 64 << 20;
+        let _alone = ALONE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let before = live_bytes().expect("glibc's malloc");
         let block = vec![1u8; SIZE];
         let during = live_bytes().expect("glibc's malloc");
@@ -52,5 +103,50 @@ mod tests {
             after + (SIZE / 2) as u64 <= during,
             "{during} -> {after} with {SIZE} bytes freed"
         );
+    }
+
+    /// The unit tests share the process: the two tests that read its
+    /// memory take turns.
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Freed chunks below a live one stay resident (free only shrinks an
+    /// arena's top); a trim gives their whole pages back, and is counted.
+    #[test]
+    fn trim_gives_back_free_pages_inside_the_heap() {
+        const BLOCK: usize = 16 << 10; // under the mmap threshold: an arena's
+        const BLOCKS: usize = 2048; // 32 MiB
+        let _alone = ALONE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // SAFETY: sysconf reads a constant of the system.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        // Resident pages of this process (`/proc/self/statm`, second field).
+        let resident_pages = || -> u64 {
+            let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+            statm.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        let blocks: Vec<Box<[u8]>> = (0..BLOCKS)
+            .map(|_| vec![1u8; BLOCK].into_boxed_slice())
+            .collect();
+        let guard = vec![2u8; BLOCK].into_boxed_slice(); // from the top, above them
+        drop(blocks);
+        let before = trims().expect("glibc's malloc");
+        let resident = resident_pages();
+        trim();
+        let after = trims().expect("glibc's malloc");
+        let freed = resident.saturating_sub(resident_pages()) * page;
+        assert!(
+            freed >= (BLOCK * BLOCKS / 2) as u64,
+            "the trim gave back {freed} bytes of {} freed",
+            BLOCK * BLOCKS
+        );
+        assert_eq!(after.count, before.count + 1, "{before:?} -> {after:?}");
+        assert_eq!(
+            after.released,
+            before.released + 1,
+            "{before:?} -> {after:?}"
+        );
+        assert!(after.micros >= before.micros, "{before:?} -> {after:?}");
+        assert_eq!(std::hint::black_box(&guard)[0], 2);
     }
 }
