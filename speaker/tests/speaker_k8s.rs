@@ -471,17 +471,7 @@ fn bench_status_to_route_and_rss() {
         field("VmRSS"),
         field("VmHWM")
     );
-    let cpu = || {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", node.proc.pid())).unwrap();
-        let f: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .split_whitespace()
-            .collect();
-        // utime and stime: fields 14 and 15, i.e. 12 and 13 after ')'.
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    };
+    let cpu = || cpu_ticks(node.proc.pid());
     let (c0, t0) = (cpu(), Instant::now());
     std::thread::sleep(Duration::from_secs(30));
     let ticks = cpu() - c0;
@@ -926,6 +916,7 @@ fn churn_run(tag: &'static str, c: &Churn) -> ChurnSamples {
     let (mut next, mut moved_churn, mut moved_base, mut changes) = (0usize, 0usize, 0usize, 0u64);
     let (mut samples, mut heap, mut extent) = (Vec::new(), Vec::new(), Vec::new());
     let period = Duration::from_secs_f64(1.0 / c.rate);
+    let cpu0 = cpu_ticks(lab.node.proc.pid());
     let start = Instant::now();
     let mut due = start;
     let mut sample_due = start;
@@ -992,6 +983,13 @@ fn churn_run(tag: &'static str, c: &Churn) -> ChurnSamples {
         changes as f64 / took.as_secs_f64(),
         c.rate,
         next - live.len(),
+    );
+    let ticks = cpu_ticks(lab.node.proc.pid()) - cpu0;
+    eprintln!(
+        "speaker cpu during the churn: {:.2} s ({:.1} % of a core), {:.2} s per 1,000 changes",
+        ticks as f64 / 100.0,
+        ticks as f64 / took.as_secs_f64(),
+        ticks as f64 / 100.0 * 1000.0 / changes as f64
     );
     // Base Services are ETP Cluster: announced wherever their endpoints are.
     let expected = c.services + live.iter().filter(|(_, here)| *here).count();
@@ -1104,6 +1102,20 @@ impl ChurnSamples {
             from += 600.0;
         }
     }
+}
+
+/// The CPU time process `pid` has used, user and system, in clock ticks
+/// (`/proc/PID/stat`: utime and stime, fields 14 and 15, i.e. 12 and 13
+/// after the command's closing parenthesis). 100 ticks a second here.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
 /// A least-squares line through RSS samples and the scatter around it.
@@ -1626,16 +1638,7 @@ router bgp 64500
             .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
             .unwrap()
     };
-    let cpu = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let f: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .split_whitespace()
-            .collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    };
+    let cpu = || cpu_ticks(pid);
     // Then the speaker writes a ServiceBGPStatus object and a nodeAssigned
     // Event per announced Service (and reads the apiserver's answers
     // through the same relay): steady once under 100 kB arrive in 15 s.
