@@ -92,9 +92,6 @@ pub enum ReconcileError {
     /// A write failed.
     #[error("kubernetes: {0}")]
     Kube(kube::Error),
-    /// The reconcile's task was cancelled: the runtime is shutting down.
-    #[error("the reconcile was cancelled")]
-    Cancelled,
 }
 
 impl From<kube::Error> for ReconcileError {
@@ -428,9 +425,7 @@ async fn lead(
         opts.pool_status_period,
     );
 
-    // The Events have a task of their own: their requests' answers are
-    // not read by the task that runs the Service watch.
-    let events_task = Spawned(tokio::spawn(send_events(ctx.clone(), events_rx))).join();
+    let events_task = send_events(ctx.clone(), events_rx);
     let controller = Controller::for_stream(svc_stream, svc_reader)
         .with_config(ControllerConfig::default().concurrency(opts.concurrency))
         .watches_stream(ns_stream, ns_mapper)
@@ -523,20 +518,8 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
     if let Some(q) = queued {
         stages.queue.observe(q);
     }
-    // On a task of its own: reconciles run on every worker, not all in
-    // the one task that also reads the watches and sends the Events.
-    let task = {
-        let ctx = ctx.clone();
-        Spawned(tokio::spawn(async move {
-            let mut write = None;
-            let r = decide(packed, &ctx, &mut write).await;
-            (r, write)
-        }))
-    };
-    let (r, write) = task
-        .join()
-        .await
-        .unwrap_or((Err(ReconcileError::Cancelled), None));
+    let mut write = None;
+    let r = decide(packed, &ctx, &mut write).await;
     let took = start.elapsed();
     stages.reconcile.observe(took);
     if let Some(w) = write {
@@ -694,28 +677,6 @@ async fn decide(
             }
             Ok(Action::await_change())
         }
-    }
-}
-
-/// A spawned task, aborted when dropped: a reconcile, or a task of the
-/// leader, stops with the leader's future that spawned it.
-struct Spawned<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Spawned<T> {
-    /// Its output; `None` if it was cancelled (the runtime is shutting
-    /// down). A panic in the task goes on in the caller.
-    async fn join(mut self) -> Option<T> {
-        match (&mut self.0).await {
-            Ok(v) => Some(v),
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => None,
-        }
-    }
-}
-
-impl<T> Drop for Spawned<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
