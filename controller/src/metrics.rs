@@ -240,8 +240,9 @@ pub struct Stages {
 }
 
 /// The stage histograms in exposition text, under controller-runtime's
-/// names where it has the concept (MetalLB's controller serves those, for
-/// its `service` controller), so that existing dashboards read them.
+/// names where it has the concept (the library MetalLB's controller is
+/// built on, which names these per controller), so that dashboards made
+/// for controller-runtime controllers read them.
 pub fn render_stages(s: &Stages) -> String {
     let mut out = String::new();
     s.queue.render(
