@@ -8,6 +8,8 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use shell::compat::MetallbArgs;
 use shell::health::{Health, State};
@@ -26,6 +28,8 @@ pub trait Source: Send + Sync + 'static {
     fn is_ready(&self) -> bool;
     /// The configuration gauges and the refused-write counters.
     fn config(&self) -> ConfigGauges;
+    /// Where Services' time goes, stage by stage.
+    fn stages(&self) -> &Stages;
 }
 
 /// The configuration's state, the updates processed and the writes
@@ -164,6 +168,104 @@ pub fn render(pools: &[PoolCounts], leader: bool, config: ConfigGauges) -> Strin
     out
 }
 
+/// Upper bounds of the stage histograms' buckets, in seconds: 1 ms to 10 s.
+pub const STAGE_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A Prometheus histogram over [`STAGE_BUCKETS`], updated without a lock.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Observations per bucket, not cumulative; the last is above every
+    /// bound.
+    counts: [AtomicU64; STAGE_BUCKETS.len() + 1],
+    /// The sum of the observations, in nanoseconds.
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one observation.
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = STAGE_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(STAGE_BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The family `name` in exposition text, its series labelled `labels`
+    /// (`key="value"` pairs, or empty).
+    fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut total = 0u64;
+        for (i, c) in self.counts.iter().enumerate() {
+            total += c.load(Ordering::Relaxed);
+            let le = STAGE_BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), ToString::to_string);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {total}");
+        }
+        let braces = |l: &str| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{{{l}}}")
+            }
+        };
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
+        let _ = writeln!(out, "{name}_count{} {total}", braces(labels));
+    }
+}
+
+/// Where a Service's time goes in the controller, from its watch event to
+/// its status written (issue 18: create-to-status under churn).
+#[derive(Debug, Default)]
+pub struct Stages {
+    /// From a Service's watch event reaching the controller to the start
+    /// of its reconcile (`workqueue_queue_duration_seconds`).
+    pub queue: Histogram,
+    /// A reconcile, start to end, its status write included
+    /// (`controller_runtime_reconcile_time_seconds`).
+    pub reconcile: Histogram,
+    /// The status write's round trip to the apiserver
+    /// (`ferrolb_controller_status_write_seconds`).
+    pub write: Histogram,
+}
+
+/// The stage histograms in exposition text, under controller-runtime's
+/// names where it has the concept (the library MetalLB's controller is
+/// built on, which names these per controller), so that dashboards made
+/// for controller-runtime controllers read them.
+pub fn render_stages(s: &Stages) -> String {
+    let mut out = String::new();
+    s.queue.render(
+        &mut out,
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in workqueue before being requested",
+        "name=\"service\"",
+    );
+    s.reconcile.render(
+        &mut out,
+        "controller_runtime_reconcile_time_seconds",
+        "Length of time per reconciliation per controller",
+        "controller=\"service\"",
+    );
+    s.write.render(
+        &mut out,
+        "ferrolb_controller_status_write_seconds",
+        "Round trip of a Service status write (PUT to /status), in seconds",
+        "",
+    );
+    out
+}
+
 /// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in
 /// background tasks for as long as the runtime runs. Readiness is the
 /// component `lease` ([`Source::is_ready`]). The same answers on MetalLB's
@@ -193,6 +295,7 @@ pub async fn spawn(
     });
     let routes = Routes::new(health, move || {
         let mut text = render(&source.pool_counts(), source.is_leader(), source.config());
+        text.push_str(&render_stages(source.stages()));
         text.push_str(&shell::procfs::render());
         text.push_str(&shell::http::review::render());
         text
@@ -284,5 +387,75 @@ mod tests {
             text.ends_with("ferrolb_controller_services_pending 3\n"),
             "{text}"
         );
+    }
+
+    /// Each observation lands in the first bucket whose bound it does not
+    /// exceed; buckets are cumulative, `+Inf` and `_count` are the total.
+    #[test]
+    fn stage_histograms_count_cumulatively() {
+        let s = Stages::default();
+        for ms in [0.5, 1.0, 30.0, 300.0, 20_000.0] {
+            s.write.observe(Duration::from_secs_f64(ms / 1e3));
+        }
+        s.queue.observe(Duration::from_millis(2));
+        let text = render_stages(&s);
+        for (line, want) in [
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"0.001\"}",
+                "2",
+            ),
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"0.025\"}",
+                "2",
+            ),
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"0.05\"}",
+                "3",
+            ),
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"0.5\"}",
+                "4",
+            ),
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"10\"}",
+                "4",
+            ),
+            (
+                "ferrolb_controller_status_write_seconds_bucket{le=\"+Inf\"}",
+                "5",
+            ),
+            (
+                concat!("ferrolb_controller_status_write_seconds", "_count"),
+                "5",
+            ),
+            (
+                concat!("ferrolb_controller_status_write_seconds", "_sum"),
+                "20.3315",
+            ),
+            (
+                "workqueue_queue_duration_seconds_bucket{name=\"service\",le=\"0.001\"}",
+                "0",
+            ),
+            (
+                "workqueue_queue_duration_seconds_bucket{name=\"service\",le=\"0.0025\"}",
+                "1",
+            ),
+            (
+                "workqueue_queue_duration_seconds_count{name=\"service\"}",
+                "1",
+            ),
+            (
+                "controller_runtime_reconcile_time_seconds_count{controller=\"service\"}",
+                "0",
+            ),
+        ] {
+            let got = text
+                .lines()
+                .find_map(|l| l.strip_prefix(line)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("{line} missing from\n{text}"));
+            assert_eq!(got, want, "{line}");
+        }
+        assert_eq!(text.matches("# TYPE ").count(), 3);
+        assert!(text.contains("# TYPE workqueue_queue_duration_seconds histogram\n"));
     }
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool, IPAddressPoolStatus};
 use futures::channel::mpsc;
@@ -122,6 +122,8 @@ pub struct Shared {
     /// backoff, or a pool change refused
     /// (`metallb_k8s_client_update_errors_total`).
     update_errors: AtomicU64,
+    /// Where Services' time goes: queue, reconcile, status write.
+    stages: metrics::Stages,
 }
 
 impl Shared {
@@ -166,6 +168,10 @@ impl metrics::Source for Shared {
             },
         }
     }
+
+    fn stages(&self) -> &metrics::Stages {
+        &self.stages
+    }
 }
 
 /// Runs the controller until `shutdown` turns true: elects a leader, and
@@ -184,6 +190,7 @@ pub async fn run(
         fenced: AtomicU64::new(0),
         updates: AtomicU64::new(0),
         update_errors: AtomicU64::new(0),
+        stages: metrics::Stages::default(),
     });
     if let Some(addr) = opts.metrics_addr {
         metrics::spawn(addr, shared.clone(), &opts.metallb, client.clone()).await?;
@@ -213,6 +220,9 @@ struct Ctx {
     events: mpsc::UnboundedSender<Note>,
     failures: Mutex<HashMap<ServiceKey, u32>>,
     max_backoff: Duration,
+    /// When each Service waiting for its reconcile first reached us by the
+    /// watch (the queue stage of [`metrics::Stages`]).
+    arrived: Mutex<HashMap<ServiceKey, Instant>>,
 }
 
 impl Ctx {
@@ -314,13 +324,21 @@ async fn lead(
         events: events_tx,
         failures: Mutex::new(HashMap::new()),
         max_backoff: opts.max_backoff,
+        arrived: Mutex::new(HashMap::new()),
     });
     let on_svc = {
         let ctx = ctx.clone();
         let reader = svc_reader.clone();
         move |ev: &WatchEvent<watched::Service>| match ev {
+            WatchEvent::Apply(svc) | WatchEvent::InitApply(svc) => {
+                // The first arrival counts: later ones join the same wait.
+                lock(&ctx.arrived)
+                    .entry(convert::key_of(svc))
+                    .or_insert_with(Instant::now);
+            }
             WatchEvent::Delete(svc) => {
                 let key = convert::key_of(svc);
+                lock(&ctx.arrived).remove(&key);
                 if ctx.shared.state().forget(&key) {
                     info!(service = %key, "service deleted, addresses released");
                     retry_pending(&ctx);
@@ -487,7 +505,45 @@ fn retry_pending(ctx: &Ctx) {
     }
 }
 
+/// One Service's reconcile ([`decide`]), timed stage by stage into
+/// [`metrics::Stages`]; a Service whose status was written is logged at
+/// debug level under the target `ferrolb::stages` with the three times.
 async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    let start = Instant::now();
+    let key = convert::key_of(&*packed);
+    let queued = lock(&ctx.arrived)
+        .remove(&key)
+        .map(|t| start.saturating_duration_since(t));
+    let stages = &ctx.shared.stages;
+    if let Some(q) = queued {
+        stages.queue.observe(q);
+    }
+    let mut write = None;
+    let r = decide(packed, &ctx, &mut write).await;
+    let took = start.elapsed();
+    stages.reconcile.observe(took);
+    if let Some(w) = write {
+        stages.write.observe(w);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        debug!(
+            target: "ferrolb::stages",
+            service = %key,
+            queue_ms = queued.map(ms),
+            reconcile_ms = ms(took),
+            write_ms = ms(w),
+            "status written"
+        );
+    }
+    r
+}
+
+/// Decides for one Service and writes what changed; `write` gets the
+/// status write's round trip, if one was sent.
+async fn decide(
+    packed: Arc<watched::Service>,
+    ctx: &Arc<Ctx>,
+    write: &mut Option<Duration>,
+) -> Result<Action, ReconcileError> {
     // Unpacked for this decision only: the cache keeps the packed form.
     let svc = packed.to_k8s();
     drop(packed);
@@ -520,12 +576,11 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
             let annotated = pool_annotation.as_deref() == Some(assignment.pool.as_str())
                 && !deprecated_annotation;
             if changed || !annotated {
-                ctx.write(write_back(
-                    &api,
-                    &svc,
-                    Some(&assignment.pool),
-                    &assignment.ips,
-                ))
+                timed(
+                    ctx,
+                    write,
+                    write_back(&api, &svc, Some(&assignment.pool), &assignment.ips),
+                )
                 .await?;
             }
             if changed {
@@ -536,7 +591,7 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
                     .collect();
                 info!(service = %key, pool = %assignment.pool, ips = ?assignment.ips, "ip allocated");
                 publish(
-                    &ctx,
+                    ctx,
                     &svc,
                     EventType::Normal,
                     "IPAllocated",
@@ -547,7 +602,7 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
                 // Kept for stability (see crate::alloc): said, not moved.
                 warn!(service = %key, ips = ?assignment.ips, breaks = ?breaks, "kept addresses that break pool rules");
                 publish(
-                    &ctx,
+                    ctx,
                     &svc,
                     EventType::Warning,
                     REASON_ADDRESS_KEPT,
@@ -568,14 +623,14 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
         }
         Outcome::Failed(e) => {
             if has_ingress || pool_annotation.is_some() {
-                ctx.write(write_back(&api, &svc, None, &[])).await?;
+                timed(ctx, write, write_back(&api, &svc, None, &[])).await?;
             }
             if held_before {
-                retry_pending(&ctx);
+                retry_pending(ctx);
             }
             warn!(service = %key, error = %e, "ip allocation failed");
             publish(
-                &ctx,
+                ctx,
                 &svc,
                 EventType::Warning,
                 "AllocationFailed",
@@ -596,16 +651,16 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
                 )
             };
             warn!(service = %key, error = %msg, "invalid service");
-            publish(&ctx, &svc, EventType::Warning, reason, note);
+            publish(ctx, &svc, EventType::Warning, reason, note);
             Ok(Action::await_change())
         }
         Outcome::NotLoadBalancer => {
             if has_ingress || pool_annotation.is_some() {
-                ctx.write(write_back(&api, &svc, None, &[])).await?;
+                timed(ctx, write, write_back(&api, &svc, None, &[])).await?;
             }
             if held_before {
                 info!(service = %key, "no longer a load balancer, addresses released");
-                retry_pending(&ctx);
+                retry_pending(ctx);
             }
             Ok(Action::await_change())
         }
@@ -618,11 +673,24 @@ async fn reconcile(packed: Arc<watched::Service>, ctx: Arc<Ctx>) -> Result<Actio
         }
         Outcome::OtherClass(_) => {
             if held_before {
-                retry_pending(&ctx);
+                retry_pending(ctx);
             }
             Ok(Action::await_change())
         }
     }
+}
+
+/// `w` (a Service's status write) through [`Ctx::write`], its round trip
+/// put in `took`.
+async fn timed<T>(
+    ctx: &Ctx,
+    took: &mut Option<Duration>,
+    w: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ReconcileError> {
+    let t = Instant::now();
+    let r = ctx.write(w).await;
+    *took = Some(t.elapsed());
+    r
 }
 
 /// MetalLB's rate-limited requeue: 1 s doubling per consecutive failure,

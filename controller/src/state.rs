@@ -71,10 +71,9 @@ impl Outcome {
 pub struct State {
     lb_class: Option<String>,
     pools: Vec<Pool>,
+    /// Who holds which address: the one record of every assignment (the
+    /// pool counts and the keys to garbage-collect are read from it).
     alloc: Allocator,
-    /// What each service holds (the allocator keeps the same; this copy
-    /// gives per-family counts and the keys to garbage-collect).
-    held: HashMap<ServiceKey, Assignment>,
     /// Services that wait for an address.
     pending: BTreeSet<ServiceKey>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
@@ -184,9 +183,6 @@ impl State {
         }
         self.pools = pools.clone();
         let lost = self.alloc.set_pools(pools);
-        for key in &lost {
-            self.held.remove(key);
-        }
         (true, lost)
     }
 
@@ -276,14 +272,14 @@ impl State {
             Reading::Invalid(msg) => {
                 // As MetalLB: a service that holds addresses keeps them
                 // until its request is fixed.
-                if !self.held.contains_key(&key) {
+                if self.alloc.assignment(&key).is_none() {
                     self.pending.insert(key);
                 }
                 Outcome::Invalid(msg)
             }
             Reading::LoadBalancer(s)
                 if self.unresolved
-                    && !self.held.contains_key(&key)
+                    && self.alloc.assignment(&key).is_none()
                     && !s.current.is_empty()
                     && !s.current.iter().all(|ip| {
                         self.pools
@@ -303,7 +299,6 @@ impl State {
                     want.sort();
                     let changed = now != want || now.len() != convert::ingress_ips(svc).len();
                     self.pending.remove(&key);
-                    self.held.insert(key, a.clone());
                     Outcome::Assigned {
                         assignment: a,
                         changed,
@@ -324,13 +319,14 @@ impl State {
     pub fn forget(&mut self, key: &ServiceKey) -> bool {
         self.pending.remove(key);
         self.frozen.remove(key);
+        let held = self.alloc.assignment(key).is_some();
         self.alloc.release(key);
-        self.held.remove(key).is_some()
+        held
     }
 
     /// The services that hold addresses.
     pub fn holders(&self) -> impl Iterator<Item = &ServiceKey> {
-        self.held.keys()
+        self.alloc.assignments().map(|(key, _)| key)
     }
 
     /// The services waiting for an address, in order.
@@ -340,14 +336,14 @@ impl State {
 
     /// What a service holds.
     pub fn assignment(&self, key: &ServiceKey) -> Option<&Assignment> {
-        self.held.get(key)
+        self.alloc.assignment(key)
     }
 
     /// Address counts of every pool, by name.
     pub fn pool_counts(&self) -> Vec<PoolCounts> {
         let mut used: HashMap<&str, [BTreeSet<IpAddr>; 2]> = HashMap::new();
         let mut services: HashMap<&str, u64> = HashMap::new();
-        for a in self.held.values() {
+        for (_, a) in self.alloc.assignments() {
             *services.entry(a.pool.as_str()).or_default() += 1;
             let sets = used.entry(a.pool.as_str()).or_default();
             for ip in &a.ips {
@@ -511,6 +507,28 @@ mod tests {
         assert!(changed);
         assert_eq!(ips(&st.sync(&service("new", &[]))), ["10.0.0.1"]);
         assert_eq!(ips(&st.sync(&s1)), ["10.0.0.0"]);
+    }
+
+    /// The pool counts (`metallb_allocator_addresses_in_use_total` per
+    /// pool) follow the allocator: after a pool is renamed (or split), a
+    /// service that keeps its addresses is counted under the pool that
+    /// now holds them, not under the old name, before it is synced again.
+    #[test]
+    fn pool_counts_follow_a_renamed_pool() {
+        let mut st = State::new(None);
+        st.set_pool_objects(&[pool("old", &["10.0.0.0/30"])]);
+        assert_eq!(ips(&st.sync(&service("s", &[]))), ["10.0.0.0"]);
+        let (changed, lost, _) = st.set_pool_objects(&[pool("new", &["10.0.0.0/30"])]);
+        assert!(changed);
+        assert!(lost.is_empty());
+        let counts: Vec<(String, u128, u64)> = st
+            .pool_counts()
+            .into_iter()
+            .map(|c| (c.name.clone(), c.in_use(), c.services))
+            .collect();
+        assert_eq!(counts, [("new".to_owned(), 1, 1)]);
+        let held = st.assignment(&convert::key(&service("s", &[])));
+        assert_eq!(held.map(|a| a.pool.as_str()), Some("new"));
     }
 
     fn dual_preferred(name: &str, ingress: &[&str]) -> K8sService {

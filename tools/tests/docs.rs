@@ -252,10 +252,19 @@ fn documented_metrics(path: &Path) -> BTreeMap<String, Metric> {
     out
 }
 
+/// The prefixes of the names the programs export: their own, MetalLB's,
+/// the process's and controller-runtime's (the controller's stage
+/// histograms).
+const METRIC_PREFIXES: [&str; 5] = [
+    "metallb_",
+    "ferrolb_",
+    "process_",
+    "workqueue_",
+    "controller_runtime_",
+];
+
 fn is_metric_name(s: &str) -> bool {
-    ["metallb_", "ferrolb_", "process_"]
-        .iter()
-        .any(|p| s.starts_with(p))
+    METRIC_PREFIXES.iter().any(|p| s.starts_with(p))
         && !s.ends_with('_')
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
@@ -273,7 +282,7 @@ fn metric_names_in(source: &str) -> BTreeSet<String> {
             .map_or(bytes.len(), |n| from + n);
         (&source[from..end], end)
     };
-    for prefix in ["metallb_", "ferrolb_", "process_"] {
+    for prefix in METRIC_PREFIXES {
         for (at, _) in source.match_indices(prefix) {
             let (name, end) = word(at);
             let quoted = at > 0 && bytes[at - 1] == b'"' && bytes.get(end) == Some(&b'"');
@@ -299,8 +308,29 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Families of an exposition text: name -> (type, label names).
+/// Families of an exposition text: name -> (type, label names). A
+/// histogram's `_bucket`, `_sum` and `_count` series are its family's,
+/// and their `le` is no label of its own.
 fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+    let mut out = series_families(text);
+    let histograms: Vec<String> = out
+        .iter()
+        .filter(|(_, (kind, _))| kind == "histogram")
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in histograms {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some((_, mut labels)) = out.remove(&format!("{name}{suffix}")) {
+                labels.remove("le");
+                out.get_mut(&name).unwrap().1.extend(labels);
+            }
+        }
+    }
+    out
+}
+
+/// [`families`] before a histogram's series are folded into it.
+fn series_families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -351,6 +381,7 @@ fn controller_exposition() -> String {
         services: 0,
     };
     controller::metrics::render(&[pool], true, Default::default())
+        + &controller::metrics::render_stages(&Default::default())
 }
 
 // --- the site -----------------------------------------------------------------

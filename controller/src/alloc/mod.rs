@@ -559,6 +559,12 @@ impl Allocator {
         self.assignments.get(key)
     }
 
+    /// Every service that holds addresses, with what it holds, in no
+    /// particular order.
+    pub fn assignments(&self) -> impl Iterator<Item = (&ServiceKey, &Assignment)> {
+        self.assignments.iter()
+    }
+
     /// Counters of a pool.
     pub fn pool_stats(&self, name: &str) -> Option<PoolStats> {
         let p = self.pools.get(name)?;
