@@ -384,7 +384,8 @@ impl<'a> L2Context<'a> {
     }
 
     /// The speakers in the view and not excluded, with their Node, in
-    /// name order ([`Self::eligible`]'s field).
+    /// name order (found at the first call, kept in the field of this
+    /// name).
     fn eligible(&self) -> &[(&'a str, &'a Node)] {
         self.eligible.get_or_init(|| {
             let view = self.view;
