@@ -14,9 +14,9 @@
 //! Each iteration moves the only endpoint of one ETP Local Service's first
 //! slice between `node-0` and `node-1` (so its routes change every time)
 //! and runs the three steps the speaker runs after that event:
-//! - `snapshot`: the event applied to the store and the slices listed again
-//!   (`source::k8s::shared`, what the snapshot task does when the
-//!   EndpointSlice feed moved);
+//! - `snapshot`: the event applied to the store and the last list of slices
+//!   patched with the changed key (`source::k8s::patched`, what the
+//!   snapshot task does after an EndpointSlice event);
 //! - `view`: `Converted::view` over the snapshot, as the reconcile builds
 //!   its `ClusterView`;
 //! - `keyed`: `Keyed::update` of that view.
@@ -25,7 +25,7 @@
 //! every iteration runs all three), and `change` is their sum.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ use rand::{Rng, SeedableRng};
 use speaker::announce::k8s::Converted;
 use speaker::announce::watched::{EndpointSlice, Node, Service};
 use speaker::announce::{Endpoint, Keyed, TrafficPolicy};
-use speaker::source::k8s::shared;
+use speaker::source::k8s::{Key, get, patched, shared};
 
 const NODES: usize = 5_000;
 const THIS_NODE: &str = "node-0";
@@ -205,9 +205,16 @@ impl World {
         };
         let start = Instant::now();
         let moved = slice(self.moving, 0, [to.to_owned()]);
+        let key: Key = (
+            moved.metadata.namespace.clone(),
+            format!("svc-{}-0", self.moving),
+        );
         self.writer
             .apply_watcher_event(&watcher::Event::Apply(moved));
-        self.slices = shared(&self.store).into();
+        self.slices = patched(&self.slices, &BTreeSet::from([key]), |k| {
+            get(&self.store, k)
+        })
+        .into();
         let listed = start.elapsed();
         let (decided, [view, keyed]) = self.decide();
         assert_eq!(decided, 1);

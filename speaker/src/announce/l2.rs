@@ -1,6 +1,7 @@
 //! Layer 2 decisions: which node answers ARP/NDP for each service IP, and
 //! whether that is this node. Pure: no I/O, no clock.
 
+use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -11,7 +12,7 @@ use api::validate::Problem;
 use sha2::{Digest, Sha256};
 
 use super::coexist::{Deferral, l2_deferral};
-use super::view::{ApiSpeakers, ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
+use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
 /// What this node does in layer 2 mode.
@@ -164,6 +165,12 @@ pub(super) struct L2Context<'a> {
     view: &'a ClusterView,
     /// The candidates of every election, before a service's own filters.
     speakers: BTreeSet<&'a str>,
+    /// Of `speakers`, in their order, those in the view and not excluded,
+    /// with their Node: what a service's own filters start from. Built at
+    /// the first election that walks them (one with
+    /// `externalTrafficPolicy: Cluster`), once per context, instead of a
+    /// map lookup and an exclusion check per speaker per service.
+    eligible: OnceCell<Vec<(&'a str, &'a Node)>>,
     /// The API's speakers, used while isolated only.
     api: Option<&'a ApiSpeakers>,
     /// See [`L2Plan::api_candidates`].
@@ -196,6 +203,7 @@ impl<'a> L2Context<'a> {
         Self {
             view,
             speakers,
+            eligible: OnceCell::new(),
             api,
             api_candidates,
             excluded: view.exclusion(&view.node),
@@ -230,12 +238,31 @@ impl<'a> L2Context<'a> {
             // The first IP seeds the order, so that both IPs of a
             // dual-stack service go to one node, as in MetalLB.
             let seed = svc.ingress[0].to_string();
-            for &name in &self.speakers {
-                let Ok(score) = self.candidacy(svc, &ads, &with_endpoints, name) else {
-                    continue;
-                };
+            let mut push = |score: i64, name: &'a str| {
                 let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
                 candidates.push((score, hash, name));
+            };
+            // The same candidates as [`Self::candidacy`] of every speaker,
+            // in the same order (by name), without walking every speaker
+            // for a service: under `externalTrafficPolicy: Local` only the
+            // nodes with a serving endpoint can be, and otherwise the
+            // speakers in the view and not excluded are known once for all
+            // services.
+            if svc.external_traffic_policy == TrafficPolicy::Local {
+                for &name in &with_endpoints {
+                    let Some(&name) = self.speakers.get(name) else {
+                        continue;
+                    };
+                    if let Ok(score) = self.candidacy(svc, &ads, &with_endpoints, name) {
+                        push(score, name);
+                    }
+                }
+            } else {
+                for &(name, node) in self.eligible() {
+                    if let Some(score) = preference(&ads, node) {
+                        push(score, name);
+                    }
+                }
             }
         }
         candidates.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
@@ -347,18 +374,42 @@ impl<'a> L2Context<'a> {
         if let Some(e) = view.exclusion(name) {
             return Err(NotCandidate::Excluded(e));
         }
-        let selecting: Vec<&&L2Advertisement> = ads
-            .iter()
-            .filter(|ad| ad.scope.selects_node(&node.labels))
-            .collect();
-        if selecting.is_empty() {
+        let Some(score) = preference(ads, node) else {
             return Err(NotCandidate::NodeSelectors);
-        }
+        };
         if svc.external_traffic_policy == TrafficPolicy::Local && !with_endpoints.contains(name) {
             return Err(NotCandidate::NoLocalEndpoint);
         }
-        Ok(selecting.iter().map(|ad| ad.preference(&node.labels)).sum())
+        Ok(score)
     }
+
+    /// The speakers in the view and not excluded, with their Node, in
+    /// name order (found at the first call, kept in the field of this
+    /// name).
+    fn eligible(&self) -> &[(&'a str, &'a Node)] {
+        self.eligible.get_or_init(|| {
+            let view = self.view;
+            self.speakers
+                .iter()
+                .filter_map(|&name| Some((name, view.nodes.get_key_value(name)?)))
+                .filter(|(_, (name, _))| view.exclusion(name).is_none())
+                .map(|(name, (_, node))| (name, node))
+                .collect()
+        })
+    }
+}
+
+/// The preference score of `node` in an election of advertisements `ads`
+/// (the weights of the matching `preferredNodeSelectors` of each one whose
+/// `nodeSelectors` select it, summed), or `None` when none selects it.
+fn preference(ads: &[&L2Advertisement], node: &Node) -> Option<i64> {
+    let mut selected = false;
+    let mut score = 0;
+    for ad in ads.iter().filter(|ad| ad.scope.selects_node(&node.labels)) {
+        selected = true;
+        score += ad.preference(&node.labels);
+    }
+    selected.then_some(score)
 }
 
 /// Why a service has no layer 2 election.

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use api::model::{Model, ObjectKey};
@@ -129,46 +129,175 @@ pub fn start(
             pod_seeds(Api::namespaced(client.clone(), ns), labels.clone(), seeds),
         );
     }
-    Stores { services }
+    Stores {
+        services: services.store,
+    }
 }
 
 /// Every cache a snapshot is built from.
 struct Caches {
-    nodes: Store<Node>,
-    services: Store<Service>,
-    slices: Store<EndpointSlice>,
-    secrets: Store<Secret>,
-    pools: Store<IPAddressPool>,
-    peers: Store<BGPPeer>,
-    bgp_ads: Store<BGPAdvertisement>,
-    l2_ads: Store<L2Advertisement>,
-    profiles: Store<BFDProfile>,
-    communities: Store<Community>,
+    nodes: Cache<Node>,
+    services: Cache<Service>,
+    slices: Cache<EndpointSlice>,
+    secrets: Cache<Secret>,
+    pools: Cache<IPAddressPool>,
+    peers: Cache<BGPPeer>,
+    bgp_ads: Cache<BGPAdvertisement>,
+    l2_ads: Cache<L2Advertisement>,
+    profiles: Cache<BFDProfile>,
+    communities: Cache<Community>,
+}
+
+/// One kind's cache, and the keys of it that changed since the snapshot
+/// task last read them.
+struct Cache<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    changed: Arc<Mutex<Changed>>,
+}
+
+impl<K: Resource + 'static> Clone for Cache<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            changed: Arc::clone(&self.changed),
+        }
+    }
+}
+
+/// What a reflector saw change in its cache since the snapshot task last
+/// took it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// The cache was listed again (its first list, or a relist after its
+    /// watch expired): every object may have changed.
+    pub relisted: bool,
+    /// Objects applied or deleted one by one since.
+    pub keys: BTreeSet<Key>,
+}
+
+/// An object's namespace and name, in the order of [`shared`].
+pub type Key = (Option<String>, String);
+
+impl Changed {
+    /// Notes what `event` (already applied to the cache) changed. The
+    /// store swaps in a (re)list at `InitDone`, not before.
+    pub fn note<K: Resource>(&mut self, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                let meta = o.meta();
+                if let Some(name) = &meta.name {
+                    self.keys.insert((meta.namespace.clone(), name.clone()));
+                }
+            }
+            watcher::Event::InitDone => {
+                self.relisted = true;
+                self.keys.clear();
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        }
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    /// This cache's objects in [`shared`]'s order: `last` patched with the
+    /// objects that changed since it was taken, the same `Arc` when none
+    /// did, the whole cache listed and sorted again after a relist (or
+    /// with no `last`).
+    fn list(&self, last: Option<&Shared<K>>) -> Shared<K> {
+        let changed = std::mem::take(&mut *lock(&self.changed));
+        match last {
+            Some(last) if !changed.relisted && changed.keys.is_empty() => Arc::clone(last),
+            Some(last) if !changed.relisted => {
+                patched(last, &changed.keys, |key| get(&self.store, key)).into()
+            }
+            _ => shared(&self.store).into(),
+        }
+    }
+}
+
+/// The object of `key` in `store`, if any.
+pub fn get<K>(store: &Store<K>, (namespace, name): &Key) -> Option<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let key = reflector::ObjectRef::new(name);
+    store.get(&match namespace {
+        Some(ns) => key.within(ns),
+        None => key,
+    })
+}
+
+/// The lock of a [`Changed`]; a panic while it was held (which
+/// `note` cannot cause) leaves a set that is still whole.
+fn lock(changed: &Mutex<Changed>) -> std::sync::MutexGuard<'_, Changed> {
+    changed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `last` (in [`shared`]'s order) with the objects of `keys` replaced by
+/// what `now` gives for them (the object in the cache now, `None` when it
+/// is gone), in the same order: a binary search per key and a copy of the
+/// pointers between them, instead of listing and sorting the cache.
+/// Public for the benchmark of the per-change cost.
+pub fn patched<K: Resource>(
+    last: &[Arc<K>],
+    keys: &BTreeSet<Key>,
+    now: impl Fn(&Key) -> Option<Arc<K>>,
+) -> Vec<Arc<K>> {
+    fn order<K: Resource>(o: &K) -> (Option<&str>, Option<&str>) {
+        (o.meta().namespace.as_deref(), o.meta().name.as_deref())
+    }
+    let mut out = Vec::with_capacity(last.len() + keys.len());
+    let mut from = 0;
+    for key in keys {
+        let at = (key.0.as_deref(), Some(key.1.as_str()));
+        let here = from + last[from..].partition_point(|o| order(&**o) < at);
+        out.extend_from_slice(&last[from..here]);
+        from = here;
+        if last.get(from).is_some_and(|o| order(&**o) == at) {
+            from += 1;
+        }
+        out.extend(now(key));
+    }
+    out.extend_from_slice(&last[from..]);
+    out
 }
 
 impl Caches {
     async fn ready(&self) -> bool {
-        self.nodes.wait_until_ready().await.is_ok()
-            && self.services.wait_until_ready().await.is_ok()
-            && self.slices.wait_until_ready().await.is_ok()
-            && self.secrets.wait_until_ready().await.is_ok()
-            && self.pools.wait_until_ready().await.is_ok()
-            && self.peers.wait_until_ready().await.is_ok()
-            && self.bgp_ads.wait_until_ready().await.is_ok()
-            && self.l2_ads.wait_until_ready().await.is_ok()
-            && self.profiles.wait_until_ready().await.is_ok()
-            && self.communities.wait_until_ready().await.is_ok()
+        self.nodes.store.wait_until_ready().await.is_ok()
+            && self.services.store.wait_until_ready().await.is_ok()
+            && self.slices.store.wait_until_ready().await.is_ok()
+            && self.secrets.store.wait_until_ready().await.is_ok()
+            && self.pools.store.wait_until_ready().await.is_ok()
+            && self.peers.store.wait_until_ready().await.is_ok()
+            && self.bgp_ads.store.wait_until_ready().await.is_ok()
+            && self.l2_ads.store.wait_until_ready().await.is_ok()
+            && self.profiles.store.wait_until_ready().await.is_ok()
+            && self.communities.store.wait_until_ready().await.is_ok()
     }
 
     /// The metallb.io objects, validated together.
     fn configuration(&self) -> Validated {
         let config = Config {
-            pools: sorted(&self.pools),
-            peers: sorted(&self.peers),
-            bgp_advertisements: sorted(&self.bgp_ads),
-            l2_advertisements: sorted(&self.l2_ads),
-            bfd_profiles: sorted(&self.profiles),
-            communities: sorted(&self.communities),
+            pools: sorted(&self.pools.store),
+            peers: sorted(&self.peers.store),
+            bgp_advertisements: sorted(&self.bgp_ads.store),
+            l2_advertisements: sorted(&self.l2_ads.store),
+            bfd_profiles: sorted(&self.profiles.store),
+            communities: sorted(&self.communities.store),
             // Watches read configuration kinds only.
             status_only: Vec::new(),
         };
@@ -182,32 +311,15 @@ impl Caches {
 
     /// The other objects, sorted by namespace and name so that the plans
     /// see a stable order, as a snapshot whose model is still empty: the
-    /// lists of `last` (the same `Arc`s) where their feed did not move.
-    fn cluster(&self, last: Option<&Snapshot>, moved: impl Fn(Feed) -> bool) -> Snapshot {
-        fn list<K>(store: &Store<K>, last: Option<&Shared<K>>, moved: bool) -> Shared<K>
-        where
-            K: Resource + Clone + 'static,
-            K::DynamicType: Eq + Hash + Clone,
-        {
-            match last {
-                Some(l) if !moved => Arc::clone(l),
-                _ => shared(store).into(),
-            }
-        }
+    /// lists of `last` patched with what changed since (the same `Arc`s
+    /// where nothing did).
+    fn cluster(&self, last: Option<&Snapshot>) -> Snapshot {
         Snapshot {
             model: Arc::default(),
-            nodes: list(&self.nodes, last.map(|l| &l.nodes), moved(Feed::Nodes)),
-            services: list(
-                &self.services,
-                last.map(|l| &l.services),
-                moved(Feed::Services),
-            ),
-            slices: list(&self.slices, last.map(|l| &l.slices), moved(Feed::Slices)),
-            secrets: list(
-                &self.secrets,
-                last.map(|l| &l.secrets),
-                moved(Feed::Secrets),
-            ),
+            nodes: self.nodes.list(last.map(|l| &l.nodes)),
+            services: self.services.list(last.map(|l| &l.services)),
+            slices: self.slices.list(last.map(|l| &l.slices)),
+            secrets: self.secrets.list(last.map(|l| &l.secrets)),
         }
     }
 }
@@ -217,8 +329,8 @@ type Validated = Result<Arc<Model>, Vec<validate::Problem>>;
 
 /// What a reflector's cache feeds: the configuration (the metallb.io
 /// kinds, validated together) or one list of the snapshot. Events are
-/// counted per feed ([`Generations`]), so that a snapshot validates or
-/// lists again only what moved.
+/// counted per feed ([`Generations`]), so that a snapshot validates the
+/// configuration again only when it moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Feed {
     Configuration,
@@ -260,10 +372,13 @@ where
 /// every change, at most one per [`COALESCE`] in a burst, and only when `tx` has
 /// room for it (so it holds every change until the moment it is taken).
 /// `changed` counts the events of each [`Feed`]: the configuration is
-/// validated again, and a list read again from its cache (and sorted),
-/// only when its count moved; otherwise the last one is sent again, the
-/// same `Arc` (which tells the reconcile loop, by pointer, that it did not
-/// change).
+/// validated again only when its count moved. Each list of the snapshot is
+/// the last one patched with the objects its reflector saw change
+/// ([`Changed`], [`patched`]), the same `Arc` when none did (which tells
+/// the reconcile loop, by pointer, that it did not change), and read and
+/// sorted again from its cache only after a relist: a change costs its
+/// keys' binary searches and a copy of the list's pointers, not a sort of
+/// the cache.
 async fn snapshots(
     caches: Caches,
     mut changed: watch::Receiver<Generations>,
@@ -291,7 +406,7 @@ async fn snapshots(
             Some((_, v, _)) if !revalidate => v.clone(),
             _ => caches.configuration(),
         };
-        let snap = caches.cluster(last.as_ref().map(|(.., s)| s), moved);
+        let snap = caches.cluster(last.as_ref().map(|(.., s)| s));
         last = Some((now, configuration.clone(), snap.clone()));
         let reload = match configuration {
             Ok(model) => Ok(Snapshot { model, ..snap }),
@@ -320,7 +435,8 @@ async fn snapshots(
     }
 }
 
-/// Runs one reflector: keeps `Store` current and counts every event in
+/// Runs one reflector: keeps `Store` current, notes the keys every event
+/// changed in the cache's [`Changed`] and then counts the event in
 /// `changed`, under `feed`. `trim` drops fields the speaker never reads.
 fn reflect<K>(
     tasks: &Spawner,
@@ -328,13 +444,15 @@ fn reflect<K>(
     changed: &watch::Sender<Generations>,
     feed: Feed,
     trim: fn(&mut K),
-) -> Store<K>
+) -> Cache<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
     let changed = changed.clone();
+    let keys = Arc::new(Mutex::new(Changed::default()));
+    let noted = Arc::clone(&keys);
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -352,6 +470,7 @@ where
         loop {
             match stream.try_next().await {
                 Ok(Some(ev)) => {
+                    lock(&noted).note(&ev);
                     // The initial list pings once, when it is complete.
                     if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
                         debug!(kind, "watch event");
@@ -371,7 +490,10 @@ where
             }
         }
     });
-    reader
+    Cache {
+        store: reader,
+        changed: keys,
+    }
 }
 
 /// Tells the snapshot task that a cache of `feed` changed.
@@ -894,21 +1016,47 @@ mod tests {
 
     /// Caches fed by hand instead of by watches.
     struct Lab {
-        services: Writer<Service>,
-        pools: Writer<IPAddressPool>,
+        services: Feeder<Service>,
+        pools: Feeder<IPAddressPool>,
         changed: watch::Sender<Generations>,
     }
 
-    /// A store whose initial list is complete (and empty), and its writer.
-    fn listed<K>() -> (Store<K>, Writer<K>)
+    /// Applies events to a cache as its reflector does: to the store, then
+    /// to its [`Changed`].
+    struct Feeder<K: Resource + Clone + 'static>
+    where
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        writer: Writer<K>,
+        changed: Arc<Mutex<Changed>>,
+    }
+
+    impl<K> Feeder<K>
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        fn apply(&mut self, event: &watcher::Event<K>) {
+            self.writer.apply_watcher_event(event);
+            lock(&self.changed).note(event);
+        }
+    }
+
+    /// A cache whose initial list is complete (and empty), and its feeder.
+    fn listed<K>() -> (Cache<K>, Feeder<K>)
     where
         K: Resource + Clone + 'static,
         K::DynamicType: Default + Eq + Hash + Clone,
     {
-        let (store, mut writer) = reflector::store();
-        writer.apply_watcher_event(&watcher::Event::Init);
-        writer.apply_watcher_event(&watcher::Event::InitDone);
-        (store, writer)
+        let (store, writer) = reflector::store();
+        let changed = Arc::new(Mutex::new(Changed::default()));
+        let mut feeder = Feeder {
+            writer,
+            changed: Arc::clone(&changed),
+        };
+        feeder.apply(&watcher::Event::Init);
+        feeder.apply(&watcher::Event::InitDone);
+        (Cache { store, changed }, feeder)
     }
 
     impl Lab {
@@ -945,7 +1093,7 @@ mod tests {
                 "spec": {"type": "LoadBalancer"},
             }))
             .unwrap_or_else(|e| panic!("{e}"));
-            self.services.apply_watcher_event(&watcher::Event::Apply(s));
+            self.services.apply(&watcher::Event::Apply(s));
             ping(&self.changed, Feed::Services);
         }
 
@@ -956,7 +1104,7 @@ mod tests {
                 "spec": {"addresses": [addresses]},
             }))
             .unwrap_or_else(|e| panic!("{e}"));
-            self.pools.apply_watcher_event(&watcher::Event::Apply(p));
+            self.pools.apply(&watcher::Event::Apply(p));
             ping(&self.changed, Feed::Configuration);
         }
     }
@@ -1051,6 +1199,121 @@ mod tests {
         assert!(errors.iter().any(|e| e.contains("bad")), "{errors:?}");
         lab.service("db");
         assert_eq!(refused(next(&mut reloads).await), (errors, 2));
+    }
+
+    /// Issue 18: after every step of seeded random histories of watch
+    /// events (EndpointSlices and Services applied and deleted in two
+    /// namespaces, the slices relisted with some gone), each list the
+    /// snapshot task builds by patching the last one with the keys that
+    /// changed is the cache listed and sorted again (`shared`), the same
+    /// objects in the same order; the same `Arc` when no event came; and
+    /// the view [`Converted`] builds from the patched lists is the view
+    /// from scratch (`ClusterView::from_k8s`).
+    #[test]
+    fn patched_lists_are_the_caches_sorted() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+
+        use crate::announce::ClusterView;
+        use crate::announce::k8s::Converted;
+
+        fn same<K>(a: &[Arc<K>], b: &[Arc<K>]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+        }
+        let names = |rng: &mut SmallRng| {
+            let ns = ["a", "b"][rng.random_range(0..2)];
+            (ns, format!("s{}", rng.random_range(0..6)))
+        };
+        let slice = |rng: &mut SmallRng| {
+            let (ns, svc) = names(rng);
+            EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(format!("{svc}-{}", rng.random_range(0..3))),
+                    namespace: Some(ns.into()),
+                    ..ObjectMeta::default()
+                },
+                service: Some(svc),
+                endpoints: (0..rng.random_range(0..3))
+                    .map(|_| Endpoint {
+                        node: Some(format!("n{}", rng.random_range(0..3))),
+                        has_address: true,
+                        ready: Some(rng.random_bool(0.7)),
+                        serving: None,
+                        terminating: None,
+                    })
+                    .collect(),
+            }
+        };
+        let service = |rng: &mut SmallRng| {
+            let (ns, name) = names(rng);
+            Service {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: Some(ns.into()),
+                    ..ObjectMeta::default()
+                },
+                load_balancer: true,
+                load_balancer_class: None,
+                external_traffic_policy: if rng.random_bool(0.5) {
+                    TrafficPolicy::Local
+                } else {
+                    TrafficPolicy::Cluster
+                },
+                ingress: vec![Some(format!("192.0.2.{}", rng.random_range(1..9)))],
+            }
+        };
+        let mut patches = 0;
+        for seed in 0..30 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let (slices, mut slices_w) = listed::<EndpointSlice>();
+            let (services, mut services_w) = listed::<Service>();
+            let mut sl = slices.list(None);
+            let mut sv = services.list(None);
+            let mut converted = Converted::default();
+            for step in 0..200 {
+                let events = rng.random_range(0..4);
+                for _ in 0..events {
+                    match rng.random_range(0..20) {
+                        0..9 => slices_w.apply(&watcher::Event::Apply(slice(&mut rng))),
+                        9..12 => slices_w.apply(&watcher::Event::Delete(slice(&mut rng))),
+                        12..16 => services_w.apply(&watcher::Event::Apply(service(&mut rng))),
+                        16..19 => services_w.apply(&watcher::Event::Delete(service(&mut rng))),
+                        _ => {
+                            // A relist: what is left of the cache, some of
+                            // it gone, some of it new.
+                            slices_w.apply(&watcher::Event::Init);
+                            for o in slices.store.state() {
+                                if rng.random_bool(0.8) {
+                                    slices_w.apply(&watcher::Event::InitApply((*o).clone()));
+                                }
+                            }
+                            slices_w.apply(&watcher::Event::InitApply(slice(&mut rng)));
+                            slices_w.apply(&watcher::Event::InitDone);
+                        }
+                    }
+                }
+                let at = format!("seed {seed} step {step}");
+                let (new_sl, new_sv) = (slices.list(Some(&sl)), services.list(Some(&sv)));
+                if events == 0 {
+                    assert!(Arc::ptr_eq(&new_sl, &sl), "{at}: slices listed again");
+                    assert!(Arc::ptr_eq(&new_sv, &sv), "{at}: services listed again");
+                } else {
+                    patches += 1;
+                }
+                (sl, sv) = (new_sl, new_sv);
+                assert!(same(&sl, &shared(&slices.store)), "{at}: {sl:?}");
+                assert!(same(&sv, &shared(&services.store)), "{at}: {sv:?}");
+                let none: Shared<Node> = Arc::default();
+                let secrets: Shared<Secret> = Arc::default();
+                let (view, problems) =
+                    converted.view("n1", Arc::default(), &none, &sv, &sl, &secrets);
+                let (scratch, scratch_problems) =
+                    ClusterView::from_k8s("n1", Arc::default(), &none, &sv, &sl, &secrets);
+                assert_eq!(view.services, scratch.services, "{at}");
+                assert_eq!(problems, scratch_problems, "{at}");
+            }
+        }
+        assert!(patches > 4_000, "{patches}");
     }
 
     #[test]

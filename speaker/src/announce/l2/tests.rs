@@ -675,3 +675,105 @@ fn file_mode_isolation_keeps_the_member_list_election() {
     assert_eq!(plan.api_candidates, 0);
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
 }
+
+/// Issue 18: an election starts from the speakers in the view and not
+/// excluded (found once per context), and under `externalTrafficPolicy:
+/// Local` from the nodes with a serving endpoint, instead of walking every
+/// speaker per service. On seeded random views (labels, exclusions,
+/// members with and without Nodes, selectors and preferences, endpoints
+/// on nodes with and without speakers) every election is the one
+/// [`L2Context::candidacy`] gives when asked of every speaker, in the same
+/// order.
+#[test]
+fn indexed_elections_are_those_of_every_speaker() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::super::view::EXCLUDE_LABEL;
+
+    const NAMES: [&str; 8] = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
+    let mut elected = 0;
+    for seed in 0..200 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let in_view: Vec<&str> = NAMES
+            .into_iter()
+            .filter(|_| rng.random_bool(0.85))
+            .collect();
+        let mut v = view("n1", &in_view);
+        for n in Arc::make_mut(&mut v.nodes).values_mut() {
+            for (k, value) in [("l2", "yes"), ("tier", "edge"), (EXCLUDE_LABEL, "")] {
+                if rng.random_bool(if k == EXCLUDE_LABEL { 0.15 } else { 0.5 }) {
+                    n.labels.insert(k.into(), value.into());
+                }
+            }
+            if rng.random_bool(0.15) {
+                n.conditions
+                    .insert("NetworkUnavailable".into(), "True".into());
+            }
+        }
+        v.members = rng.random_bool(0.7).then(|| {
+            NAMES
+                .iter()
+                .chain(&["ghost"])
+                .filter(|_| rng.random_bool(0.7))
+                .map(|n| (*n).to_owned())
+                .collect()
+        });
+        v.config.pools = vec![pool("pool", &["192.0.2.0/24"], &[])];
+        v.config.l2_advertisements = (0..rng.random_range(1..=2))
+            .map(|i| {
+                let mut spec = L2AdvertisementSpec::default();
+                if rng.random_bool(0.5) {
+                    spec.node_selectors = vec![sel(&[("l2", "yes")])];
+                }
+                if rng.random_bool(0.5) {
+                    spec.preferred_node_selectors = vec![PreferredNodeSelector {
+                        weight: rng.random_range(1..20),
+                        preference: sel(&[("tier", "edge")]),
+                    }];
+                }
+                l2_ad(&format!("ad{i}"), spec)
+            })
+            .collect();
+        v.services = services((0..6).map(|i| {
+            let on: Vec<&str> = NAMES
+                .iter()
+                .chain(&["ghost"])
+                .copied()
+                .filter(|_| rng.random_bool(0.3))
+                .collect();
+            let mut s = svc(&format!("s{i}"), &[&format!("192.0.2.{}", 10 + i)], &on);
+            if rng.random_bool(0.5) {
+                s.external_traffic_policy = TrafficPolicy::Local;
+            }
+            s
+        }));
+        let (view, problems) = v.build();
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = l2_plan(&view);
+        let ctx = L2Context::new(&view);
+        for a in assigned(&view, &mut Vec::new()) {
+            let ads = ctx
+                .advertisements(a.svc, a.pool)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let with_endpoints = a.svc.nodes_with_serving_endpoints();
+            let seed_ip = a.svc.ingress[0].to_string();
+            let mut want: Vec<(i64, [u8; 32], &str)> = ctx
+                .speakers
+                .iter()
+                .filter(|_| a.svc.has_serving_endpoint())
+                .filter_map(|&name| {
+                    let score = ctx.candidacy(a.svc, &ads, &with_endpoints, name).ok()?;
+                    let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed_ip}")).into();
+                    Some((score, hash, name))
+                })
+                .collect();
+            want.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
+            let want: Vec<&str> = want.iter().map(|c| c.2).collect();
+            let got = &plan.elections[&a.svc.key].candidates;
+            assert_eq!(*got, want, "seed {seed} {}", a.svc.key);
+            elected += usize::from(!want.is_empty());
+        }
+    }
+    assert!(elected > 300, "{elected}");
+}
