@@ -1638,6 +1638,40 @@ router bgp 64500
             .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
             .unwrap()
     };
+    // VmRSS and VmHWM beside the live heap and the trims' counters (a
+    // scrape of the speaker's metrics in its namespace); the heap's
+    // series are absent where the speaker is not built for glibc.
+    let memory = |when: &str| {
+        let s = proc_status();
+        let text = node_ns.run_in(|| {
+            use std::io::{Read, Write};
+            let mut s = String::new();
+            if let Ok(mut c) = std::net::TcpStream::connect("127.0.0.1:7472") {
+                let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+                let _ = c.read_to_string(&mut s);
+            }
+            s
+        });
+        let sample = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .map_or_else(|| "-".to_owned(), |v| v.trim().to_owned())
+        };
+        let live = sample("ferrolb_heap_live_bytes")
+            .parse::<f64>()
+            .map_or_else(|_| "-".to_owned(), |b| format!("{:.1}", b / 1048576.0));
+        eprintln!(
+            "scale: memory {when}: VmRSS {:.1} MiB ({:.2} KiB per Service), VmHWM {:.1} MiB, \
+             live heap {live} MiB; trims {}, released {}, {} s",
+            kib(&s, "VmRSS:") as f64 / 1024.0,
+            kib(&s, "VmRSS:") as f64 / f64::from(services),
+            kib(&s, "VmHWM:") as f64 / 1024.0,
+            sample("ferrolb_heap_trims_total"),
+            sample("ferrolb_heap_trims_released_total"),
+            sample("ferrolb_heap_trim_seconds_total"),
+        );
+    };
+    memory("at the routes");
     let cpu = || cpu_ticks(pid);
     // Then the speaker writes a ServiceBGPStatus object and a nodeAssigned
     // Event per announced Service (and reads the apiserver's answers
@@ -1665,6 +1699,7 @@ router bgp 64500
         relay.octets_in() as f64 / 1e6
     );
     std::thread::sleep(Duration::from_secs(10));
+    memory("after the start's writes");
     let s = proc_status();
     eprintln!(
         "scale: steady state: VmRSS {} KiB ({:.1} MiB), VmHWM {} KiB ({:.1} MiB)",
@@ -1890,6 +1925,10 @@ router bgp 64500
         octets as f64 / 1e6 / minutes,
         octets as f64 / changes as f64,
     );
+    memory("after the churn");
+    // One trim period (--heap-trim-ms, 10 s by default) and a little more.
+    std::thread::sleep(Duration::from_secs(12));
+    memory("12 s after the churn");
     let s = proc_status();
     eprintln!(
         "scale: after the churn: VmRSS {} KiB, VmHWM {} KiB",
