@@ -61,7 +61,7 @@ pub struct Options {
     /// BFD. MetalLB has no such option; FRR's default behaves this way.
     pub bgp_without_bfd_up: bool,
     /// After a reconcile, give the allocator's free pages back to the
-    /// kernel this long later ([`crate::net::heap::trim`]), at most once
+    /// kernel this long later (`malloc_trim`, in `net::heap`), at most once
     /// per such period; `None`: never.
     pub heap_trim: Option<Duration>,
 }
