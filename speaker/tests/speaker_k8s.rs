@@ -1643,15 +1643,7 @@ router bgp 64500
     // series are absent where the speaker is not built for glibc.
     let memory = |when: &str| {
         let s = proc_status();
-        let text = node_ns.run_in(|| {
-            use std::io::{Read, Write};
-            let mut s = String::new();
-            if let Ok(mut c) = std::net::TcpStream::connect("127.0.0.1:7472") {
-                let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
-                let _ = c.read_to_string(&mut s);
-            }
-            s
-        });
+        let text = k8s::metrics_in(&node_ns);
         let sample = |name: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))

@@ -447,6 +447,24 @@ pub struct Node {
     _forward: Forward,
 }
 
+/// The answer to `GET /metrics` from the speaker's port 7472 inside `ns`,
+/// empty when nothing answers.
+pub fn metrics_in(ns: &Netns) -> String {
+    use std::io::{Read, Write};
+    ns.run_in(|| {
+        let Ok(mut c) = std::net::TcpStream::connect("127.0.0.1:7472") else {
+            return String::new();
+        };
+        let mut s = String::new();
+        if c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .is_ok()
+        {
+            let _ = c.read_to_string(&mut s);
+        }
+        s
+    })
+}
+
 fn spawn_speaker(ns: &Netns, node: &str, system: &str, extra: &[String], log: &Path) -> Proc {
     let env = TestEnv::global();
     let stderr = std::fs::OpenOptions::new()
@@ -577,19 +595,7 @@ impl Node {
 
     /// The body of `GET /metrics`, empty when the speaker does not answer.
     pub fn metrics(&self) -> String {
-        use std::io::{Read, Write};
-        self.ns.run_in(|| {
-            let Ok(mut c) = std::net::TcpStream::connect("127.0.0.1:7472") else {
-                return String::new();
-            };
-            let mut s = String::new();
-            if c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
-                .is_ok()
-            {
-                let _ = c.read_to_string(&mut s);
-            }
-            s
-        })
+        metrics_in(&self.ns)
     }
 
     pub fn mac(&self) -> String {
