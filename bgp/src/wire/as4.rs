@@ -2,8 +2,8 @@
 //!
 //! On a session where the 4-octet AS capability was not negotiated the
 //! AS_PATH and AGGREGATOR carry 2-octet AS numbers, and every AS that does
-//! not fit is sent as AS_TRANS (23456; the codec does that in
-//! [`AttrValue::emit`](super::AttrValue)). The real path travels beside it
+//! not fit is sent as AS_TRANS (23456; the codec does that when it encodes
+//! an [`AttrValue`] for such a session). The real path travels beside it
 //! in AS4_PATH, the real aggregator in AS4_AGGREGATOR: [`outbound`] adds
 //! them to the attributes of a route (§4.2.2), [`as_path`] and
 //! [`aggregator`] put a received route's path and aggregator back together
@@ -88,7 +88,7 @@ pub fn outbound(attrs: &mut Vec<PathAttribute>, as4: bool) {
 ///   selection ([`AsPath::path_len`]: a set counts 1, confederation
 ///   segments 0); a confederation segment of AS_PATH goes along when it
 ///   leads the path or follows a segment taken. Confederation segments
-///   of AS4_PATH are dropped (they never belong there).
+///   of AS4_PATH are dropped (§6: they never belong there).
 pub fn as_path(attrs: &[PathAttribute], as4: bool) -> Option<AsPath> {
     let as_path = attrs.iter().find_map(|a| match &a.value {
         AttrValue::AsPath(p) => Some(p),
