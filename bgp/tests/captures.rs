@@ -116,3 +116,64 @@ fn capture_round_trips(#[files("../testdata/bgp/*.bin")] bin: PathBuf) {
     }
     assert!(count > 0, "{}: empty capture", bin.display());
 }
+
+/// RFC 6793 §4.2.3 on real input: FRR with AS 4200000002 sends a peer
+/// without the 4-octet AS capability AS_PATHs of AS_TRANS plus AS4_PATH
+/// (`as-trans.as4.bin`); put back together they are the paths FRR had
+/// (testdata/bgp/README.md: 10.70.0.0/24 prepended 4200000002 4200000077
+/// 64999, 10.70.1.0/24 its own, 10.71.0.0/24 the legacy peer's sent back).
+/// The legacy peer (`as-trans.legacy.bin`) sends no AS4_PATH: its AS_PATH
+/// is the path.
+#[test]
+fn as_trans_capture_paths_put_back_together() {
+    use bgp::wire::{AsPath, AttrType, AttrValue, as4};
+    type Route = (String, Vec<u32>, Vec<u32>);
+    let asns = |p: &AsPath| {
+        p.segments()
+            .flat_map(|s| s.asns().collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    // Each UPDATE's first prefix, its AS_PATH as sent, and the real path.
+    let routes = |name: &str| -> Vec<Route> {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata/bgp")
+            .join(name);
+        let ctx = context(&flags(&bin));
+        assert!(!ctx.as4, "{name}: a 2-octet session");
+        let data = std::fs::read(&bin).expect("read capture");
+        let mut rest = &data[..];
+        let mut out = Vec::new();
+        while let Some(len) = frame::decode(rest, &ctx).expect("valid framing") {
+            if let Ok(Message::Update(u)) = Message::parse(&rest[..len], &ctx)
+                && let Some(AttrValue::AsPath(sent)) = u.attribute(AttrType::AsPath)
+            {
+                let real = as4::as_path(&u.attributes, ctx.as4).expect("an AS_PATH");
+                out.push((u.nlri[0].prefix.to_string(), asns(sent), asns(&real)));
+            }
+            rest = &rest[len..];
+        }
+        out
+    };
+    const BIG: u32 = 4_200_000_002;
+    const TRANS: u32 = 23456;
+    let r = |p: &str, sent: &[u32], real: &[u32]| (p.to_owned(), sent.to_vec(), real.to_vec());
+    assert_eq!(
+        routes("as-trans.as4.bin"),
+        [
+            r(
+                "10.70.0.0/24",
+                &[TRANS, TRANS, TRANS, 64999],
+                &[BIG, BIG, 4_200_000_077, 64999]
+            ),
+            r("10.70.1.0/24", &[TRANS], &[BIG]),
+            r("10.71.0.0/24", &[TRANS, 64510], &[BIG, 64510]),
+        ]
+    );
+    assert_eq!(
+        routes("as-trans.legacy.bin"),
+        [
+            r("10.71.0.0/24", &[64510], &[64510]),
+            r("10.71.0.0/24", &[64510], &[64510]),
+        ]
+    );
+}

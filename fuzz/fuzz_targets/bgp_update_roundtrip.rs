@@ -1,10 +1,14 @@
 //! Emits an arbitrary UPDATE and parses it back: emit then parse must give
-//! the same value, with no RFC 7606 errors.
+//! the same value, with no RFC 7606 errors. Its AS path, sent to a 2-octet
+//! peer with AS4_PATH, must read back whole (RFC 6793).
 #![no_main]
 // A fuzz target reports a bug by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use bgp::wire::{AttrValue, EncodeCtx, Family, Message, MpReach, MpUnreach, NextHop, Nlri, Update};
+use bgp::wire::{
+    AttrType, AttrValue, EncodeCtx, Family, Message, MpReach, MpUnreach, NextHop, Nlri,
+    PathAttribute, SegmentType, Update, as4,
+};
 use libfuzzer_sys::fuzz_target;
 
 /// Values that emit normalises (so they cannot come back equal) are skipped.
@@ -59,8 +63,38 @@ fn normalize_path_ids(ctx: &EncodeCtx, u: &mut Update) {
     }
 }
 
+/// RFC 6793 §4.2.2 then §4.2.3: a path of sequences and sets sent to a
+/// peer without 4-octet AS numbers, with `as4::outbound`, reads back whole
+/// at a NEW speaker.
+fn as4_path_round_trip(ctx: &EncodeCtx, update: &Update) {
+    let Some(AttrValue::AsPath(path)) = update.attribute(AttrType::AsPath) else {
+        return;
+    };
+    if !path
+        .segments()
+        .all(|s| matches!(s.kind, SegmentType::Sequence | SegmentType::Set))
+    {
+        return;
+    }
+    let mut attributes = vec![PathAttribute::new(AttrValue::AsPath(path.clone()))];
+    as4::outbound(&mut attributes, false);
+    let two_octet = EncodeCtx { as4: false, ..*ctx };
+    let msg = Message::Update(Update {
+        attributes,
+        ..Update::default()
+    });
+    let Ok(bytes) = msg.to_bytes(&two_octet) else {
+        return;
+    };
+    let Ok(Message::Update(back)) = Message::parse(&bytes, &two_octet) else {
+        panic!("emitted UPDATE must parse");
+    };
+    assert_eq!(as4::as_path(&back.attributes, false).as_ref(), Some(path));
+}
+
 fuzz_target!(|input: (EncodeCtx, Update)| {
     let (ctx, mut update) = input;
+    as4_path_round_trip(&ctx, &update);
     if !canonical(&ctx, &update) {
         return;
     }

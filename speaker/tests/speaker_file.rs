@@ -6,7 +6,9 @@
 //! (`testdata/speaker/l2`), the elected speaker answers a client's ARP.
 //! BGPPeer `localASN` against FRR and BIRD: the routers peer with the local
 //! AS and install the routes with it as their AS_PATH, the same AS_PATH FRR
-//! sends when configured as MetalLB's FRR mode configures it. `ebgpMultiHop`,
+//! sends when configured as MetalLB's FRR mode configures it. A 4-octet
+//! myASN towards BIRD as a 2-octet speaker (`enable as4 off`): BIRD reads
+//! the real AS from the AS4_PATH we send (RFC 6793). `ebgpMultiHop`,
 //! `dynamicASN`, `sourceAddress`, `routerID`, `holdTime` and `disableMP`
 //! against FRR, as FRR sees them; `connectTime` as the spacing of our
 //! connection attempts; `vrf` as the device the session's socket is bound
@@ -1248,6 +1250,105 @@ fn local_asn_is_the_as_frr_and_bird_see() {
     assert_eq!(n["10.0.0.2"]["remoteAs"], 65411, "{n:#}");
     // BIRD's peer did not change: its session is up.
     assert!(bird.is_established("speaker"));
+}
+
+/// A speaker in AS 4200000001 towards BIRD as a 2-octet speaker.
+const AS4_METALLB: &str = "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bgp-pool, namespace: metallb-system}
+spec:
+  addresses: [198.51.100.0/24]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: bird, namespace: metallb-system}
+spec:
+  myASN: 4200000001
+  peerASN: 64501
+  peerAddress: 10.0.0.3
+  holdTime: 9s
+  connectTime: 1s
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp-adv, namespace: metallb-system}
+spec:
+  ipAddressPools: [bgp-pool]
+";
+
+/// BIRD without the 4-octet AS capability (`enable as4 off`): an OLD
+/// speaker on the wire, which still reads AS4_PATH (BIRD's documentation:
+/// "even when disabled, BIRD behaves internally as AS4-aware BGP router").
+/// It refuses a neighbor AS above 65535 ("Neighbor AS number out of range
+/// (AS4 not available)") yet compares AS_TRANS with the AS of our 4-octet
+/// AS capability (Bad Peer AS), so it takes any external AS.
+const AS4_OFF_BIRD: &str = "
+router id 10.0.0.3;
+protocol device {}
+protocol bgp speaker {
+  local 10.0.0.3 as 64501;
+  neighbor 10.0.0.2 external;
+  enable as4 off;
+  hold time 9;
+  connect delay time 1;
+  connect retry time 1;
+  ipv4 { import all; export none; };
+}
+";
+
+/// RFC 6793 §4.2.2 against a real OLD speaker: BIRD with `enable as4 off`
+/// peers with a speaker in AS 4200000001 over a session without 4-octet
+/// AS numbers (BIRD's `Session:` line lacks `AS4`), so the AS_PATH on the
+/// wire is AS_TRANS 23456. BIRD's route shows AS_PATH 4200000001: BIRD
+/// puts the path back together from AS4_PATH (RFC 6793 §4.2.3), which
+/// only the AS4_PATH we send can give it (without it BIRD shows 23456,
+/// as it did before AS4_PATH was sent). Our log says why the peer sees
+/// AS_TRANS.
+#[test]
+fn two_octet_bird_reads_the_real_as_from_as4_path() {
+    testnet::require_root();
+    let run = RunDir::new("speaker-as4path");
+    let dir = config_dir(&run, "bgp");
+    std::fs::write(dir.join("metallb.yaml"), AS4_METALLB).unwrap();
+    let bridge = Bridge::new("as4p");
+    let bird_ns = Netns::new("as4bird");
+    bridge.attach(&bird_ns, "eth0");
+    bird_ns.add_addr("eth0", "10.0.0.3/24");
+    let bird = Bird::start(&bird_ns, AS4_OFF_BIRD);
+    let node = Node::start(&bridge, "node1", "10.0.0.2", &dir, &run);
+    let prefix = "198.51.100.10/32";
+    let fail = |e: String| -> ! {
+        node.dump_log();
+        panic!("{e}")
+    };
+
+    let route = wait_until("the route at BIRD", T, Duration::from_millis(200), || {
+        let r = bird.birdc(&format!("show route all {prefix}"));
+        r.contains("BGP.as_path").then_some(r)
+    })
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let field = |text: &str, name: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .collect()
+    };
+    let proto = bird.birdc("show protocols all speaker");
+    assert!(proto.contains("Established"), "{proto}");
+    // BIRD names a 4-octet session "external AS4".
+    assert_eq!(field(&proto, "Session:"), ["external"], "{proto}");
+    assert_eq!(field(&proto, "Neighbor AS:"), ["4200000001"], "{proto}");
+    assert_eq!(field(&route, "BGP.as_path:"), ["4200000001"], "{route}");
+
+    let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+    let said = log.lines().any(|l| {
+        l.contains("session established")
+            && l.contains("four_octet_as=false")
+            && l.contains("name=\"bird\"")
+    }) && log.contains("peer without 4-octet AS numbers");
+    if !said {
+        fail("the speaker's log does not say the session is 2-octet".to_owned());
+    }
 }
 
 /// Three sessions from one node to FRR, one per field under test, each

@@ -18,7 +18,7 @@ use bytes::BytesMut;
 
 use crate::wire::{
     AsPath, AttrValue, Community, EncodeCtx, Family, Ipv4Prefix, Ipv6Prefix, LargeCommunity,
-    NextHop, Nlri, Origin, PathAttribute, UpdateEncoder,
+    NextHop, Nlri, Origin, PathAttribute, UpdateEncoder, as4,
 };
 
 /// An IPv4 or IPv6 prefix.
@@ -298,7 +298,7 @@ impl AdjRibOut {
                     stats.skipped += count;
                     continue;
                 };
-                let path = path_attributes(attrs, egress);
+                let path = path_attributes(attrs, egress, ctx.as4);
                 let result = match family {
                     Family::Ipv4Unicast => enc.announce_ipv4(&path, next_hop, v4, out),
                     Family::Ipv6Unicast => enc.announce_ipv6(&path, next_hop, v6, out),
@@ -348,8 +348,10 @@ fn next_hop(attrs: &RouteAttrs, family: Family, egress: &Egress) -> Option<NextH
     }
 }
 
-/// The path attributes for a route, in type-code order.
-fn path_attributes(attrs: &RouteAttrs, egress: &Egress) -> Vec<PathAttribute> {
+/// The path attributes for a route, in type-code order, for a session
+/// with 4-octet AS numbers (`as4`) or without: then with AS4_PATH beside
+/// the AS_PATH when our AS does not fit in 2 octets (RFC 6793 §4.2.2).
+fn path_attributes(attrs: &RouteAttrs, egress: &Egress, as4: bool) -> Vec<PathAttribute> {
     let mut out = Vec::with_capacity(6);
     out.push(PathAttribute::new(AttrValue::Origin(
         attrs.origin.unwrap_or(Origin::Igp),
@@ -383,6 +385,7 @@ fn path_attributes(attrs: &RouteAttrs, egress: &Egress) -> Vec<PathAttribute> {
             attrs.large_communities.as_slice().into(),
         )));
     }
+    as4::outbound(&mut out, as4);
     out
 }
 
@@ -426,6 +429,91 @@ mod tests {
             communities: vec![Community::new(64512, 1)],
             ..Default::default()
         })
+    }
+
+    /// RFC 6793 §4.2.2: with AS 4200000002 towards a peer without the
+    /// 4-octet AS capability, AS_PATH carries AS_TRANS and AS4_PATH the
+    /// real AS. Byte for byte; and the attributes are, value for value and
+    /// in order, those FRR 8.4 sent in the same situation
+    /// (`testdata/bgp/as-trans.as4.bin` message 4: AS 4200000002 to a
+    /// 2-octet peer, 10.70.1.0/24, MED 0, next hop 10.0.7.1). Only the
+    /// flags differ: FRR sets Extended Length on AS_PATH and AS4_PATH.
+    #[test]
+    fn two_octet_peer_gets_as_trans_and_as4_path() {
+        const OURS: &str = concat!(
+            "ffffffffffffffffffffffffffffffff", // marker
+            "003d",                             // length 61
+            "02",                               // UPDATE
+            "0000",                             // no withdrawn routes
+            "0022",                             // path attributes: 34 octets
+            "40010100",                         // ORIGIN IGP
+            "40020402015ba0",                   // AS_PATH SEQ 23456 (2-octet)
+            "4003040a000701",                   // NEXT_HOP 10.0.7.1
+            "80040400000000",                   // MED 0
+            "c011060201fa56ea02",               // AS4_PATH SEQ 4200000002
+            "180a4601",                         // NLRI 10.70.1.0/24
+        );
+        let two_octet = EncodeCtx {
+            as4: false,
+            ..EncodeCtx::default()
+        };
+        let mut e = egress(false);
+        e.local_as = 4_200_000_002;
+        let mut rib = AdjRibOut::default();
+        rib.announce(
+            "10.70.1.0/24".parse().unwrap(),
+            Arc::new(RouteAttrs {
+                next_hop: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 7, 1))),
+                med: Some(0),
+                ..Default::default()
+            }),
+        );
+        let mut out = BytesMut::new();
+        rib.flush(&two_octet, &e, &mut out);
+        assert_eq!(hex::encode(&out), OURS);
+
+        // FRR's message 4 of the capture: the same values in the same order.
+        let capture = include_bytes!("../../../testdata/bgp/as-trans.as4.bin");
+        // Past the OPEN, the KEEPALIVE and message 3.
+        let frr = (0..3)
+            .try_fold(&capture[..], |rest, _| {
+                frame::decode(rest, &two_octet).unwrap().map(|n| &rest[n..])
+            })
+            .unwrap();
+        let n = frame::decode(frr, &two_octet).unwrap().unwrap();
+        let Message::Update(frr) = Message::parse(&frr[..n], &two_octet).unwrap() else {
+            panic!("message 4 of the capture is an UPDATE");
+        };
+        let Message::Update(ours) = Message::parse(&out, &two_octet).unwrap() else {
+            panic!("{out:02x?}");
+        };
+        let values = |u: &Update| {
+            u.attributes
+                .iter()
+                .map(|a| a.value.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(values(&ours), values(&frr));
+        assert_eq!(ours.nlri, frr.nlri);
+        assert_eq!(
+            ours.attribute(AttrType::As4Path),
+            Some(&AttrValue::As4Path(AsPath::sequence(vec![4_200_000_002])))
+        );
+
+        // On a 4-octet session: the real AS in AS_PATH, no AS4_PATH.
+        let mut rib4 = AdjRibOut::default();
+        rib4.announce(
+            "10.70.1.0/24".parse().unwrap(),
+            Arc::new(RouteAttrs::default()),
+        );
+        let mut out = BytesMut::new();
+        rib4.flush(&EncodeCtx::default(), &e, &mut out);
+        let ups = updates(&out);
+        assert_eq!(
+            ups[0].attribute(AttrType::AsPath),
+            Some(&AttrValue::AsPath(AsPath::sequence(vec![4_200_000_002])))
+        );
+        assert_eq!(ups[0].attribute(AttrType::As4Path), None);
     }
 
     #[test]

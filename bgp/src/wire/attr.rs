@@ -528,7 +528,8 @@ impl AsPath {
             // At most 255: checked when built or parsed.
             out.put_u8(s.len() as u8);
             for asn in s.asns() {
-                // RFC 6793 §4.2.2: ASes that do not fit become AS_TRANS.
+                // RFC 6793 §4.2.2: ASes that do not fit become AS_TRANS
+                // (the real path goes in AS4_PATH: `as4::outbound`).
                 out.put_u16(u16::try_from(asn).unwrap_or(AS_TRANS));
             }
         }

@@ -21,6 +21,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 
+pub mod as4;
 pub mod attr;
 pub mod error;
 pub mod iana;

@@ -846,7 +846,22 @@ impl PeerDriver {
                     });
                 }
                 Output::Established(negotiated) => {
-                    info!(remote_as = negotiated.remote_as, remote_id = %negotiated.remote_id, "session established");
+                    let four_octet_as = negotiated.encode.as4;
+                    info!(remote_as = negotiated.remote_as, remote_id = %negotiated.remote_id, four_octet_as, "session established");
+                    let c = self.session.config();
+                    let big = |asn: u32| asn > u32::from(u16::MAX);
+                    // Our real AS follows the session's in the AS_PATH
+                    // unless replace-as.
+                    let real_in_path = c.local_as_override.as_ref().is_none_or(|o| !o.replace_as);
+                    if !four_octet_as && (big(c.session_as()) || (real_in_path && big(c.local_as)))
+                    {
+                        // RFC 6793 §4.2.2, no error: the peer's own view
+                        // shows AS_TRANS unless it reads AS4_PATH.
+                        info!(
+                            local_as = c.session_as(),
+                            "peer without 4-octet AS numbers: AS_PATH carries AS_TRANS 23456, AS4_PATH the real path"
+                        );
+                    }
                     let _ = self.events.send(PeerEvent::Established {
                         peer: self.name.clone(),
                         negotiated,
