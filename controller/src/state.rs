@@ -670,7 +670,7 @@ mod tests {
             if a.name_any() != b.name_any() {
                 return false;
             }
-            a.spec.addresses.extend(b.spec.addresses.drain(..));
+            a.spec.addresses.append(&mut b.spec.addresses);
             true
         });
         out
