@@ -356,19 +356,33 @@ async fn lead(
         .inspect_ok(on_svc)
         .applied_objects();
 
-    // Namespaces: labels into the state, then the namespace's services.
+    // Namespaces: labels into the state, then the namespace's services,
+    // but only when its labels changed. The watch's initial list brings
+    // every namespace again with the labels the replay already has: those
+    // re-queued every Service a second time at startup (21,202 reconciles
+    // for 10,600 Services), while the Service watch's own first pass
+    // decides each of them anyway.
     let ns_stream = {
         let shared = shared.clone();
         watch::watcher(ns_api, watcher::Config::default())
             .default_backoff()
-            .inspect_ok(move |ev| match ev {
-                WatchEvent::Apply(ns) | WatchEvent::InitApply(ns) => shared
-                    .state()
-                    .set_namespace_labels(&ns.name_any(), Some(ns.labels().clone())),
-                WatchEvent::Delete(ns) => shared.state().set_namespace_labels(&ns.name_any(), None),
-                _ => {}
+            .try_filter_map(move |ev| {
+                let changed = match ev {
+                    WatchEvent::Apply(ns) | WatchEvent::InitApply(ns) => {
+                        let labels = Some(ns.labels().clone());
+                        shared
+                            .state()
+                            .set_namespace_labels(&ns.name_any(), labels)
+                            .then_some(ns)
+                    }
+                    WatchEvent::Delete(ns) => {
+                        shared.state().set_namespace_labels(&ns.name_any(), None);
+                        None
+                    }
+                    _ => None,
+                };
+                futures::future::ready(Ok(changed))
             })
-            .applied_objects()
     };
     let ns_reader = svc_reader.clone();
     let ns_mapper = move |ns: Namespace| {

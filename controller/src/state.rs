@@ -13,7 +13,7 @@ use api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
 use k8s_openapi::api::core::v1::{Namespace, Service as K8sService};
 use kube::ResourceExt;
 
-use crate::alloc::{AllocError, Allocator, Assignment, Considered, Family, Pool, ServiceKey};
+use crate::alloc::{AllocError, Allocator, Assignment, Considered, Pool, ServiceKey};
 use crate::convert::{self, Capacity, Reading};
 use crate::plan;
 use crate::pools::{self, Keeper};
@@ -243,12 +243,25 @@ impl State {
         }
     }
 
-    /// Sets the labels of a namespace (`None`: it is gone).
-    pub fn set_namespace_labels(&mut self, name: &str, labels: Option<BTreeMap<String, String>>) {
+    /// Sets the labels of a namespace (`None`: it is gone). Returns whether
+    /// they changed: only then can a decision for one of its Services
+    /// differ (pools select by namespace labels), so only then must its
+    /// Services be decided again.
+    pub fn set_namespace_labels(
+        &mut self,
+        name: &str,
+        labels: Option<BTreeMap<String, String>>,
+    ) -> bool {
         match labels {
-            Some(l) => self.namespace_labels.insert(name.to_owned(), l),
-            None => self.namespace_labels.remove(name),
-        };
+            Some(l) => {
+                if self.namespace_labels.get(name) == Some(&l) {
+                    return false;
+                }
+                self.namespace_labels.insert(name.to_owned(), l);
+                true
+            }
+            None => self.namespace_labels.remove(name).is_some(),
+        }
     }
 
     /// Decides for one Service, updating the allocator. Idempotent.
@@ -339,28 +352,24 @@ impl State {
         self.alloc.assignment(key)
     }
 
-    /// Address counts of every pool, by name.
+    /// Address counts of every pool, by name: O(pools), read from the
+    /// allocator's counters ([`Allocator::pool_use`]), which follow every
+    /// assignment as it changes; nothing here walks the Services (the
+    /// pool status writer and `/metrics` call this under the lock the
+    /// reconciles take).
     pub fn pool_counts(&self) -> Vec<PoolCounts> {
-        let mut used: HashMap<&str, [BTreeSet<IpAddr>; 2]> = HashMap::new();
-        let mut services: HashMap<&str, u64> = HashMap::new();
-        for (_, a) in self.alloc.assignments() {
-            *services.entry(a.pool.as_str()).or_default() += 1;
-            let sets = used.entry(a.pool.as_str()).or_default();
-            for ip in &a.ips {
-                sets[usize::from(Family::of(*ip) == Family::V6)].insert(*ip);
-            }
-        }
         self.pools
             .iter()
             .map(|p| {
-                let [v4, v6] = used
-                    .get(p.name.as_str())
-                    .map_or([0, 0], |s| [s[0].len() as u128, s[1].len() as u128]);
+                let used = self.alloc.pool_use(&p.name).unwrap_or_default();
                 PoolCounts {
                     name: p.name.clone(),
                     capacity: convert::capacity(p),
-                    assigned: Capacity { v4, v6 },
-                    services: services.get(p.name.as_str()).copied().unwrap_or(0),
+                    assigned: Capacity {
+                        v4: used.v4,
+                        v6: used.v6,
+                    },
+                    services: used.services,
                 }
             })
             .collect()
@@ -529,6 +538,211 @@ mod tests {
         assert_eq!(counts, [("new".to_owned(), 1, 1)]);
         let held = st.assignment(&convert::key(&service("s", &[])));
         assert_eq!(held.map(|a| a.pool.as_str()), Some("new"));
+    }
+
+    /// The pool counts as they were computed before they were kept as
+    /// assignments change: every assignment walked, each pool's distinct
+    /// addresses per family, and its services.
+    fn recount(st: &State) -> Vec<PoolCounts> {
+        use crate::alloc::Family;
+        let mut used: HashMap<&str, [BTreeSet<IpAddr>; 2]> = HashMap::new();
+        let mut services: HashMap<&str, u64> = HashMap::new();
+        for (_, a) in st.alloc.assignments() {
+            *services.entry(a.pool.as_str()).or_default() += 1;
+            let sets = used.entry(a.pool.as_str()).or_default();
+            for ip in &a.ips {
+                sets[usize::from(Family::of(*ip) == Family::V6)].insert(*ip);
+            }
+        }
+        st.pools
+            .iter()
+            .map(|p| {
+                let [v4, v6] = used
+                    .get(p.name.as_str())
+                    .map_or([0, 0], |s| [s[0].len() as u128, s[1].len() as u128]);
+                PoolCounts {
+                    name: p.name.clone(),
+                    capacity: convert::capacity(p),
+                    assigned: Capacity { v4, v6 },
+                    services: services.get(p.name.as_str()).copied().unwrap_or(0),
+                }
+            })
+            .collect()
+    }
+
+    /// A seeded xorshift64: the same histories on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// A random Service of the histories below: single-stack of either
+    /// family, dual-stack (required or preferred), sharing an address by
+    /// key, requesting one, or pinned to a pool, some not LoadBalancers;
+    /// its status holds what it was last given (as the reconciler writes
+    /// it), or nothing.
+    fn random_service(rng: &mut Rng, name: &str, ingress: &[IpAddr]) -> K8sService {
+        let ingress: Vec<String> = ingress.iter().map(ToString::to_string).collect();
+        let ingress: Vec<&str> = ingress.iter().map(String::as_str).collect();
+        let mut svc = service(name, &ingress);
+        let spec = svc.spec.as_mut().unwrap();
+        let mut annotations = BTreeMap::new();
+        match rng.below(9) {
+            0 => spec.ip_families = Some(vec!["IPv6".into()]),
+            1 => {
+                spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+                spec.ip_family_policy = Some("RequireDualStack".into());
+            }
+            2 => {
+                spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+                spec.ip_family_policy = Some("PreferDualStack".into());
+            }
+            3 => {
+                // Shares by key with others on other ports.
+                annotations.insert(convert::ANNOTATION_ALLOW_SHARED_IP.into(), "k".into());
+                let port = 1000 + i32::try_from(rng.below(50)).unwrap();
+                spec.ports = Some(vec![k8s_openapi::api::core::v1::ServicePort {
+                    port,
+                    ..Default::default()
+                }]);
+            }
+            4 => {
+                let ip = format!("10.0.{}.{}", rng.below(4), rng.below(8));
+                annotations.insert(convert::ANNOTATION_LOAD_BALANCER_IPS.into(), ip);
+            }
+            5 => {
+                let pool = ["a", "b", "c", "d"][rng.below(4)];
+                annotations.insert(convert::ANNOTATION_ADDRESS_POOL.into(), pool.into());
+            }
+            6 => spec.type_ = Some("ClusterIP".into()),
+            _ => {}
+        }
+        svc.metadata.annotations = Some(annotations);
+        svc
+    }
+
+    /// Random pool objects over the same address space: renamed, split in
+    /// two, merged, shrunk or gone, so that assignments follow a pool to
+    /// its new name, or are lost.
+    fn random_pools(rng: &mut Rng) -> Vec<IPAddressPool> {
+        let names = ["a", "b", "c", "d", "e"];
+        let mut out = Vec::new();
+        for block in 0..4 {
+            let name = names[(block + rng.below(2)) % names.len()];
+            match rng.below(6) {
+                0 => {}                                                      // gone
+                1 => out.push(pool(name, &[&format!("10.0.{block}.0/29")])), // shrunk
+                2 => {
+                    // Split in two pools.
+                    out.push(pool(
+                        &format!("{name}-lo"),
+                        &[
+                            &format!("10.0.{block}.0/29"),
+                            &format!("fc00::{block}:0/126"),
+                        ],
+                    ));
+                    out.push(pool(
+                        &format!("{name}-hi"),
+                        &[
+                            &format!("10.0.{block}.8/29"),
+                            &format!("fc00::{block}:4/126"),
+                        ],
+                    ));
+                }
+                _ => out.push(pool(
+                    name,
+                    &[
+                        &format!("10.0.{block}.0/28"),
+                        &format!("fc00::{block}:0/125"),
+                    ],
+                )),
+            }
+        }
+        // Two blocks under one name: a merge.
+        out.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+        out.dedup_by(|b, a| {
+            if a.name_any() != b.name_any() {
+                return false;
+            }
+            a.spec.addresses.append(&mut b.spec.addresses);
+            true
+        });
+        out
+    }
+
+    /// The counts kept as assignments change ([`State::pool_counts`])
+    /// equal a full recount over every assignment after each step of
+    /// seeded random histories of assigns, re-syncs, releases and pool
+    /// edits (renames, splits, merges, shrinks, removals).
+    #[test]
+    fn pool_counts_equal_a_full_recount_through_random_histories() {
+        // What the histories went through: assignments kept under a pool
+        // of another name, and addresses held by two services at once.
+        let (mut moved, mut shared) = (0, 0);
+        for seed in 1..=40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut st = State::new(None);
+            st.set_pool_objects(&random_pools(&mut rng));
+            // What each Service's status holds, as last written.
+            let mut status: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+            for step in 0..300 {
+                let name = format!("s{}", rng.below(60));
+                match rng.below(10) {
+                    0 => {
+                        st.forget(&convert::key(&service(&name, &[])));
+                        status.remove(&name);
+                    }
+                    1 => {
+                        let before: BTreeMap<ServiceKey, String> = st
+                            .alloc
+                            .assignments()
+                            .map(|(k, a)| (k.clone(), a.pool.clone()))
+                            .collect();
+                        let (_, lost, _) = st.set_pool_objects(&random_pools(&mut rng));
+                        for key in lost {
+                            status.remove(&key.name);
+                        }
+                        moved += st
+                            .alloc
+                            .assignments()
+                            .filter(|(k, a)| before.get(*k).is_some_and(|p| *p != a.pool))
+                            .count();
+                    }
+                    _ => {
+                        let now = status.get(&name).cloned().unwrap_or_default();
+                        let svc = random_service(&mut rng, &name, &now);
+                        match st.sync(&svc) {
+                            Outcome::Assigned { assignment, .. } => {
+                                status.insert(name, assignment.ips);
+                            }
+                            Outcome::Failed(_) | Outcome::NotLoadBalancer => {
+                                status.remove(&name);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                assert_eq!(st.pool_counts(), recount(&st), "seed {seed}, step {step}");
+                let held = st
+                    .alloc
+                    .assignments()
+                    .map(|(_, a)| a.ips.len())
+                    .sum::<usize>();
+                let distinct: BTreeSet<IpAddr> = st
+                    .alloc
+                    .assignments()
+                    .flat_map(|(_, a)| a.ips.iter().copied())
+                    .collect();
+                shared += usize::from(held > distinct.len());
+            }
+        }
+        assert!(moved > 0 && shared > 0, "moved {moved}, shared {shared}");
     }
 
     fn dual_preferred(name: &str, ingress: &[&str]) -> K8sService {

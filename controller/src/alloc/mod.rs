@@ -386,6 +386,13 @@ struct PoolState {
     space: [IntervalSet; 2],
     /// Addresses in use, per family.
     used: [IntervalSet; 2],
+    /// How many addresses `used` holds, per family: kept as addresses are
+    /// held and freed, so that the pool counts are read without walking
+    /// the sets or the assignments (issue 18: every second, under the
+    /// reconciles' lock).
+    in_use: [u128; 2],
+    /// Services whose assignment is in this pool.
+    services: u64,
 }
 
 fn fam_index(f: Family) -> usize {
@@ -406,6 +413,26 @@ impl PoolState {
             pool,
             space,
             used: [IntervalSet::default(), IntervalSet::default()],
+            in_use: [0, 0],
+            services: 0,
+        }
+    }
+
+    /// Marks `ip` in use (it may be already: a shared address).
+    fn take(&mut self, ip: IpAddr) {
+        let (i, n) = (fam_index(Family::of(ip)), to_u128(ip));
+        if !self.used[i].contains(n) {
+            self.used[i].insert(n);
+            self.in_use[i] += 1;
+        }
+    }
+
+    /// Marks `ip` free.
+    fn free(&mut self, ip: IpAddr) {
+        let (i, n) = (fam_index(Family::of(ip)), to_u128(ip));
+        if self.used[i].contains(n) {
+            self.used[i].remove(n);
+            self.in_use[i] -= 1;
         }
     }
 
@@ -513,6 +540,20 @@ pub struct PoolStats {
     pub in_use: u128,
 }
 
+/// What a pool holds now ([`Allocator::pool_use`]): kept up to date as
+/// addresses are held and freed, so reading it costs nothing per Service.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolUse {
+    /// IPv4 addresses held by at least one service (a shared one counts
+    /// once).
+    pub v4: u128,
+    /// IPv6 addresses held by at least one service.
+    pub v6: u128,
+    /// Services whose assignment is in the pool (services sharing an
+    /// address count each).
+    pub services: u64,
+}
+
 impl Allocator {
     /// An allocator over `pools`.
     pub fn new(pools: Vec<Pool>) -> Self {
@@ -548,7 +589,7 @@ impl Allocator {
                     self.hold(&asg.pool, *ip, u.clone());
                 }
             }
-            self.assignments.insert(key, asg);
+            self.record(key, asg);
         }
         lost.sort();
         lost
@@ -569,8 +610,19 @@ impl Allocator {
     pub fn pool_stats(&self, name: &str) -> Option<PoolStats> {
         let p = self.pools.get(name)?;
         let total = p.space.iter().fold(0u128, |a, s| a.saturating_add(s.len()));
-        let in_use = p.used.iter().fold(0u128, |a, s| a.saturating_add(s.len()));
+        let in_use = p.in_use[0].saturating_add(p.in_use[1]);
         Some(PoolStats { total, in_use })
+    }
+
+    /// What a pool holds now, per family, and how many services hold it;
+    /// O(1): counted as assignments change, not from them.
+    pub fn pool_use(&self, name: &str) -> Option<PoolUse> {
+        let p = self.pools.get(name)?;
+        Some(PoolUse {
+            v4: p.in_use[0],
+            v6: p.in_use[1],
+            services: p.services,
+        })
     }
 
     /// Assigns addresses to `svc`, keeping the ones it holds while they
@@ -622,6 +674,10 @@ impl Allocator {
         let Some(asg) = self.assignments.remove(key) else {
             return;
         };
+        let mut pool = self.pools.get_mut(&asg.pool);
+        if let Some(p) = pool.as_deref_mut() {
+            p.services = p.services.saturating_sub(1);
+        }
         for ip in asg.ips {
             let Some(list) = self.users.get_mut(&ip) else {
                 continue;
@@ -629,8 +685,8 @@ impl Allocator {
             list.retain(|u| &u.key != key);
             if list.is_empty() {
                 self.users.remove(&ip);
-                if let Some(p) = self.pools.get_mut(&asg.pool) {
-                    p.used[fam_index(Family::of(ip))].remove(to_u128(ip));
+                if let Some(p) = pool.as_deref_mut() {
+                    p.free(ip);
                 }
             }
         }
@@ -834,7 +890,7 @@ impl Allocator {
         let mut ips = a.ips;
         ips.push(ip);
         let a = Assignment { pool: a.pool, ips };
-        self.assignments.insert(svc.key.clone(), a.clone());
+        self.record(svc.key.clone(), a.clone());
         a
     }
 
@@ -1072,7 +1128,7 @@ impl Allocator {
 
     fn hold(&mut self, pool: &str, ip: IpAddr, u: Use) {
         if let Some(p) = self.pools.get_mut(pool) {
-            p.used[fam_index(Family::of(ip))].insert(to_u128(ip));
+            p.take(ip);
         }
         let list = self.users.entry(ip).or_default();
         list.retain(|x| x.key != u.key);
@@ -1092,8 +1148,22 @@ impl Allocator {
             pool: pool.to_owned(),
             ips,
         };
-        self.assignments.insert(svc.key.clone(), a.clone());
+        self.record(svc.key.clone(), a.clone());
         a
+    }
+
+    /// Records `a` as what `key` holds, in place of what it held, and
+    /// counts it in its pool ([`Allocator::pool_use`]). Every change of
+    /// `assignments` but a release goes through here.
+    fn record(&mut self, key: ServiceKey, a: Assignment) {
+        if let Some(p) = self.pools.get_mut(&a.pool) {
+            p.services += 1;
+        }
+        if let Some(old) = self.assignments.insert(key, a)
+            && let Some(p) = self.pools.get_mut(&old.pool)
+        {
+            p.services = p.services.saturating_sub(1);
+        }
     }
 
     /// Refreshes how a service uses its addresses (ports may change).

@@ -19,8 +19,7 @@ impl IntervalSet {
     }
 
     /// Whether `x` is in the set. O(log n).
-    #[cfg(test)]
-    fn contains(&self, x: u128) -> bool {
+    pub(crate) fn contains(&self, x: u128) -> bool {
         self.containing(x).is_some()
     }
 
