@@ -873,6 +873,9 @@ pub fn seed_addrs(ips: &BTreeSet<IpAddr>, port: u16, own: SocketAddr) -> Vec<Soc
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[cfg(test)]
+mod heap_at_scale;
+
+#[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector::store::Writer;
