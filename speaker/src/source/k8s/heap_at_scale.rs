@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::announce::Keyed;
 use crate::announce::k8s::Converted;
+use crate::announce::watched::SERVICE_NAME_LABEL;
 use crate::net::heap::live_bytes;
 
 const NODES: u32 = 5_000;
@@ -148,7 +149,9 @@ fn measure(services: u32) -> [i64; 4] {
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
     let nodes = stored((0..NODES).map(node), trim_node);
-    let svcs = stored((0..services).map(service), |_: &mut Service| {});
+    let mut interner = Interner::default();
+    let svcs = stored((0..services).map(service), |s| interner.service(s));
+    let mut interner = Interner::default();
     let slices = stored(
         (0..services).flat_map(|i| {
             let count = rng.random_range(1..=3);
@@ -156,7 +159,7 @@ fn measure(services: u32) -> [i64; 4] {
                 .map(|k| slice(i, k, &mut rng))
                 .collect::<Vec<_>>()
         }),
-        trim_slice,
+        |e| arrive_slice(&mut interner, e),
     );
     let after_stores = heap();
     let nl: Shared<Node> = shared(&nodes).into();
@@ -174,7 +177,9 @@ fn measure(services: u32) -> [i64; 4] {
     assert_eq!(changes.decided, usize::try_from(services).unwrap());
     drop(changes);
     let after_keyed = heap();
-    drop((keyed, view, converted, nl, sv, sl, nodes, svcs, slices));
+    drop((
+        keyed, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
+    ));
     [
         after_stores - start,
         after_lists - after_stores,
