@@ -142,7 +142,10 @@ impl Endpoint {
 /// four strings; this, 16 bytes of header and 32 per entry, its strings
 /// shared.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct Labels(Option<Arc<[(Arc<str>, Arc<str>)]>>);
+pub struct Labels(Option<Arc<[Pair]>>);
+
+/// A (key, value) pair of [`Labels`].
+type Pair = (Arc<str>, Arc<str>);
 
 impl Labels {
     /// The value of `key`.

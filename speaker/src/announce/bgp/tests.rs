@@ -927,7 +927,7 @@ fn which_services() {
     mislabelled.load_balancer_class = Some("ferrolb".into());
     mislabelled
         .annotations
-        .insert("metallb.io/ip-allocated-from-pool".into(), "other".into());
+        .insert("metallb.io/ip-allocated-from-pool", "other");
     v.services = services([
         ours,
         classless,

@@ -207,7 +207,7 @@ fn each_reason_as_the_decisions_give_it() {
                 Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]).into();
                 Arc::make_mut(&mut f.services[0])
                     .annotations
-                    .insert("metallb.io/allow-shared-ip".into(), "k".into());
+                    .insert("metallb.io/allow-shared-ip", "k");
                 f.config.l2_advertisements[0].spec.service_selectors = vec![sel(&[("app", "web")])];
             },
             Summary {

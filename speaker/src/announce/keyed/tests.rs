@@ -119,8 +119,7 @@ fn random_service(rng: &mut SmallRng, name: &str) -> Service {
     let app = ["a", "b", "c"][rng.random_range(0..3)];
     s.labels = labels(&[("app", app)]).into();
     if rng.random_bool(0.2) {
-        s.annotations
-            .insert("metallb.io/allow-shared-ip".into(), "k".into());
+        s.annotations.insert("metallb.io/allow-shared-ip", "k");
     }
     s
 }

@@ -422,8 +422,7 @@ fn service_and_pool_selectors() {
 fn shared_ip() {
     let shared = |name: &str| {
         let mut s = svc(name, &["192.0.2.10"], &["n1"]);
-        s.annotations
-            .insert("metallb.io/allow-shared-ip".into(), "key".into());
+        s.annotations.insert("metallb.io/allow-shared-ip", "key");
         s
     };
     // Sharing services elect the same node, which announces the IP once.
