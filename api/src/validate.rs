@@ -1518,7 +1518,7 @@ mod tests {
         );
         assert_eq!(p.bfd_profile.as_deref(), Some("fast"));
         assert_eq!(p.vrf.as_deref(), Some("red"));
-        let rack = |r: &str| [("rack".to_owned(), r.to_owned())].into();
+        let rack = |r: &str| BTreeMap::from([("rack".to_owned(), r.to_owned())]);
         assert!(p.nodes.matches(&rack("r1")) && !p.nodes.matches(&rack("r2")));
         // Any problem leaves the peer out of the model.
         let (p, problems) = bgp_peer(&peer("p", json!({"myASN": 1, "peerAddress": "x"})));

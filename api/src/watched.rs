@@ -20,8 +20,9 @@
 //! deserialising keeps; `kubectl ferrolb`, which lists whole objects, the
 //! tests and the fuzz target use them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
@@ -29,6 +30,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, de};
+
+use crate::model::LabelLookup;
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -51,12 +54,22 @@ pub struct Node {
 /// A Service: what the view reads (type, class, traffic policy, ingress,
 /// labels, MetalLB's annotations) and what Events name (uid, resource
 /// version).
+///
+/// The labels and annotations are [`Labels`], outside `metadata`: the
+/// view's Service shares them (the same `Arc`) instead of copying them,
+/// and the Kubernetes source shares equal sets between Services
+/// ([`Interner`]).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "wire::Service")]
 pub struct Service {
-    /// Name, namespace, uid, resource version, labels, and of the
-    /// annotations MetalLB's alone (`metallb.io/`, `metallb.universe.tf/`).
+    /// Name, namespace, uid and resource version; no labels or
+    /// annotations (they are the next two fields).
     pub metadata: ObjectMeta,
+    /// `metadata.labels`.
+    pub labels: Labels,
+    /// Of `metadata.annotations`, MetalLB's alone (`metallb.io/`,
+    /// `metallb.universe.tf/`).
+    pub annotations: Labels,
     /// `spec.type` is `LoadBalancer`.
     pub load_balancer: bool,
     /// `spec.loadBalancerClass`.
@@ -95,8 +108,10 @@ pub enum TrafficPolicy {
 /// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {
-    /// The node it runs on.
-    pub node: Option<String>,
+    /// The node it runs on: shared, so that the view's copy of the
+    /// endpoint and the endpoints on one node (the Kubernetes source
+    /// interns the names, [`Interner`]) do not each hold the name.
+    pub node: Option<Arc<str>>,
     /// Whether it has any address (the API requires one).
     pub has_address: bool,
     /// `conditions.ready`; unset means ready, as the API documents.
@@ -117,6 +132,202 @@ impl Endpoint {
     /// connections are not cut at the first SIGTERM.
     pub fn can_serve(&self) -> bool {
         self.has_address && (self.ready != Some(false) || self.serving == Some(true))
+    }
+}
+
+/// Labels or annotations as the speaker keeps them: (key, value) pairs
+/// sorted by key, immutable and shared, so that a copy is a pointer and
+/// equal sets can be one ([`Interner`]). The empty set allocates nothing.
+/// A `BTreeMap<String, String>` of two entries takes a 544-byte node and
+/// four strings; this, 16 bytes of header and 32 per entry, its strings
+/// shared.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Labels(Option<Arc<[Pair]>>);
+
+/// A (key, value) pair of [`Labels`].
+type Pair = (Arc<str>, Arc<str>);
+
+impl Labels {
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let pairs = self.0.as_deref()?;
+        let at = pairs.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(&pairs[at].1)
+    }
+
+    /// Whether the set has `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pairs, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| (&**k, &**v))
+    }
+
+    /// How many pairs.
+    pub fn len(&self) -> usize {
+        self.0.as_deref().map_or(0, <[_]>::len)
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets `key` to `value`: a new set (the shared one is not changed).
+    pub fn insert(&mut self, key: &str, value: &str) {
+        let mut pairs = self.0.as_deref().unwrap_or_default().to_vec();
+        match pairs.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(at) => pairs[at].1 = value.into(),
+            Err(at) => pairs.insert(at, (key.into(), value.into())),
+        }
+        *self = Self(Some(pairs.into()));
+    }
+
+    /// The pairs as a map (for the API's types).
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    /// Whether `self` and `other` are the same shared set.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    /// How many holders share the set (0 when empty): the interner's own
+    /// reference is one.
+    fn holders(&self) -> usize {
+        self.0.as_ref().map_or(0, Arc::strong_count)
+    }
+}
+
+impl<K: Into<Arc<str>> + Ord, V: Into<Arc<str>>> FromIterator<(K, V)> for Labels {
+    /// The pairs sorted by key; of two with one key, the later.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let sorted: BTreeMap<K, V> = pairs.into_iter().collect();
+        if sorted.is_empty() {
+            return Self::default();
+        }
+        Self(Some(
+            sorted
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        ))
+    }
+}
+
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        map.into_iter().collect()
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl LabelLookup for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+/// Makes equal label sets and equal strings (label keys and values, node
+/// names of endpoints) one shared value, as objects arrive: Services
+/// share the loadgen's or a Helm chart's labels, most Services of a pool
+/// carry the same MetalLB annotations, and every endpoint on a node names
+/// it. Pure: the Kubernetes source owns one per watched kind and runs each
+/// arriving object through it.
+///
+/// What no object holds any more is dropped once the tables have doubled
+/// since the last sweep, so they stay within twice what is live.
+#[derive(Debug, Default)]
+pub struct Interner {
+    sets: HashSet<Labels>,
+    strings: HashSet<Arc<str>>,
+    /// The tables' sizes after the last sweep.
+    swept: (usize, usize),
+}
+
+/// Tables smaller than this are never swept.
+const SWEEP_FLOOR: usize = 1_024;
+
+impl Interner {
+    /// The shared set equal to `labels`.
+    pub fn labels(&mut self, labels: &Labels) -> Labels {
+        if labels.is_empty() {
+            return Labels::default();
+        }
+        if let Some(found) = self.sets.get(labels) {
+            return found.clone();
+        }
+        let pairs = labels
+            .iter()
+            .map(|(k, v)| (self.string(k), self.string(v)))
+            .collect();
+        let shared = Labels(Some(pairs));
+        self.sets.insert(shared.clone());
+        self.sweep_if_grown();
+        shared
+    }
+
+    /// The shared string equal to `text`.
+    pub fn string(&mut self, text: &str) -> Arc<str> {
+        if let Some(found) = self.strings.get(text) {
+            return Arc::clone(found);
+        }
+        let shared: Arc<str> = text.into();
+        self.strings.insert(Arc::clone(&shared));
+        self.sweep_if_grown();
+        shared
+    }
+
+    /// Once a table has doubled since the last sweep: drops the sets only
+    /// the interner holds, then the strings only it holds (those of the
+    /// sets just dropped among them).
+    fn sweep_if_grown(&mut self) {
+        if self.sets.len() < 2 * self.swept.0.max(SWEEP_FLOOR)
+            && self.strings.len() < 2 * self.swept.1.max(SWEEP_FLOOR)
+        {
+            return;
+        }
+        self.sets.retain(|s| s.holders() > 1);
+        self.strings.retain(|s| Arc::strong_count(s) > 1);
+        self.swept = (self.sets.len(), self.strings.len());
+    }
+
+    /// A Service's labels and annotations, shared.
+    pub fn service(&mut self, s: &mut Service) {
+        s.labels = self.labels(&s.labels);
+        s.annotations = self.labels(&s.annotations);
+    }
+
+    /// An EndpointSlice's endpoints' node names, shared.
+    pub fn slice(&mut self, e: &mut EndpointSlice) {
+        for ep in &mut e.endpoints {
+            if let Some(node) = &ep.node {
+                ep.node = Some(self.string(node));
+            }
+        }
+    }
+
+    /// How many sets and strings the tables hold (live or not yet swept).
+    pub fn len(&self) -> (usize, usize) {
+        (self.sets.len(), self.strings.len())
     }
 }
 
@@ -343,8 +554,13 @@ mod wire {
     impl From<Service> for super::Service {
         fn from(s: Service) -> Self {
             let spec = s.spec.unwrap_or_default();
+            let mut meta = s.metadata;
+            let labels = meta.labels.take().map(Labels::from).unwrap_or_default();
+            let annotations = meta.annotations.take().map(Labels::from);
             Self {
-                metadata: s.metadata.into_meta(),
+                metadata: meta.into_meta(),
+                labels,
+                annotations: annotations.unwrap_or_default(),
                 load_balancer: spec.type_.as_deref() == Some("LoadBalancer"),
                 load_balancer_class: spec.load_balancer_class,
                 external_traffic_policy: traffic_policy(spec.external_traffic_policy.as_deref()),
@@ -404,7 +620,7 @@ mod wire {
                     .map(|ep| {
                         let c = ep.conditions.unwrap_or_default();
                         Endpoint {
-                            node: ep.node_name,
+                            node: ep.node_name.map(Into::into),
                             has_address: !ep.addresses.is_empty(),
                             ready: c.ready,
                             serving: c.serving,
@@ -462,8 +678,13 @@ impl From<&corev1::Node> for Node {
 impl From<&corev1::Service> for Service {
     fn from(s: &corev1::Service) -> Self {
         let spec = s.spec.as_ref();
+        let mut metadata = kept_meta(&s.metadata, true, true, true);
+        let labels = metadata.labels.take().map(Labels::from);
+        let annotations = metadata.annotations.take().map(Labels::from);
         Self {
-            metadata: kept_meta(&s.metadata, true, true, true),
+            metadata,
+            labels: labels.unwrap_or_default(),
+            annotations: annotations.unwrap_or_default(),
             load_balancer: spec.and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer"),
             load_balancer_class: spec.and_then(|sp| sp.load_balancer_class.clone()),
             external_traffic_policy: traffic_policy(
@@ -498,7 +719,7 @@ impl From<&discoveryv1::EndpointSlice> for EndpointSlice {
                 .map(|ep| {
                     let c = ep.conditions.as_ref();
                     Endpoint {
-                        node: ep.node_name.clone(),
+                        node: ep.node_name.as_deref().map(Into::into),
                         has_address: !ep.addresses.is_empty(),
                         ready: c.and_then(|c| c.ready),
                         serving: c.and_then(|c| c.serving),
@@ -545,10 +766,12 @@ mod tests {
         assert_eq!(direct, converted);
         assert_eq!(direct.ingress, vec![None, Some("192.0.2.1".into())]);
         assert!(direct.load_balancer);
-        let annotations = direct.metadata.annotations.unwrap_or_default();
+        let annotations: Vec<_> = direct.annotations.iter().map(|(k, _)| k).collect();
+        assert_eq!(annotations, ["metallb.io/address-pool"]);
+        assert_eq!(direct.labels.get("app"), Some("web"));
         assert_eq!(
-            annotations.keys().collect::<Vec<_>>(),
-            ["metallb.io/address-pool"]
+            (direct.metadata.labels, direct.metadata.annotations),
+            (None, None)
         );
 
         let (direct, converted) = both::<discoveryv1::EndpointSlice, EndpointSlice>(&json!({
@@ -658,9 +881,9 @@ mod tests {
         assert!(web.load_balancer);
         let ingress: Vec<_> = web.ingress.iter().flatten().map(String::as_str).collect();
         assert_eq!(ingress, ["198.51.100.10", "2001:db8:100::10"]);
-        let annotations = web.metadata.annotations.unwrap_or_default();
+        let annotations: Vec<_> = web.annotations.iter().map(|(k, _)| k).collect();
         assert_eq!(
-            annotations.keys().map(String::as_str).collect::<Vec<_>>(),
+            annotations,
             [
                 "metallb.io/address-pool",
                 "metallb.io/allow-shared-ip",
@@ -691,5 +914,124 @@ mod tests {
                 .contains(&("NetworkUnavailable".to_owned(), "False".to_owned()))
         );
         assert_eq!(node1.metadata.uid, None);
+    }
+
+    /// Labels: sorted by key whatever the input's order, read by key,
+    /// changed by copy (the shared set stays), equal by content, and read
+    /// by selectors as the API's maps are.
+    #[test]
+    fn labels_are_sorted_shared_and_selectable() {
+        let a: Labels = [("zone", "a"), ("app", "web"), ("tier", "")]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            [("app", "web"), ("tier", ""), ("zone", "a")]
+        );
+        assert_eq!(
+            (a.get("app"), a.get("tier"), a.get("x")),
+            (Some("web"), Some(""), None)
+        );
+        assert_eq!(a.len(), 3);
+        let mut b = a.clone();
+        assert!(b.ptr_eq(&a));
+        b.insert("app", "db");
+        b.insert("rack", "r1");
+        assert!(!b.ptr_eq(&a));
+        assert_eq!(a.get("app"), Some("web"));
+        assert_eq!(b.get("app"), Some("db"));
+        assert_eq!(
+            b.to_map().keys().collect::<Vec<_>>(),
+            ["app", "rack", "tier", "zone"]
+        );
+        let map = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+        assert_eq!(
+            Labels::from(map.clone()),
+            [("app", "web")].into_iter().collect()
+        );
+        assert_eq!(
+            format!("{:?}", Labels::from(map.clone())),
+            format!("{map:?}")
+        );
+        let empty = Labels::default();
+        assert!(empty.is_empty() && empty.ptr_eq(&Labels::from(BTreeMap::new())));
+
+        let selector = crate::model::Selector {
+            match_labels: BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+            requirements: vec![crate::model::Requirement {
+                key: "zone".into(),
+                operator: crate::model::Operator::In,
+                values: vec!["a".into(), "b".into()],
+            }],
+        };
+        assert!(selector.matches(&a));
+        assert!(!selector.matches(&b));
+        assert_eq!(selector.matches(&a.to_map()), selector.matches(&a));
+        assert_eq!(selector.matches(&b.to_map()), selector.matches(&b));
+    }
+
+    /// The interner makes equal sets one `Arc` and equal strings one, keeps
+    /// the content, and sweeps what no object holds once its tables have
+    /// doubled.
+    #[test]
+    fn interner_shares_equal_sets_and_sweeps_the_dead() {
+        let mut interner = Interner::default();
+        let set = |app: &str| -> Labels {
+            [("app", app.to_owned()), ("pool", "p".to_owned())]
+                .into_iter()
+                .collect()
+        };
+        let a = interner.labels(&set("web"));
+        let b = interner.labels(&set("web"));
+        let c = interner.labels(&set("db"));
+        assert!(a.ptr_eq(&b));
+        assert_eq!(a, set("web"));
+        assert_eq!(c, set("db"));
+        assert!(!a.ptr_eq(&c));
+        // The key "app" of both sets is one string.
+        let key = |l: &Labels| l.0.as_ref().map(|p| Arc::as_ptr(&p[0].0));
+        assert_eq!(key(&a), key(&c));
+        assert!(interner.labels(&Labels::default()).is_empty());
+
+        let mut slice = EndpointSlice {
+            endpoints: vec![
+                Endpoint {
+                    node: Some("n1".into()),
+                    ..Endpoint::default()
+                },
+                Endpoint {
+                    node: Some("n1".into()),
+                    ..Endpoint::default()
+                },
+                Endpoint::default(),
+            ],
+            ..EndpointSlice::default()
+        };
+        let before = slice.clone();
+        interner.slice(&mut slice);
+        assert_eq!(slice, before);
+        let node = |i: usize| slice.endpoints[i].node.as_ref().map(Arc::as_ptr);
+        assert_eq!(node(0), node(1));
+
+        let mut service = Service {
+            labels: set("web"),
+            annotations: set("web"),
+            ..Service::default()
+        };
+        interner.service(&mut service);
+        assert!(service.labels.ptr_eq(&a) && service.annotations.ptr_eq(&a));
+
+        // Sets no object holds any more are swept: the tables stay within
+        // twice what is live.
+        for i in 0..5 * SWEEP_FLOOR {
+            drop(interner.labels(&set(&format!("gone-{i}"))));
+        }
+        let (sets, strings) = interner.len();
+        assert!(sets < 2 * SWEEP_FLOOR, "{sets}");
+        assert!(strings < 2 * SWEEP_FLOOR, "{strings}");
+        assert!(
+            interner.labels(&set("web")).ptr_eq(&a),
+            "a live set is kept"
+        );
     }
 }

@@ -40,7 +40,7 @@ use kube::runtime::watcher;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use speaker::announce::k8s::Converted;
-use speaker::announce::watched::{EndpointSlice, Node, Service};
+use speaker::announce::watched::{EndpointSlice, Labels, Node, Service};
 use speaker::announce::{Endpoint, Keyed, TrafficPolicy};
 use speaker::source::k8s::{Key, get, patched, shared};
 
@@ -85,13 +85,11 @@ fn namespace(i: usize) -> String {
 
 fn service(i: usize) -> Service {
     Service {
-        metadata: ObjectMeta {
-            annotations: Some(BTreeMap::from([(
-                "metallb.io/ip-allocated-from-pool".to_owned(),
-                "pool".to_owned(),
-            )])),
-            ..meta(Some(namespace(i)), format!("svc-{i}"))
-        },
+        metadata: meta(Some(namespace(i)), format!("svc-{i}")),
+        labels: Labels::default(),
+        annotations: [("metallb.io/ip-allocated-from-pool", "pool")]
+            .into_iter()
+            .collect(),
         load_balancer: true,
         load_balancer_class: None,
         external_traffic_policy: if i.is_multiple_of(2) {
@@ -107,7 +105,7 @@ fn service(i: usize) -> Service {
 
 fn endpoint(node: String) -> Endpoint {
     Endpoint {
-        node: Some(node),
+        node: Some(node.into()),
         has_address: true,
         ready: Some(true),
         serving: Some(true),

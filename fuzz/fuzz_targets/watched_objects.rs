@@ -167,8 +167,11 @@ fn whole_node(n: &watched::Node) -> corev1::Node {
 }
 
 fn whole_service(s: &watched::Service) -> corev1::Service {
+    let mut metadata = s.metadata.clone();
+    metadata.labels = Some(s.labels.to_map());
+    metadata.annotations = Some(s.annotations.to_map());
     corev1::Service {
-        metadata: s.metadata.clone(),
+        metadata,
         spec: Some(corev1::ServiceSpec {
             type_: s.load_balancer.then(|| "LoadBalancer".to_owned()),
             load_balancer_class: s.load_balancer_class.clone(),
@@ -218,7 +221,7 @@ fn whole_slice(e: &watched::EndpointSlice) -> discoveryv1::EndpointSlice {
                     } else {
                         Vec::new()
                     },
-                    node_name: ep.node.clone(),
+                    node_name: ep.node.as_deref().map(str::to_owned),
                     conditions: Some(discoveryv1::EndpointConditions {
                         ready: ep.ready,
                         serving: ep.serving,

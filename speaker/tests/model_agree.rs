@@ -250,8 +250,8 @@ fn controller_and_speakers_agree_on_pools_and_announcing_nodes() {
             assert_eq!(holder, Some(a.pool.as_str()), "seed {seed}");
             let svc = Service {
                 key: ObjectKey::new(&wanted.key.namespace, &wanted.key.name),
-                labels: svc_labels.clone(),
-                annotations: labels(&[(POOL_ANNOTATION, a.pool.as_str())]),
+                labels: svc_labels.clone().into(),
+                annotations: labels(&[(POOL_ANNOTATION, a.pool.as_str())]).into(),
                 load_balancer: true,
                 external_traffic_policy: TrafficPolicy::Cluster,
                 ingress: a.ips.clone(),
@@ -259,7 +259,7 @@ fn controller_and_speakers_agree_on_pools_and_announcing_nodes() {
                     .nodes
                     .keys()
                     .map(|n| Endpoint {
-                        node: Some(n.clone()),
+                        node: Some(n.as_str().into()),
                         has_address: true,
                         ready: Some(true),
                         ..Endpoint::default()

@@ -2,13 +2,13 @@
 //! parsed, and the one answer to "does this advertisement select this
 //! pool, node and service".
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 
 use super::pool::Pool;
-use super::selector::{Selector, Selectors};
+use super::selector::{LabelLookup, Selector, Selectors};
 use crate::community::Community;
 
 /// Which pools, nodes and services an advertisement applies to.
@@ -67,23 +67,22 @@ impl Scope {
     }
 
     /// Whether a node with these labels announces for it.
-    pub fn selects_node(&self, node_labels: &BTreeMap<String, String>) -> bool {
+    pub fn selects_node<L: LabelLookup + ?Sized>(&self, node_labels: &L) -> bool {
         self.nodes.matches(node_labels)
     }
 
     /// Whether a service with these labels is announced by it.
-    pub fn selects_service(&self, service_labels: &BTreeMap<String, String>) -> bool {
+    pub fn selects_service<L: LabelLookup + ?Sized>(&self, service_labels: &L) -> bool {
         self.services.matches(service_labels)
     }
 
     /// All three: the advertisement makes this node announce this service
     /// of this pool.
-    pub fn selects(
-        &self,
-        pool: &Pool,
-        node_labels: &BTreeMap<String, String>,
-        service_labels: &BTreeMap<String, String>,
-    ) -> bool {
+    pub fn selects<N, S>(&self, pool: &Pool, node_labels: &N, service_labels: &S) -> bool
+    where
+        N: LabelLookup + ?Sized,
+        S: LabelLookup + ?Sized,
+    {
         self.selects_pool(pool)
             && self.selects_node(node_labels)
             && self.selects_service(service_labels)
@@ -115,7 +114,7 @@ impl BgpAdvertisement {
 impl L2Advertisement {
     /// The preference score of a node: the weights of the preferred-node
     /// selectors it matches.
-    pub fn preference(&self, node_labels: &BTreeMap<String, String>) -> i64 {
+    pub fn preference<L: LabelLookup + ?Sized>(&self, node_labels: &L) -> i64 {
         self.preferred_nodes
             .iter()
             .filter(|(_, s)| s.matches(node_labels))
@@ -126,6 +125,8 @@ impl L2Advertisement {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -30,7 +30,9 @@ pub use self::peer::{
     PeerAsn, PeerTarget, Secrets, Timers,
 };
 pub use self::pool::{Pool, ServiceAllocation, pool_for};
-pub use self::selector::{Operator, Requirement, Selector, Selectors, UnknownOperator};
+pub use self::selector::{
+    LabelLookup, Operator, Requirement, Selector, Selectors, UnknownOperator,
+};
 pub use crate::addr::AddressRange;
 pub use crate::community::Community;
 

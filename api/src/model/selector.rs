@@ -47,6 +47,26 @@ pub enum Operator {
 #[error("{0:?} is not one of In, NotIn, Exists, DoesNotExist")]
 pub struct UnknownOperator(pub String);
 
+/// A set of labels a selector reads: the value of a key. The maps of the
+/// API types are one; the speaker's compact, shared sets
+/// ([`crate::watched::Labels`]) another.
+pub trait LabelLookup {
+    /// The value of `key`, if the set has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl<T: LabelLookup + ?Sized> LabelLookup for &T {
+    fn label(&self, key: &str) -> Option<&str> {
+        (**self).label(key)
+    }
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 /// Selectors any one of which selects; an empty list selects everything
 /// (how MetalLB reads `nodeSelectors`, `serviceSelectors` and the
 /// namespace and service selectors of `serviceAllocation`).
@@ -76,21 +96,22 @@ impl Selector {
 
     /// Whether `labels` satisfy the selector, as Kubernetes evaluates it:
     /// every `matchLabels` pair and every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.label(k) == Some(v.as_str()))
             && self.requirements.iter().all(|r| r.matches(labels))
     }
 }
 
 impl Requirement {
     /// Whether `labels` satisfy this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
+        let value = labels.label(&self.key);
+        let listed = |v: &str| self.values.iter().any(|x| x == v);
         match self.operator {
-            Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            Operator::In => value.is_some_and(listed),
+            Operator::NotIn => value.is_none_or(|v| !listed(v)),
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
         }
@@ -132,7 +153,7 @@ impl Selectors {
     }
 
     /// Whether `labels` pass: any selector matches, or there is none.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         self.0.is_empty() || self.0.iter().any(|s| s.matches(labels))
     }
 

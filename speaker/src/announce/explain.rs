@@ -16,7 +16,7 @@ use api::validate::Problem;
 
 use super::bgp::BgpContext;
 use super::l2::L2Context;
-use super::view::{ClusterView, Exclusion, ObjectKey};
+use super::view::{ClusterView, Exclusion, Labels, ObjectKey};
 use super::{Election, Interfaces, bgp_plan, handled};
 
 pub use super::bgp::Withheld;
@@ -129,7 +129,7 @@ impl Selection {
         scope: &Scope,
         pool: &Pool,
         node_labels: &BTreeMap<String, String>,
-        service_labels: &BTreeMap<String, String>,
+        service_labels: &Labels,
     ) -> Self {
         Self {
             name: name.to_owned(),

@@ -547,8 +547,8 @@ pub fn service<'a>(
         .collect();
     Ok(Service {
         key,
-        labels: s.metadata.labels.clone().unwrap_or_default(),
-        annotations: s.metadata.annotations.clone().unwrap_or_default(),
+        labels: s.labels.clone(),
+        annotations: s.annotations.clone(),
         load_balancer: s.load_balancer,
         load_balancer_class: s.load_balancer_class.clone(),
         external_traffic_policy: s.external_traffic_policy,
@@ -722,8 +722,11 @@ mod tests {
         assert!(svc.load_balancer);
         assert_eq!(svc.load_balancer_class.as_deref(), Some("ferrolb"));
         assert_eq!(svc.external_traffic_policy, TrafficPolicy::Local);
-        assert_eq!(svc.labels["app"], "front");
-        assert_eq!(svc.annotations["metallb.io/ip-allocated-from-pool"], "pool");
+        assert_eq!(svc.labels.get("app"), Some("front"));
+        assert_eq!(
+            svc.annotations.get("metallb.io/ip-allocated-from-pool"),
+            Some("pool")
+        );
         // The hostname entry is skipped; the mapped address becomes IPv4.
         let ips: Vec<IpAddr> = ["192.0.2.10", "192.0.2.11", "2001:db8::10"]
             .iter()

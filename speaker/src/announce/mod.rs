@@ -42,8 +42,8 @@ pub use self::keyed::{Changes, Keyed, RouteChange, Via};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
-    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, MetallbSpeakers, Node, ObjectKey,
-    POOL_ANNOTATION, Service, TrafficPolicy,
+    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Labels, MetallbSpeakers, Node,
+    ObjectKey, POOL_ANNOTATION, Service, TrafficPolicy,
 };
 
 /// A service this speaker is responsible for, with the pool its IPs are in.
@@ -110,7 +110,7 @@ fn handled<'a>(
     // The speaker trusts the addresses, as MetalLB's does; a differing
     // annotation means the controller and this view disagree.
     if let Some(named) = svc.annotations.get(POOL_ANNOTATION)
-        && *named != pool.name
+        && named != pool.name
     {
         problems.push(service_problem(
             svc,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 pub use api::model::ObjectKey;
 use api::model::{Model, Secrets};
-pub use api::watched::{Endpoint, TrafficPolicy};
+pub use api::watched::{Endpoint, Labels, TrafficPolicy};
 
 pub use super::coexist::MetallbSpeakers;
 
@@ -133,11 +133,11 @@ impl Node {
 pub struct Service {
     /// Namespace and name.
     pub key: ObjectKey,
-    /// Labels, for service selectors.
-    pub labels: BTreeMap<String, String>,
-    /// Annotations (`metallb.io/ip-allocated-from-pool`,
-    /// `metallb.io/allow-shared-ip`).
-    pub annotations: BTreeMap<String, String>,
+    /// Labels, for service selectors: the watched Service's, shared.
+    pub labels: Labels,
+    /// MetalLB's annotations (`metallb.io/ip-allocated-from-pool`,
+    /// `metallb.io/allow-shared-ip`): the watched Service's, shared.
+    pub annotations: Labels,
     /// `spec.type` is `LoadBalancer`.
     pub load_balancer: bool,
     /// `spec.loadBalancerClass`.
@@ -177,8 +177,7 @@ impl Service {
     pub fn shared_ip_key(&self) -> Option<&str> {
         SHARED_IP_ANNOTATIONS
             .iter()
-            .find_map(|a| self.annotations.get(*a))
-            .map(String::as_str)
+            .find_map(|a| self.annotations.get(a))
     }
 }
 

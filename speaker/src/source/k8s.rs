@@ -46,7 +46,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Rejected, Reload, Shared, Snapshot, file, trim_secret};
-use crate::announce::watched::{EndpointSlice, Node, Service};
+use crate::announce::watched::{EndpointSlice, Interner, Node, Service};
 use crate::announce::{ApiSpeakers, MetallbSpeakers};
 
 /// How long a burst is gathered: a change within this time of the last
@@ -91,8 +91,14 @@ pub fn start(
     let c = client;
     let ns = opts.namespace.as_str();
     let nodes = reflect::<Node>(tasks, Api::all(c.clone()), ch, Feed::Nodes, trim_node);
-    let services = reflect::<Service>(tasks, Api::all(c.clone()), ch, Feed::Services, |_| {});
-    let slices = reflect::<EndpointSlice>(tasks, Api::all(c.clone()), ch, Feed::Slices, trim_slice);
+    let mut interner = Interner::default();
+    let services = reflect::<Service>(tasks, Api::all(c.clone()), ch, Feed::Services, move |s| {
+        interner.service(s);
+    });
+    let mut interner = Interner::default();
+    let slices = reflect::<EndpointSlice>(tasks, Api::all(c.clone()), ch, Feed::Slices, move |e| {
+        arrive_slice(&mut interner, e);
+    });
     let secrets = reflect::<Secret>(
         tasks,
         Api::namespaced(c.clone(), ns),
@@ -437,13 +443,14 @@ async fn snapshots(
 
 /// Runs one reflector: keeps `Store` current, notes the keys every event
 /// changed in the cache's [`Changed`] and then counts the event in
-/// `changed`, under `feed`. `trim` drops fields the speaker never reads.
+/// `changed`, under `feed`. `trim` drops fields the speaker never reads
+/// (and shares what objects have in common, [`Interner`]).
 fn reflect<K>(
     tasks: &Spawner,
     api: Api<K>,
     changed: &watch::Sender<Generations>,
     feed: Feed,
-    trim: fn(&mut K),
+    mut trim: impl FnMut(&mut K) + Send + 'static,
 ) -> Cache<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -510,6 +517,14 @@ fn trim_node(n: &mut Node) {
 
 fn trim_slice(e: &mut EndpointSlice) {
     e.metadata.resource_version = None;
+}
+
+/// An EndpointSlice as it arrives: trimmed, its endpoints' node names
+/// shared with the other slices' (Services' labels and annotations are
+/// shared by [`Interner::service`]).
+fn arrive_slice(interner: &mut Interner, e: &mut EndpointSlice) {
+    trim_slice(e);
+    interner.slice(e);
 }
 
 /// Sends the running speaker Pods (their IPs, with `hostNetwork` the
@@ -873,13 +888,16 @@ pub fn seed_addrs(ips: &BTreeSet<IpAddr>, port: u16, own: SocketAddr) -> Vec<Soc
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[cfg(test)]
+mod heap_at_scale;
+
+#[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector::store::Writer;
     use serde_json::json;
 
     use super::*;
-    use crate::announce::watched::SERVICE_NAME_LABEL;
+    use crate::announce::watched::{Labels, SERVICE_NAME_LABEL};
     use crate::announce::{Endpoint, TrafficPolicy};
 
     /// What the caches keep of a Node, an EndpointSlice and a Service as
@@ -989,13 +1007,15 @@ mod tests {
                 namespace: Some("ns".into()),
                 uid: Some("u".into()),
                 resource_version: Some("9".into()),
-                labels: Some(BTreeMap::from([("app".into(), "web".into())])),
-                annotations: Some(BTreeMap::from([
-                    ("metallb.io/ip-allocated-from-pool".into(), "p".into()),
-                    ("metallb.universe.tf/allow-shared-ip".into(), "k".into()),
-                ])),
                 ..ObjectMeta::default()
             },
+            labels: [("app", "web")].into_iter().collect(),
+            annotations: [
+                ("metallb.io/ip-allocated-from-pool", "p"),
+                ("metallb.universe.tf/allow-shared-ip", "k"),
+            ]
+            .into_iter()
+            .collect(),
             load_balancer: true,
             load_balancer_class: Some("ferrolb".into()),
             external_traffic_policy: TrafficPolicy::Local,
@@ -1235,7 +1255,7 @@ mod tests {
                 service: Some(svc),
                 endpoints: (0..rng.random_range(0..3))
                     .map(|_| Endpoint {
-                        node: Some(format!("n{}", rng.random_range(0..3))),
+                        node: Some(format!("n{}", rng.random_range(0..3)).into()),
                         has_address: true,
                         ready: Some(rng.random_bool(0.7)),
                         serving: None,
@@ -1252,6 +1272,8 @@ mod tests {
                     namespace: Some(ns.into()),
                     ..ObjectMeta::default()
                 },
+                labels: Labels::default(),
+                annotations: Labels::default(),
                 load_balancer: true,
                 load_balancer_class: None,
                 external_traffic_policy: if rng.random_bool(0.5) {

@@ -496,7 +496,7 @@ fn service_selectors() {
     let mut v = base();
     ad(&mut v).service_selectors = vec![sel(&[("bgp", "yes")])];
     let mut picked = svc("picked", &["192.0.2.10"], &["n1"]);
-    picked.labels = labels(&[("bgp", "yes")]);
+    picked.labels = labels(&[("bgp", "yes")]).into();
     v.services = services([picked, svc("other", &["192.0.2.11"], &["n1"])]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ibgp"), ["192.0.2.10/32"]);
@@ -676,9 +676,9 @@ fn shared_ip_merges_communities() {
         ),
     ];
     let mut a = svc("a", &["192.0.2.10"], &["n1"]);
-    a.labels = labels(&[("app", "a")]);
+    a.labels = labels(&[("app", "a")]).into();
     let mut b = svc("b", &["192.0.2.10"], &["n2"]);
-    b.labels = labels(&[("app", "b")]);
+    b.labels = labels(&[("app", "b")]).into();
     v.services = services([a, b]);
     let plan = bgp(&v);
     assert_eq!(prefixes(&plan, "ebgp"), ["192.0.2.10/32"]);
@@ -860,9 +860,9 @@ fn conflicting_local_prefs_across_services() {
         ),
     ];
     let mut a = svc("a", &["192.0.2.10"], &["n1"]);
-    a.labels = labels(&[("app", "a")]);
+    a.labels = labels(&[("app", "a")]).into();
     let mut b = svc("b", &["192.0.2.10"], &["n1"]);
-    b.labels = labels(&[("app", "b")]);
+    b.labels = labels(&[("app", "b")]).into();
     v.services = services([a, b]);
     let plan = bgp(&v);
     // Withheld from the iBGP peer, where LOCAL_PREF is sent ...
@@ -927,7 +927,7 @@ fn which_services() {
     mislabelled.load_balancer_class = Some("ferrolb".into());
     mislabelled
         .annotations
-        .insert("metallb.io/ip-allocated-from-pool".into(), "other".into());
+        .insert("metallb.io/ip-allocated-from-pool", "other");
     v.services = services([
         ours,
         classless,

@@ -204,10 +204,10 @@ fn each_reason_as_the_decisions_give_it() {
         (
             "a shared IP with service selectors",
             |f| {
-                Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]);
+                Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]).into();
                 Arc::make_mut(&mut f.services[0])
                     .annotations
-                    .insert("metallb.io/allow-shared-ip".into(), "k".into());
+                    .insert("metallb.io/allow-shared-ip", "k");
                 f.config.l2_advertisements[0].spec.service_selectors = vec![sel(&[("app", "web")])];
             },
             Summary {
@@ -344,7 +344,7 @@ fn routes_carry_the_merged_attributes() {
     );
     // Another service sharing the IP adds its community to the route.
     let mut f = base();
-    Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]);
+    Arc::make_mut(&mut f.services[0]).labels = labels(&[("app", "web")]).into();
     f.config.bgp_advertisements[0].spec.service_selectors = vec![sel(&[("app", "web")])];
     f.config.bgp_advertisements.push(bgp_ad(
         "db",
@@ -356,7 +356,7 @@ fn routes_carry_the_merged_attributes() {
         },
     ));
     let mut db = svc("db", &["192.0.2.10"], &NODES);
-    db.labels = labels(&[("app", "db")]);
+    db.labels = labels(&[("app", "db")]).into();
     f.services.push(db.into());
     let e = explain_on(&f, "n1");
     let spine = e.bgp.routes.iter().find(|r| r.peer == "spine").unwrap();
@@ -420,5 +420,5 @@ fn the_election_and_the_peer_selectors_read_as_written() {
     // An advertisement that names nothing selects everything.
     let none: BTreeMap<String, String> = BTreeMap::new();
     let p = Pool::new("p", &[]).unwrap();
-    assert!(Selection::of("x", &Scope::default(), &p, &none, &none).applies());
+    assert!(Selection::of("x", &Scope::default(), &p, &none, &Labels::default()).applies());
 }

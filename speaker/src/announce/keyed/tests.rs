@@ -117,10 +117,9 @@ fn random_service(rng: &mut SmallRng, name: &str) -> Service {
         s.external_traffic_policy = TrafficPolicy::Local;
     }
     let app = ["a", "b", "c"][rng.random_range(0..3)];
-    s.labels = labels(&[("app", app)]);
+    s.labels = labels(&[("app", app)]).into();
     if rng.random_bool(0.2) {
-        s.annotations
-            .insert("metallb.io/allow-shared-ip".into(), "k".into());
+        s.annotations.insert("metallb.io/allow-shared-ip", "k");
     }
     s
 }

@@ -405,9 +405,9 @@ fn service_and_pool_selectors() {
     ad(&mut v).ip_address_pool_selectors = vec![sel(&[("color", "red")])];
     ad(&mut v).service_selectors = vec![sel(&[("l2", "yes")])];
     let mut picked = svc("picked", &["192.0.2.10"], &["n1"]);
-    picked.labels = labels(&[("l2", "yes")]);
+    picked.labels = labels(&[("l2", "yes")]).into();
     let mut blue = svc("blue", &["192.0.2.200"], &["n1"]);
-    blue.labels = labels(&[("l2", "yes")]);
+    blue.labels = labels(&[("l2", "yes")]).into();
     v.services = services([picked, svc("unlabelled", &["192.0.2.11"], &["n1"]), blue]);
     let plan = l2(&v);
     assert_eq!(plan.elections.keys().collect::<Vec<_>>(), [&key("picked")]);
@@ -422,8 +422,7 @@ fn service_and_pool_selectors() {
 fn shared_ip() {
     let shared = |name: &str| {
         let mut s = svc(name, &["192.0.2.10"], &["n1"]);
-        s.annotations
-            .insert("metallb.io/allow-shared-ip".into(), "key".into());
+        s.annotations.insert("metallb.io/allow-shared-ip", "key");
         s
     };
     // Sharing services elect the same node, which announces the IP once.

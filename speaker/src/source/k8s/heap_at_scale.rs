@@ -1,0 +1,239 @@
+//! Issue 18 §1: the live heap the speaker holds per Service at 10,000 and
+//! 50,000 Services, in-process, no apiserver. The objects have the shapes
+//! of `ferrolb-loadgen fill` (20 pools, 50 namespaces, 5,000 Nodes with
+//! five labels, four conditions and two addresses; per Service one or two
+//! ingress IPs, the loadgen's two labels, MetalLB's pool annotation and the
+//! controller's, a sharing key for one in ten; one to three EndpointSlices
+//! of one to four endpoints on random nodes), written as the apiserver
+//! sends them (JSON, with fields the speaker skips), read into the watched
+//! types, passed through what the reflectors do to each object as it
+//! arrives and kept in kube's reflector stores; then the snapshot's lists,
+//! the view ([`Converted::view`]) and the keyed decisions, as the
+//! reconcile loop builds them (the keyed decisions without layer 2,
+//! whose election at 5,000 nodes is a cost of time, not of what is kept).
+//!
+//! glibc's live heap (`mallinfo2`, the `ferrolb_heap_live_bytes` gauge) is
+//! read after each step; the figures are the differences. One command:
+//!
+//! ```sh
+//! cargo test -p speaker --lib heap_per_service -- --ignored --nocapture
+//! ```
+
+use std::sync::Arc;
+
+use api::validate::{Config, config};
+use kube::runtime::reflector::{self, Store};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::announce::Keyed;
+use crate::announce::k8s::Converted;
+use crate::announce::watched::SERVICE_NAME_LABEL;
+use crate::net::heap::live_bytes;
+
+const NODES: u32 = 5_000;
+const POOLS: u32 = 20;
+const NAMESPACES: u32 = 50;
+
+fn node(i: u32) -> Value {
+    let name = format!("node-{i:05}");
+    json!({"metadata": {"name": name, "uid": format!("00000000-0000-0000-0000-{i:012}"),
+        "resourceVersion": "123456", "creationTimestamp": "2026-11-29T00:00:00Z",
+        "labels": {"ferrolb-loadgen": "fill", "kubernetes.io/hostname": name,
+                   "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
+                   "node-role.kubernetes.io/worker": ""}},
+        "status": {"addresses": [{"type": "InternalIP", "address": format!("172.16.{}.{}", i / 256, i % 256)},
+                                 {"type": "Hostname", "address": name}],
+                   "conditions": [
+                       {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                       {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                       {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
+                       {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}]}})
+}
+
+fn namespace(i: u32) -> String {
+    format!("lg-{}", (i / 2) % NAMESPACES)
+}
+
+fn service(i: u32) -> Value {
+    let pair = i / 2;
+    let shared = (pair * 37) % 100 < 10;
+    let key = if shared { pair * 2 } else { i };
+    let pool = format!("pool-{}", key % POOLS);
+    let name = format!("svc-{i:06}");
+    let mut annotations = json!({"metallb.io/address-pool": pool,
+        "metallb.io/ip-allocated-from-pool": pool});
+    if shared {
+        annotations["metallb.io/allow-shared-ip"] = json!(format!("share-{pair}"));
+    }
+    let app = if shared {
+        format!("shared-{pair}")
+    } else {
+        name.clone()
+    };
+    let mut ingress = vec![
+        json!({"ip": format!("10.{}.{}.{}", 100 + key % POOLS, (i / 256) % 256, i % 256), "ipMode": "VIP"}),
+    ];
+    if (key * 71) % 100 < 10 {
+        ingress.push(json!({"ip": format!("fd00:10:{:x}::{:x}", key % POOLS, i), "ipMode": "VIP"}));
+    }
+    let local = !shared && (i * 53) % 100 < 30;
+    json!({"metadata": {"name": name, "namespace": namespace(i),
+        "uid": format!("10000000-0000-0000-0000-{i:012}"), "resourceVersion": format!("{}", 200_000 + i),
+        "labels": {"ferrolb-loadgen": "fill", "app.kubernetes.io/name": app},
+        "annotations": annotations},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": if local { "Local" } else { "Cluster" },
+                 "ports": [{"name": "web", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+                 "selector": {"app": app}},
+        "status": {"loadBalancer": {"ingress": ingress}}})
+}
+
+fn slice(i: u32, k: u32, rng: &mut SmallRng) -> Value {
+    let service = format!("svc-{i:06}");
+    let endpoints: Vec<Value> = (0..rng.random_range(1..=4))
+        .map(|_| {
+            json!({"addresses": [format!("10.244.{}.{}", rng.random_range(0..256), rng.random_range(0..256))],
+                   "conditions": {"ready": true, "serving": true, "terminating": false},
+                   "nodeName": format!("node-{:05}", rng.random_range(0..NODES))})
+        })
+        .collect();
+    json!({"metadata": {"name": format!("{service}-{k}"), "namespace": namespace(i),
+        "uid": format!("20000000-0000-0000-{k:04}-{i:012}"), "resourceVersion": format!("{}", 300_000 + i),
+        "labels": {"ferrolb-loadgen": "fill", SERVICE_NAME_LABEL: service,
+                   "endpointslice.kubernetes.io/managed-by": "ferrolb-loadgen"}},
+        "addressType": "IPv4", "endpoints": endpoints,
+        "ports": [{"name": "web", "port": 8080, "protocol": "TCP"}]})
+}
+
+/// The objects read from `values` one by one as a watch reads them,
+/// `arrive` run on each, applied to a reflector store.
+fn stored<K>(values: impl Iterator<Item = Value>, mut arrive: impl FnMut(&mut K)) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    for v in values {
+        let mut o: K = serde_json::from_value(v).unwrap();
+        arrive(&mut o);
+        writer.apply_watcher_event(&watcher::Event::Apply(o));
+    }
+    store
+}
+
+fn model() -> Arc<Model> {
+    let mut y = String::new();
+    for p in 0..POOLS {
+        y.push_str(&format!(
+            "---\napiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: pool-{p}, namespace: metallb-system}}\nspec: {{addresses: [10.{}.0.0/16, 'fd00:10:{p:x}::/112']}}\n",
+            100 + p
+        ));
+    }
+    y.push_str("---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: bgp, namespace: metallb-system}\n");
+    y.push_str("---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n");
+    y.push_str("---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: r1, namespace: metallb-system}\nspec: {myASN: 64512, peerASN: 64500, peerAddress: 192.168.0.1}\n");
+    let (model, problems) = config(&Config::from_yaml(&y).unwrap());
+    assert!(problems.is_empty(), "{problems:?}");
+    Arc::new(model)
+}
+
+fn heap() -> i64 {
+    i64::try_from(live_bytes().expect("glibc's mallinfo2")).unwrap()
+}
+
+/// Live heap in bytes after each step, as differences.
+fn measure(services: u32) -> [i64; 4] {
+    let model = model();
+    let start = heap();
+    let mut rng = SmallRng::seed_from_u64(18);
+    let nodes = stored((0..NODES).map(node), trim_node);
+    let mut interner = Interner::default();
+    let svcs = stored((0..services).map(service), |s| interner.service(s));
+    let mut interner = Interner::default();
+    let slices = stored(
+        (0..services).flat_map(|i| {
+            let count = rng.random_range(1..=3);
+            (0..count)
+                .map(|k| slice(i, k, &mut rng))
+                .collect::<Vec<_>>()
+        }),
+        |e| arrive_slice(&mut interner, e),
+    );
+    let after_stores = heap();
+    let nl: Shared<Node> = shared(&nodes).into();
+    let sv: Shared<Service> = shared(&svcs).into();
+    let sl: Shared<EndpointSlice> = shared(&slices).into();
+    let secrets: Shared<Secret> = Arc::default();
+    let after_lists = heap();
+    let mut converted = Converted::default();
+    let (view, problems) = converted.view("node-00000", model, &nl, &sv, &sl, &secrets);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(view.services.len(), usize::try_from(services).unwrap());
+    let after_view = heap();
+    let mut keyed = Keyed::new();
+    // BGP only: the layer 2 election of each Service hashes every one of
+    // the 5,000 nodes (what the live benchmark measures, not this one).
+    let changes = keyed.update(&view, false);
+    assert_eq!(changes.decided, usize::try_from(services).unwrap());
+    drop(changes);
+    let after_keyed = heap();
+    drop((
+        keyed, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
+    ));
+    [
+        after_stores - start,
+        after_lists - after_stores,
+        after_view - after_lists,
+        after_keyed - after_view,
+    ]
+}
+
+/// The inline sizes behind the figures: each stored object is one
+/// allocation of its type (in an `Arc`, 16 bytes more), most of it the
+/// k8s-openapi `ObjectMeta` of which four or five fields are used.
+fn inline_sizes() -> String {
+    use std::mem::size_of;
+    format!(
+        "inline bytes: ObjectMeta {}, watched Service {}, EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
+        size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
+        size_of::<Service>(),
+        size_of::<EndpointSlice>(),
+        size_of::<Node>(),
+        size_of::<crate::announce::Endpoint>(),
+        size_of::<crate::announce::Service>(),
+        size_of::<crate::announce::Node>(),
+    )
+}
+
+#[test]
+#[ignore = "a benchmark: cargo test -p speaker --lib heap_per_service -- --ignored --nocapture"]
+fn heap_per_service() {
+    println!("| Services | stores | snapshot lists | view | keyed plans | total | per Service |");
+    println!("{}", inline_sizes());
+    let sizes: Vec<u32> = std::env::var("HEAP_SERVICES")
+        .unwrap_or_else(|_| "10000,50000".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("HEAP_SERVICES: numbers, comma-separated")
+        })
+        .collect();
+    for services in sizes {
+        let parts = measure(services);
+        let total: i64 = parts.iter().sum();
+        let mib = |b: i64| format!("{:.1} MiB", b as f64 / 1_048_576.0);
+        println!(
+            "| {services} | {} | {} | {} | {} | {} | {:.2} KiB |",
+            mib(parts[0]),
+            mib(parts[1]),
+            mib(parts[2]),
+            mib(parts[3]),
+            mib(total),
+            total as f64 / 1024.0 / f64::from(services)
+        );
+    }
+}
