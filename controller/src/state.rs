@@ -665,7 +665,7 @@ mod tests {
             }
         }
         // Two blocks under one name: a merge.
-        out.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+        out.sort_by_key(|a| a.name_any());
         out.dedup_by(|b, a| {
             if a.name_any() != b.name_any() {
                 return false;
