@@ -9,8 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool};
@@ -116,21 +117,6 @@ async fn create_service(client: &Client, ns: &str, name: &str, annotations: BTre
     api.create(&PostParams::default(), &svc).await.unwrap();
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn ingress(svc: &Service) -> Vec<String> {
     controller::convert::ingress_ips(svc)
 }
@@ -138,7 +124,7 @@ fn ingress(svc: &Service) -> Vec<String> {
 /// Waits until every named service has an address; returns them by name.
 async fn ips(client: &Client, ns: &str, names: &[&str]) -> BTreeMap<String, Vec<String>> {
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
-    eventually("ingress on every service", || async {
+    support::eventually(TIMEOUT, "ingress on every service", || async {
         let mut out = BTreeMap::new();
         for n in names {
             let s = api.get(n).await.ok()?;
@@ -203,7 +189,7 @@ async fn assigns_writes_status_and_keeps_ips_across_restart() {
     );
     // MetalLB's Event and pool counters.
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    eventually("an IPAllocated event", || async {
+    support::eventually(TIMEOUT, "an IPAllocated event", || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
@@ -212,7 +198,7 @@ async fn assigns_writes_status_and_keeps_ips_across_restart() {
     })
     .await;
     let pools: Api<IPAddressPool> = Api::namespaced(client.clone(), &ns);
-    eventually("pool status counters", || async {
+    support::eventually(TIMEOUT, "pool status counters", || async {
         let st = pools.get("pool-a").await.ok()?.status?;
         (st.assigned_ipv4 == 4 && st.available_ipv4 == 4).then_some(())
     })
@@ -276,7 +262,7 @@ async fn deleting_a_pool_moves_its_services_and_leaves_others() {
         .await
         .unwrap();
     let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
-    let moved = eventually("auto to move to b-second", || async {
+    let moved = support::eventually(TIMEOUT, "auto to move to b-second", || async {
         let s = svcs.get("auto").await.ok()?;
         let ips = ingress(&s);
         (ips.first().is_some_and(|ip| ip.starts_with("10.20.1."))).then_some(s)
@@ -300,7 +286,7 @@ async fn deleting_a_pool_moves_its_services_and_leaves_others() {
         .delete("b-second", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("both services to lose their addresses", || async {
+    support::eventually(TIMEOUT, "both services to lose their addresses", || async {
         let a = svcs.get("auto").await.ok()?;
         let p = svcs.get("pinned").await.ok()?;
         (ingress(&a).is_empty()
@@ -312,7 +298,7 @@ async fn deleting_a_pool_moves_its_services_and_leaves_others() {
     })
     .await;
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    eventually("an AllocationFailed event", || async {
+    support::eventually(TIMEOUT, "an AllocationFailed event", || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
@@ -421,37 +407,45 @@ async fn a_refused_pool_edit_moves_no_address() {
     }
 
     let states: Api<ConfigurationState> = Api::namespaced(client.clone(), &ns);
-    let summary = eventually("ConfigurationState controller to be Invalid", || async {
-        let st = states.get_opt("controller").await.ok()??;
-        let status = st.status?;
-        (status.result == Some(ConfigurationResult::Invalid)).then(|| {
-            assert_eq!(
-                st.metadata
-                    .labels
-                    .unwrap_or_default()
-                    .get("metallb.io/component-type")
-                    .map(String::as_str),
-                Some("controller")
-            );
-            status.error_summary
-        })
-    })
+    let summary = support::eventually(
+        TIMEOUT,
+        "ConfigurationState controller to be Invalid",
+        || async {
+            let st = states.get_opt("controller").await.ok()??;
+            let status = st.status?;
+            (status.result == Some(ConfigurationResult::Invalid)).then(|| {
+                assert_eq!(
+                    st.metadata
+                        .labels
+                        .unwrap_or_default()
+                        .get("metallb.io/component-type")
+                        .map(String::as_str),
+                    Some("controller")
+                );
+                status.error_summary
+            })
+        },
+    )
     .await;
     assert!(
         summary.contains("IPAddressPool \"p\"") && summary.contains("spec.addresses[1]"),
         "{summary}"
     );
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    eventually("an InvalidConfiguration event on the pool", || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("InvalidConfiguration")
-                    && e.involved_object.name.as_deref() == Some("p")
-            })
-            .then_some(())
-    })
+    support::eventually(
+        TIMEOUT,
+        "an InvalidConfiguration event on the pool",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("InvalidConfiguration")
+                        && e.involved_object.name.as_deref() == Some("p")
+                })
+                .then_some(())
+        },
+    )
     .await;
     assert!(
         http_get(metrics_addr, "/metrics")
@@ -468,7 +462,7 @@ async fn a_refused_pool_edit_moves_no_address() {
         )
         .await
         .unwrap();
-    eventually("the overlap to be reported", || async {
+    support::eventually(TIMEOUT, "the overlap to be reported", || async {
         let st = states.get_opt("controller").await.ok()??;
         st.status?
             .error_summary
@@ -484,7 +478,7 @@ async fn a_refused_pool_edit_moves_no_address() {
         )
         .await
         .unwrap();
-    eventually("only p to be reported", || async {
+    support::eventually(TIMEOUT, "only p to be reported", || async {
         let st = states.get_opt("controller").await.ok()??;
         let summary = st.status?.error_summary;
         (!summary.contains("IPAddressPool \"q\"") && summary.contains("IPAddressPool \"p\""))
@@ -522,10 +516,14 @@ async fn a_refused_pool_edit_moves_no_address() {
         )
         .await
         .unwrap();
-    eventually("ConfigurationState controller to be Valid", || async {
-        let st = states.get_opt("controller").await.ok()??;
-        (st.status?.result == Some(ConfigurationResult::Valid)).then_some(())
-    })
+    support::eventually(
+        TIMEOUT,
+        "ConfigurationState controller to be Valid",
+        || async {
+            let st = states.get_opt("controller").await.ok()??;
+            (st.status?.result == Some(ConfigurationResult::Valid)).then_some(())
+        },
+    )
     .await;
     let fixed = ips(&client, &ns, &["s1", "s2", "pinned", "s3", "s4"]).await;
     assert_eq!(fixed, restarted);
@@ -542,7 +540,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     let (client, ns) = setup("ctl-leader").await;
     create_pool(&client, &ns, "pool", &["10.40.0.0/28"]).await;
     let a = Ctl::start(&client, &ns, "replica-a", None);
-    let first = eventually("a leader", || holder(&client, &ns)).await;
+    let first = support::eventually(TIMEOUT, "a leader", || holder(&client, &ns)).await;
     let b_metrics = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
@@ -553,7 +551,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     // Stays put while both run: b has read the Lease (ready, not leader),
     // and a has renewed it for longer than its duration since, so b had
     // every chance to take a stale one.
-    eventually("replica-b to read the Lease", || async {
+    support::eventually(TIMEOUT, "replica-b to read the Lease", || async {
         let ready = try_http_get(b_metrics, "/readyz").await?;
         let metrics = try_http_get(b_metrics, "/metrics").await?;
         (ready.starts_with("HTTP/1.1 200") && metrics.contains("ferrolb_controller_leader 0\n"))
@@ -561,10 +559,14 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     })
     .await;
     let (_, b_ready_renew, _, duration) = lease(&client, &ns).await.unwrap();
-    eventually("replica-a to renew for a lease duration", || async {
-        let (h, renew, _, _) = lease(&client, &ns).await?;
-        (h == "replica-a" && renew >= b_ready_renew + duration).then_some(())
-    })
+    support::eventually(
+        TIMEOUT,
+        "replica-a to renew for a lease duration",
+        || async {
+            let (h, renew, _, _) = lease(&client, &ns).await?;
+            (h == "replica-a" && renew >= b_ready_renew + duration).then_some(())
+        },
+    )
     .await;
     assert_eq!(holder(&client, &ns).await.as_deref(), Some(first.as_str()));
     assert_eq!(first, "replica-a");
@@ -577,7 +579,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     // Graceful stop releases the Lease: b takes over and serves.
     let t = Instant::now();
     a.stop().await;
-    eventually("replica-b to lead", || async {
+    support::eventually(TIMEOUT, "replica-b to lead", || async {
         (holder(&client, &ns).await.as_deref() == Some("replica-b")).then_some(())
     })
     .await;
@@ -595,15 +597,16 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     b.task.abort();
     let t = Instant::now();
     let last_b = std::cell::Cell::new(None);
-    let (seen_at, acquired, duration) = eventually("replica-c to lead", || async {
-        let (h, renew, acquire, duration) = lease(&client, &ns).await?;
-        let seen_at = jiff::Timestamp::now().as_microsecond();
-        if h == "replica-b" {
-            last_b.set(Some(renew));
-        }
-        (h == "replica-c").then_some((seen_at, acquire, duration))
-    })
-    .await;
+    let (seen_at, acquired, duration) =
+        support::eventually(TIMEOUT, "replica-c to lead", || async {
+            let (h, renew, acquire, duration) = lease(&client, &ns).await?;
+            let seen_at = jiff::Timestamp::now().as_microsecond();
+            if h == "replica-b" {
+                last_b.set(Some(renew));
+            }
+            (h == "replica-c").then_some((seen_at, acquire, duration))
+        })
+        .await;
     let crash = t.elapsed();
     let last_b = last_b
         .get()
@@ -740,7 +743,7 @@ impl Proxy {
 
     /// Waits until every held request was forwarded and answered.
     async fn wait_answered(&self) {
-        eventually("the held requests to be answered", || async {
+        support::eventually(TIMEOUT, "the held requests to be answered", || async {
             self.awaiting.lock().unwrap().is_empty().then_some(())
         })
         .await;
@@ -848,7 +851,7 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
         l.local_addr().unwrap()
     };
     let a = Ctl::start(&a_client, &ns, "replica-a", Some(a_metrics));
-    eventually("replica-a to lead", || async {
+    support::eventually(TIMEOUT, "replica-a to lead", || async {
         (holder(&client, &ns).await.as_deref() == Some("replica-a")).then_some(())
     })
     .await;
@@ -877,7 +880,7 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
     let cut = Instant::now();
     let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
     svcs.delete("s0", &DeleteParams::default()).await.unwrap();
-    eventually("replica-b to lead", || async {
+    support::eventually(TIMEOUT, "replica-b to lead", || async {
         (holder(&client, &ns).await.as_deref() == Some("replica-b")).then_some(())
     })
     .await;
@@ -889,7 +892,7 @@ async fn a_cut_off_leader_cannot_overwrite_its_successor() {
     proxy.hold(false);
     let healed = Instant::now();
     proxy.wait_answered().await;
-    let a_text = eventually("replica-a to stand by", || async {
+    let a_text = support::eventually(TIMEOUT, "replica-a to stand by", || async {
         let ready = try_http_get(a_metrics, "/readyz").await?;
         let metrics = try_http_get(a_metrics, "/metrics").await?;
         (ready.starts_with("HTTP/1.1 200") && metrics.contains("ferrolb_controller_leader 0\n"))
@@ -1128,15 +1131,16 @@ async fn a_requested_ipv4_mapped_address_is_refused_on_the_service() {
             r#"metallb.universe.tf/loadBalancerIPs: "::FFFF:a5a:6" is an IPv4-mapped IPv6 address: request it as IPv4 (10.90.0.6)"#,
         ),
     ] {
-        let reason = eventually("a Warning naming the mapped address", || async {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find_map(|e| {
-                let about = e.involved_object.name.as_deref() == Some(name);
-                let says = e.message.as_deref().is_some_and(|m| m.contains(note));
-                (about && says && e.type_.as_deref() == Some("Warning")).then_some(e.reason)
+        let reason =
+            support::eventually(TIMEOUT, "a Warning naming the mapped address", || async {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items.into_iter().find_map(|e| {
+                    let about = e.involved_object.name.as_deref() == Some(name);
+                    let says = e.message.as_deref().is_some_and(|m| m.contains(note));
+                    (about && says && e.type_.as_deref() == Some("Warning")).then_some(e.reason)
+                })
             })
-        })
-        .await;
+            .await;
         // Never held an address: MetalLB's reason for a new Service.
         assert_eq!(reason.as_deref(), Some("AllocationFailed"), "{name}");
     }

@@ -5,8 +5,9 @@
 //! later (pools select by namespace labels, issue 18 §1).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -69,21 +70,6 @@ impl Ctl {
             .expect("controller did not stop")
             .unwrap()
             .unwrap();
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -221,7 +207,7 @@ async fn a_restart_reconciles_each_service_once_and_namespace_labels_still_reque
 
     // A first controller assigns every Service, then stops.
     let first = Ctl::start(&client, "first", None);
-    let assigned = eventually("every Service assigned", || async {
+    let assigned = support::eventually(TIMEOUT, "every Service assigned", || async {
         let all = services(&client).await;
         (all.len() == total && all.values().all(|(ips, _)| ips.len() == 1)).then_some(all)
     })
@@ -249,7 +235,7 @@ async fn a_restart_reconciles_each_service_once_and_namespace_labels_still_reque
         l.local_addr().unwrap()
     };
     let second = Ctl::start(&client, "second", Some(metrics_addr));
-    eventually("the first pass", || async {
+    support::eventually(TIMEOUT, "the first pass", || async {
         (metric(metrics_addr, RECONCILES).await? >= every as u64).then_some(())
     })
     .await;
@@ -262,7 +248,7 @@ async fn a_restart_reconciles_each_service_once_and_namespace_labels_still_reque
     // for before.
     label(&client, "tiered", "gold").await;
     let kept: Vec<String> = (0..TIERED).map(|i| format!("t{i}")).collect();
-    eventually("AddressKept on each tiered Service", || async {
+    support::eventually(TIMEOUT, "AddressKept on each tiered Service", || async {
         (warned(&client, "tiered", reconcile::REASON_ADDRESS_KEPT).await == kept).then_some(())
     })
     .await;
@@ -283,7 +269,7 @@ async fn a_restart_reconciles_each_service_once_and_namespace_labels_still_reque
     // Its retries back off 1, 2, 4, 8 s (the k-th failure waits 2^(k-1)
     // s): after the fourth the next is 8 s away, so an address given
     // sooner came from the label change. It is the only Service failing.
-    let failed = eventually("four failed reconciles of w", || async {
+    let failed = support::eventually(TIMEOUT, "four failed reconciles of w", || async {
         let n = metric(metrics_addr, FAILED).await?;
         (n >= 4).then_some(n)
     })
@@ -291,7 +277,7 @@ async fn a_restart_reconciles_each_service_once_and_namespace_labels_still_reque
     let relabelled = Instant::now();
     label(&client, "waiting", "gold").await;
     let api: Api<Service> = Api::namespaced(client.clone(), "waiting");
-    let ips = eventually("w assigned from gold", || async {
+    let ips = support::eventually(TIMEOUT, "w assigned from gold", || async {
         let ips = controller::convert::ingress_ips(&api.get("w").await.ok()?);
         (!ips.is_empty()).then_some(ips)
     })
