@@ -167,7 +167,7 @@ impl World {
             moving: services / 2 / 2 * 2,
             on_this_node: false,
         };
-        world.slices = world.store.list(None);
+        world.slices = world.store.list();
         world.decide();
         world
     }
@@ -206,7 +206,7 @@ impl World {
         let start = Instant::now();
         let moved = slice(self.moving, 0, [to.to_owned()]);
         self.writer.apply(watcher::Event::Apply(moved.into()));
-        self.slices = self.store.list(Some(&self.slices));
+        self.slices = self.store.list();
         let listed = start.elapsed();
         let (decided, [view, keyed]) = self.decide();
         assert_eq!(decided, 1);

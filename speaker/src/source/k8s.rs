@@ -195,16 +195,16 @@ impl Caches {
     }
 
     /// The other objects, sorted by namespace and name so that the plans
-    /// see a stable order, as a snapshot whose model is still empty: the
-    /// lists of `last` patched with what changed since (the same `Arc`s
-    /// where nothing did, [`store::Store::list`]).
-    fn cluster(&self, last: Option<&Snapshot>) -> Snapshot {
+    /// see a stable order, as a snapshot whose model is still empty: each
+    /// cache's list, patched with what changed since the last one (the
+    /// same `Arc` where nothing did, [`store::Store::list`]).
+    fn cluster(&self) -> Snapshot {
         Snapshot {
             model: Arc::default(),
-            nodes: self.nodes.list(last.map(|l| &l.nodes)),
-            services: self.services.list(last.map(|l| &l.services)),
-            slices: self.slices.list(last.map(|l| &l.slices)),
-            secrets: self.secrets.list(last.map(|l| &l.secrets)),
+            nodes: self.nodes.list(),
+            services: self.services.list(),
+            slices: self.slices.list(),
+            secrets: self.secrets.list(),
         }
     }
 }
@@ -264,7 +264,7 @@ async fn snapshots(
     }
     info!("kubernetes caches synced");
     let mut woken = Instant::now();
-    let mut last: Option<(Generations, Validated, Snapshot)> = None;
+    let mut last: Option<(Generations, Validated)> = None;
     loop {
         // Built once the reconcile loop can take it: while it works on the
         // last one, changes keep gathering here.
@@ -278,11 +278,11 @@ async fn snapshots(
         let moved = |feed: Feed| before.is_none_or(|g| g[feed as usize] != now[feed as usize]);
         let revalidate = moved(Feed::Configuration);
         let configuration = match &last {
-            Some((_, v, _)) if !revalidate => v.clone(),
+            Some((_, v)) if !revalidate => v.clone(),
             _ => caches.configuration(),
         };
-        let snap = caches.cluster(last.as_ref().map(|(.., s)| s));
-        last = Some((now, configuration.clone(), snap.clone()));
+        let snap = caches.cluster();
+        last = Some((now, configuration.clone()));
         let reload = match configuration {
             Ok(model) => Ok(Snapshot { model, ..snap }),
             Err(problems) => Err(Rejected {

@@ -2,12 +2,14 @@
 //! reflector `Store` (issue 18 §1): the watch's events applied to records
 //! that keep what the speaker reads ([`crate::announce::stored`]), keyed
 //! by namespace and name ([`ObjectKey`], whose strings the records share),
-//! with the keys that changed since the snapshot task last listed it.
+//! as the sorted list a snapshot takes (shared with it) and the changes
+//! since it was taken.
 //!
 //! kube's store keeps each whole object (for the watched kinds, a
 //! k8s-openapi `ObjectMeta` each) and a second copy of its name,
 //! namespace, uid and resource version in its key; at 50,000 Services
-//! that was 64 % of the speaker's heap.
+//! that was 64 % of the speaker's heap. This one keeps no index beside
+//! the list: a lookup is a binary search of it (and of the changes).
 //!
 //! The events mean what they mean to kube's store: a (re)list
 //! (`Init`, `InitApply`..., `InitDone`) is gathered on the side and swapped
@@ -17,7 +19,7 @@
 //! to what the cache holds changes nothing (a Node's heartbeat, a field the
 //! record does not keep), so the snapshot and the view do not move either.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -88,21 +90,27 @@ impl Record for Secret {
 /// The namespace of cluster-scoped objects' keys: one string for all.
 static CLUSTER: LazyLock<Arc<str>> = LazyLock::new(|| "".into());
 
-/// What changed in a cache since the snapshot task last listed it.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Changed {
-    /// The cache was listed again (its first list, or a relist after its
-    /// watch expired): every object may have changed.
-    pub relisted: bool,
-    /// Objects applied or deleted one by one since.
-    pub keys: BTreeSet<ObjectKey>,
-}
-
 /// The contents, shared by the [`Writer`] and the readers.
 #[derive(Debug)]
 struct State<T> {
-    objects: BTreeMap<ObjectKey, Arc<T>>,
-    changed: Changed,
+    /// Every record in key order as of the last [`Store::list`]: the list
+    /// the snapshot task took, shared with it (the cache holds no other
+    /// index of its records).
+    list: Shared<T>,
+    /// What changed since, by key: the record now, or `None` (deleted).
+    pending: BTreeMap<ObjectKey, Option<Arc<T>>>,
+}
+
+impl<T: Record> State<T> {
+    /// The record of `key` now.
+    fn get(&self, key: &ObjectKey) -> Option<&Arc<T>> {
+        if let Some(now) = self.pending.get(key) {
+            return now.as_ref();
+        }
+        let at = (&*key.namespace, &*key.name);
+        let i = self.list.partition_point(|o| o.order() < at);
+        self.list.get(i).filter(|o| o.order() == at)
+    }
 }
 
 /// The reading side of a cache: the snapshot task's lists, the status
@@ -128,14 +136,14 @@ pub struct Writer<T> {
     state: Arc<Mutex<State<T>>>,
     ready: watch::Sender<bool>,
     /// A (re)list being read, swapped in at `InitDone`.
-    relist: Option<BTreeMap<ObjectKey, Arc<T>>>,
+    relist: Option<Vec<Arc<T>>>,
 }
 
 /// An empty cache, not ready until its writer has seen a whole list.
 pub fn store<T>() -> (Store<T>, Writer<T>) {
     let state = Arc::new(Mutex::new(State {
-        objects: BTreeMap::new(),
-        changed: Changed::default(),
+        list: Arc::default(),
+        pending: BTreeMap::new(),
     }));
     let (ready_tx, ready) = watch::channel(false);
     (
@@ -166,43 +174,37 @@ impl<T: Record + PartialEq> Writer<T> {
             Event::Apply(o) => {
                 let key = o.key();
                 let mut state = lock(&self.state);
-                if state.objects.get(&key).is_some_and(|held| **held == o) {
+                if state.get(&key).is_some_and(|held| **held == o) {
                     return false;
                 }
-                state.objects.insert(key.clone(), Arc::new(o));
-                state.changed.keys.insert(key);
+                state.pending.insert(key, Some(Arc::new(o)));
                 true
             }
             Event::Delete(o) => {
                 let key = o.key();
                 let mut state = lock(&self.state);
-                if state.objects.remove(&key).is_none() {
+                if state.get(&key).is_none() {
                     return false;
                 }
-                state.changed.keys.insert(key);
+                state.pending.insert(key, None);
                 true
             }
             Event::Init => {
-                self.relist = Some(BTreeMap::new());
+                self.relist = Some(Vec::new());
                 false
             }
             Event::InitApply(o) => {
-                self.relist
-                    .get_or_insert_default()
-                    .insert(o.key(), Arc::new(o));
+                self.relist.get_or_insert_default().push(Arc::new(o));
                 false
             }
             Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
+                let listed = sorted(self.relist.take().unwrap_or_default());
                 let old = {
                     let mut state = lock(&self.state);
-                    state.changed = Changed {
-                        relisted: true,
-                        keys: BTreeSet::new(),
-                    };
-                    std::mem::replace(&mut state.objects, listed)
+                    state.pending.clear();
+                    std::mem::replace(&mut state.list, listed)
                 };
-                // Freed outside the lock.
+                // Freed outside the lock (unless a snapshot still holds it).
                 drop(old);
                 self.ready.send_replace(true);
                 true
@@ -211,67 +213,75 @@ impl<T: Record + PartialEq> Writer<T> {
     }
 }
 
+/// A list as the watch sent it, in key order; of two records of one key,
+/// the later.
+fn sorted<T: Record>(mut list: Vec<Arc<T>>) -> Shared<T> {
+    // Stable: of one key, the records stay in the order they came.
+    list.sort_by(|a, b| a.order().cmp(&b.order()));
+    let mut out: Vec<Arc<T>> = Vec::with_capacity(list.len());
+    for o in list {
+        match out.last_mut() {
+            Some(last) if last.order() == o.order() => *last = o,
+            _ => out.push(o),
+        }
+    }
+    out.into()
+}
+
 impl<T> Store<T> {
     /// Waits until the cache has seen its first whole list; false if its
     /// writer went away before.
     pub async fn wait_until_ready(&self) -> bool {
         let mut ready = self.ready.clone();
-        let listed = ready.wait_for(|r| *r).await.is_ok();
-        listed
-    }
-
-    /// The record of `key`, if the cache holds one.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<T>> {
-        lock(&self.state).objects.get(key).cloned()
-    }
-
-    /// How many records the cache holds.
-    pub fn len(&self) -> usize {
-        lock(&self.state).objects.len()
-    }
-
-    /// Whether the cache holds none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Every record, in key order (namespace, name).
-    pub fn state(&self) -> Vec<Arc<T>> {
-        lock(&self.state).objects.values().cloned().collect()
+        // A separate statement: the borrow `wait_for` returns ends before
+        // the receiver it borrows.
+        ready.wait_for(|r| *r).await.is_ok()
     }
 }
 
 impl<T: Record> Store<T> {
-    /// The cache's records in key order, for a snapshot: `last` (in that
-    /// order) patched with the records that changed since it was taken,
-    /// the same `Arc` when none did, every record listed again after a
-    /// relist or with no `last`. A change costs its keys' lookups and a
-    /// copy of the list's pointers, not a sort of the cache.
-    pub fn list(&self, last: Option<&Shared<T>>) -> Shared<T> {
+    /// The record of `key`, if the cache holds one.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<T>> {
+        lock(&self.state).get(key).cloned()
+    }
+
+    /// Every record, in key order, without taking the changes in (what
+    /// [`Store::list`] would give).
+    pub fn state(&self) -> Vec<Arc<T>> {
+        let state = lock(&self.state);
+        patched(&state.list, &state.pending)
+    }
+
+    /// Whether the cache holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.state().is_empty()
+    }
+
+    /// The cache's records in key order, for a snapshot: the last list
+    /// patched with the records that changed since it was taken, the same
+    /// `Arc` when none did, the new list after a relist. A change costs
+    /// its keys' binary searches and a copy of the list's pointers, not a
+    /// sort of the cache.
+    pub fn list(&self) -> Shared<T> {
         let mut state = lock(&self.state);
-        let changed = std::mem::take(&mut state.changed);
-        match last {
-            Some(last) if !changed.relisted && changed.keys.is_empty() => Arc::clone(last),
-            Some(last) if !changed.relisted => {
-                patched(last, &changed.keys, |key| state.objects.get(key).cloned()).into()
-            }
-            _ => state.objects.values().cloned().collect(),
+        if !state.pending.is_empty() {
+            let pending = std::mem::take(&mut state.pending);
+            state.list = patched(&state.list, &pending).into();
         }
+        Arc::clone(&state.list)
     }
 }
 
-/// `last` (sorted by [`Record::order`]) with the records of `keys`
-/// replaced by what `now` gives for them (`None`: gone), in the same
-/// order: a binary search per key and a copy of the pointers between
-/// them.
-pub fn patched<T: Record>(
+/// `last` (sorted by [`Record::order`]) with the records of `changes`
+/// put in (`None`: taken out), in the same order: a binary search per key
+/// and a copy of the pointers between them.
+fn patched<T: Record>(
     last: &[Arc<T>],
-    keys: &BTreeSet<ObjectKey>,
-    now: impl Fn(&ObjectKey) -> Option<Arc<T>>,
+    changes: &BTreeMap<ObjectKey, Option<Arc<T>>>,
 ) -> Vec<Arc<T>> {
-    let mut out = Vec::with_capacity(last.len() + keys.len());
+    let mut out = Vec::with_capacity(last.len() + changes.len());
     let mut from = 0;
-    for key in keys {
+    for (key, now) in changes {
         let at = (&*key.namespace, &*key.name);
         let here = from + last[from..].partition_point(|o| o.order() < at);
         out.extend_from_slice(&last[from..here]);
@@ -279,7 +289,7 @@ pub fn patched<T: Record>(
         if last.get(from).is_some_and(|o| o.order() == at) {
             from += 1;
         }
-        out.extend(now(key));
+        out.extend(now.iter().cloned());
     }
     out.extend_from_slice(&last[from..]);
     out

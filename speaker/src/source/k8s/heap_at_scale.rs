@@ -149,7 +149,7 @@ fn heap() -> i64 {
 }
 
 /// Live heap in bytes after each step, as differences.
-fn measure(services: u32) -> [i64; 4] {
+fn measure(services: u32) -> [i64; 6] {
     let model = model();
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
@@ -157,10 +157,12 @@ fn measure(services: u32) -> [i64; 4] {
     let nodes = stored((0..NODES).map(node), |n| {
         stored::Node::from_watched(n, &mut interner)
     });
+    let after_nodes = heap();
     let mut interner = Interner::default();
     let svcs = stored((0..services).map(service), |s| {
         stored::Service::from_watched(s, &mut interner)
     });
+    let after_services = heap();
     let mut interner = Interner::default();
     let slices = stored(
         (0..services).flat_map(|i| {
@@ -172,9 +174,9 @@ fn measure(services: u32) -> [i64; 4] {
         |e| stored::EndpointSlice::from_watched(e, &mut interner),
     );
     let after_stores = heap();
-    let nl = nodes.list(None);
-    let sv = svcs.list(None);
-    let sl = slices.list(None);
+    let nl = nodes.list();
+    let sv = svcs.list();
+    let sl = slices.list();
     let secrets: Shared<Secret> = Arc::default();
     let after_lists = heap();
     let mut converted = Converted::default();
@@ -193,7 +195,9 @@ fn measure(services: u32) -> [i64; 4] {
         keyed, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
     ));
     [
-        after_stores - start,
+        after_nodes - start,
+        after_services - after_nodes,
+        after_stores - after_services,
         after_lists - after_stores,
         after_view - after_lists,
         after_keyed - after_view,
@@ -221,7 +225,9 @@ fn inline_sizes() -> String {
 #[test]
 #[ignore = "a benchmark: cargo test -p speaker --lib heap_per_service -- --ignored --nocapture"]
 fn heap_per_service() {
-    println!("| Services | stores | snapshot lists | view | keyed plans | total | per Service |");
+    println!(
+        "| Services | store: Nodes | store: Services | store: EndpointSlices | snapshot lists | view | keyed plans | total | per Service |"
+    );
     println!("{}", inline_sizes());
     let sizes: Vec<u32> = std::env::var("HEAP_SERVICES")
         .unwrap_or_else(|_| "10000,50000".into())
@@ -237,11 +243,13 @@ fn heap_per_service() {
         let total: i64 = parts.iter().sum();
         let mib = |b: i64| format!("{:.1} MiB", b as f64 / 1_048_576.0);
         println!(
-            "| {services} | {} | {} | {} | {} | {} | {:.2} KiB |",
+            "| {services} | {} | {} | {} | {} | {} | {} | {} | {:.2} KiB |",
             mib(parts[0]),
             mib(parts[1]),
             mib(parts[2]),
             mib(parts[3]),
+            mib(parts[4]),
+            mib(parts[5]),
             mib(total),
             total as f64 / 1024.0 / f64::from(services)
         );

@@ -46,12 +46,9 @@ fn row(ns: &str, name: &str, node: &str) -> (String, String, String) {
     (ns.into(), name.into(), node.into())
 }
 
-fn taken(store: &Store<EndpointSlice>) -> Changed {
-    std::mem::take(&mut lock(&store.state).changed)
-}
-
 /// Each event against what readers see, what [`Writer::apply`] returns,
-/// and the keys the snapshot task is told of.
+/// and the lists the snapshot task takes: a new one after a change, the
+/// same `Arc` after none.
 #[tokio::test]
 async fn events_as_kubes_store_applies_them() {
     let (store, mut w) = store::<EndpointSlice>();
@@ -60,6 +57,8 @@ async fn events_as_kubes_store_applies_them() {
     // The first list: nothing visible, not ready, until InitDone.
     assert!(!w.apply(Event::Init));
     assert!(!w.apply(Event::InitApply(slice("a", "web-1", "n1"))));
+    assert!(!w.apply(Event::InitApply(slice("a", "db-1", "n0"))));
+    // Of two of one key in a list, the later.
     assert!(!w.apply(Event::InitApply(slice("a", "db-1", "n1"))));
     assert!(store.is_empty());
     assert!(!*store.ready.borrow());
@@ -69,30 +68,24 @@ async fn events_as_kubes_store_applies_them() {
         contents(&store),
         [row("a", "db-1", "n1"), row("a", "web-1", "n1")]
     );
-    assert_eq!(
-        taken(&store),
-        Changed {
-            relisted: true,
-            keys: BTreeSet::new()
-        }
-    );
+    let first = store.list();
+    assert_eq!(first.len(), 2);
 
     // Apply replaces the object of its key; an equal one is no change.
-    assert!(w.apply(Event::Apply(slice("a", "web-1", "n2"))));
     assert!(!w.apply(Event::Apply(slice("a", "db-1", "n1"))));
+    assert!(Arc::ptr_eq(&store.list(), &first));
+    assert!(w.apply(Event::Apply(slice("a", "web-1", "n2"))));
     assert_eq!(
         contents(&store),
         [row("a", "db-1", "n1"), row("a", "web-1", "n2")]
     );
-    // Delete of a key the cache does not hold: no change, no key.
+    // Delete of a key the cache does not hold: no change.
     assert!(!w.apply(Event::Delete(slice("b", "web-1", "n1"))));
-    assert_eq!(
-        taken(&store),
-        Changed {
-            relisted: false,
-            keys: BTreeSet::from([ObjectKey::new("a", "web-1")])
-        }
-    );
+    let second = store.list();
+    assert!(!Arc::ptr_eq(&second, &first));
+    // The record that did not change is the same `Arc`.
+    assert!(Arc::ptr_eq(&second[0], &first[0]));
+    assert!(Arc::ptr_eq(&store.list(), &second));
 
     // A relist: the old contents stay visible until InitDone swaps the
     // new list in; an object missing from it is gone after.
@@ -109,17 +102,12 @@ async fn events_as_kubes_store_applies_them() {
         contents(&store),
         [row("a", "web-1", "n2"), row("b", "api-1", "n3")]
     );
-    // A relist replaces what was noted before it.
-    assert_eq!(
-        taken(&store),
-        Changed {
-            relisted: true,
-            keys: BTreeSet::new()
-        }
-    );
+    let third = store.list();
+    assert!(!Arc::ptr_eq(&third, &second));
     // After a relist, a Delete of what it dropped changes nothing; of
     // what it brought, removes it.
     assert!(!w.apply(Event::Delete(slice("a", "db-1", "n4"))));
+    assert!(Arc::ptr_eq(&store.list(), &third));
     assert!(w.apply(Event::Delete(slice("b", "api-1", "n3"))));
     assert_eq!(contents(&store), [row("a", "web-1", "n2")]);
     assert_eq!(
@@ -129,6 +117,7 @@ async fn events_as_kubes_store_applies_them() {
         Some(true)
     );
     assert_eq!(store.get(&ObjectKey::new("b", "api-1")), None);
+    assert_eq!(store.list().len(), 1);
 }
 
 /// A cache whose writer went away before its first list is never ready.
@@ -153,11 +142,7 @@ fn nodes_are_keyed_by_name() {
     w.apply(Event::InitApply(node("b")));
     w.apply(Event::InitApply(node("a")));
     w.apply(Event::InitDone);
-    let names: Vec<String> = store
-        .list(None)
-        .iter()
-        .map(|n| n.name.to_string())
-        .collect();
+    let names: Vec<String> = store.list().iter().map(|n| n.name.to_string()).collect();
     assert_eq!(names, ["a", "b"]);
     let (a, b) = (node("a").key(), node("b").key());
     assert!(Arc::ptr_eq(&a.namespace, &b.namespace));
@@ -239,8 +224,8 @@ fn caches_and_their_lists_are_a_model_map() {
         slices_w.apply(Event::InitDone);
         services_w.apply(Event::Init);
         services_w.apply(Event::InitDone);
-        let mut sl = slices.list(None);
-        let mut sv = services.list(None);
+        let mut sl = slices.list();
+        let mut sv = services.list();
         let mut converted = Converted::default();
         for step in 0..200 {
             let events = rng.random_range(0..4);
@@ -298,7 +283,7 @@ fn caches_and_their_lists_are_a_model_map() {
             let at = format!("seed {seed} step {step}");
             check(&slices, &slice_model, &at);
             check(&services, &service_model, &at);
-            let (new_sl, new_sv) = (slices.list(Some(&sl)), services.list(Some(&sv)));
+            let (new_sl, new_sv) = (slices.list(), services.list());
             if moved {
                 patches += 1;
             } else {
