@@ -106,8 +106,10 @@ struct Index {
     groups: HashMap<Key, Vec<Arc<stored::EndpointSlice>>>,
 }
 
-/// What a Service object gives: `None` when it is not a LoadBalancer.
-type Converts = Option<Result<Arc<Service>, Problem>>;
+/// What a Service object gives: `None` when it is not a LoadBalancer. A
+/// problem is boxed: one result is kept per Service, and a `Problem` (four
+/// strings, 88 bytes) is rare.
+type Converts = Option<Result<Arc<Service>, Box<Problem>>>;
 
 impl Converted {
     /// The same view as [`ClusterView::from_k8s`] gives for these
@@ -137,7 +139,7 @@ impl Converted {
             .results
             .iter()
             .flatten()
-            .filter_map(|r| r.as_ref().map_err(|p| problems.push(p.clone())).ok())
+            .filter_map(|r| r.as_ref().map_err(|p| problems.push((**p).clone())).ok())
             .cloned()
             .collect();
         let node_map = match &index.node_map {
@@ -358,7 +360,11 @@ fn span_at<T>(old: &[Arc<T>], new: &[Arc<T>]) -> (Range<usize>, Range<usize>) {
 
 /// What one Service object and its EndpointSlices give.
 fn convert(s: &stored::Service, group: &[Arc<stored::EndpointSlice>]) -> Converts {
-    is_load_balancer(s).then(|| service(s, group.iter().map(|e| &**e)).map(Arc::new))
+    is_load_balancer(s).then(|| {
+        service(s, group.iter().map(|e| &**e))
+            .map(Arc::new)
+            .map_err(Box::new)
+    })
 }
 
 /// A Service's namespace and name.
@@ -432,7 +438,7 @@ fn group_slices<E: Borrow<stored::EndpointSlice>>(slices: &[E]) -> HashMap<(&str
         }
     }
     for group in by_service.values_mut() {
-        group.sort_by(|a, b| slice_name(*a).cmp(&slice_name(*b)));
+        group.sort_by(|a, b| slice_name(*a).cmp(slice_name(*b)));
     }
     by_service
 }
