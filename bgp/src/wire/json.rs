@@ -295,10 +295,10 @@ fn update(u: &Update) -> Value {
     // AS4_PATH comes only from a speaker that thinks we lack 4-octet AS
     // numbers: the path it means is AS_PATH and AS4_PATH put back together
     // (RFC 6793 §4.2.3), which the two attributes alone do not show.
-    if attrs.contains_key("as4_path") {
-        if let Some(path) = super::as4::as_path(&u.attributes, false) {
-            attrs.insert("as_path_reconstructed".into(), as_path(&path));
-        }
+    if attrs.contains_key("as4_path")
+        && let Some(path) = super::as4::as_path(&u.attributes, false)
+    {
+        attrs.insert("as_path_reconstructed".into(), as_path(&path));
     }
     let mut v = json!({
         "type": "UPDATE",
