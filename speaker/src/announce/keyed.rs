@@ -28,7 +28,7 @@ use bgp::session::{IpPrefix, RouteAttrs};
 
 use super::bgp::{BgpContext, Pending, ServiceRoutes};
 use super::coexist::Deferral;
-use super::l2::{L2Context, ServiceL2};
+use super::l2::{KEPT_CANDIDATES, L2Context, ServiceL2};
 use super::sorted::{Interner, VecMap};
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
@@ -231,7 +231,7 @@ impl Keyed {
         let all = !self.context.as_ref().is_some_and(|c| c.same(view, l2));
         let mut shared = Vec::new();
         let bgp = BgpContext::new(view, &mut shared);
-        let l2ctx = L2Context::new(view);
+        let l2ctx = L2Context::keeping(view, KEPT_CANDIDATES);
         let mut changes = Changes {
             all,
             ..Changes::default()
