@@ -77,8 +77,6 @@ pub struct Election {
     /// with a speaker on each of thousands of nodes every candidate of every
     /// service would be thousands of names per service.
     pub candidates: Vec<String>,
-    /// How many nodes are candidates (`candidates` may hold fewer).
-    pub count: usize,
 }
 
 /// How many candidates, best first, the speaker keeps per election: the
@@ -286,8 +284,7 @@ impl<'a> L2Context<'a> {
         }
         // Best first: the best `keep` found in linear time, then sorted
         // (names are distinct, so no two candidates are equal).
-        let count = candidates.len();
-        if count > self.keep {
+        if candidates.len() > self.keep {
             candidates.select_nth_unstable(self.keep - 1);
             candidates.truncate(self.keep);
         }
@@ -296,7 +293,6 @@ impl<'a> L2Context<'a> {
             election: Election {
                 ips: svc.ingress.clone(),
                 candidates: candidates.iter().map(|c| c.2.to_owned()).collect(),
-                count,
             },
             ..ServiceL2::default()
         };
@@ -408,6 +404,53 @@ impl<'a> L2Context<'a> {
             return Err(NotCandidate::NoLocalEndpoint);
         }
         Ok(score)
+    }
+
+    /// Whether a change of the nodes `changed` alone (their Node objects
+    /// or memberlist membership; the rest of the view as it was) can move
+    /// `election`, this context's service `svc` of `pool` as decided
+    /// before: its winner is one of them or no longer a candidate, or one
+    /// of them is now a candidate ranking before the winner (or the only
+    /// one). What ranks after the winner does not count: the speaker keeps
+    /// the winner alone ([`KEPT_CANDIDATES`]).
+    pub(super) fn moved_by(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+        election: &Election,
+        changed: &BTreeSet<String>,
+    ) -> bool {
+        let winner = election.winner();
+        if winner.is_some_and(|w| changed.contains(w)) {
+            return true;
+        }
+        let Ok(ads) = self.advertisements(svc, pool) else {
+            // It has an election, so it had advertisements; the model is
+            // the same. Decide it again rather than reason about it.
+            return true;
+        };
+        if !svc.has_serving_endpoint() {
+            // No candidate at all, whatever the nodes.
+            return winner.is_some();
+        }
+        let with_endpoints = svc.nodes_with_serving_endpoints();
+        let seed = svc.ingress[0].to_string();
+        let rank = |name: &str| {
+            self.candidacy(svc, &ads, &with_endpoints, name)
+                .ok()
+                .map(|score| (Reverse(score), order(name, &seed)))
+        };
+        let best = match winner {
+            Some(w) => match rank(w) {
+                Some(r) => Some(r),
+                None => return true,
+            },
+            None => None,
+        };
+        changed
+            .iter()
+            .filter_map(|n| rank(n))
+            .any(|r| best.is_none_or(|b| r < b))
     }
 
     /// The speakers in the view and not excluded, with their Node, in
