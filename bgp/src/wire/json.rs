@@ -292,6 +292,14 @@ fn update(u: &Update) -> Value {
         };
         attrs.insert(name.into(), value);
     }
+    // AS4_PATH comes only from a speaker that thinks we lack 4-octet AS
+    // numbers: the path it means is AS_PATH and AS4_PATH put back together
+    // (RFC 6793 §4.2.3), which the two attributes alone do not show.
+    if attrs.contains_key("as4_path")
+        && let Some(path) = super::as4::as_path(&u.attributes, false)
+    {
+        attrs.insert("as_path_reconstructed".into(), as_path(&path));
+    }
     let mut v = json!({
         "type": "UPDATE",
         "withdrawn": nlri_list(&u.withdrawn),
@@ -353,5 +361,43 @@ fn mp_unreach(m: &MpUnreach) -> Value {
         MpUnreach::Other(raw) => {
             json!({ "afi": afi(a), "safi": safi(s), "withdrawn_raw": HexBytes(&raw.nlri).to_string() })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::attr::PathAttribute;
+
+    fn update(attrs: Vec<AttrValue>) -> Value {
+        message(&Message::Update(Update {
+            attributes: attrs.into_iter().map(PathAttribute::new).collect(),
+            ..Update::default()
+        }))
+    }
+
+    #[test]
+    fn as4_path_is_shown_put_back_together() {
+        // An OLD speaker (64496) prepended itself after the AS4_PATH was
+        // made: the path meant is 64496, then AS4_PATH.
+        let v = update(vec![
+            AttrValue::AsPath(AsPath::sequence(vec![64496, 23456, 64999])),
+            AttrValue::As4Path(AsPath::sequence(vec![4_200_000_002, 64999])),
+        ]);
+        assert_eq!(
+            v["attributes"]["as_path_reconstructed"],
+            json!([{"type": "AS_SEQUENCE", "asns": [64496, 4_200_000_002u32, 64999]}])
+        );
+        // AS_PATH and AS4_PATH stay as received.
+        assert_eq!(
+            v["attributes"]["as_path"][0]["asns"],
+            json!([64496, 23456, 64999])
+        );
+        // No AS4_PATH: nothing to put together, no extra field.
+        let v = update(vec![AttrValue::AsPath(AsPath::sequence(vec![64999]))]);
+        assert!(
+            v["attributes"].get("as_path_reconstructed").is_none(),
+            "{v}"
+        );
     }
 }

@@ -7,9 +7,12 @@
 //! layer 2 election; per (peer, prefix) and per IP, the services that give
 //! it and the merged result. [`Keyed::update`] compares the new view with
 //! the one it last decided: when anything but the services differs (the
-//! configuration, the nodes, the members, the Secrets), every service is
-//! decided again; otherwise only the services whose value changed, appeared
-//! or went. It returns the difference, as the drivers take it: per peer the
+//! configuration, this node, the Secrets), every service is decided again;
+//! when other nodes alone differ (their Node objects or their memberlist
+//! membership), only the layer 2 elections those nodes can move (one of
+//! them won it, or ranks before its winner now: one candidacy per changed
+//! node and service, where deciding again costs one per node); otherwise
+//! only the services whose value changed, appeared or went. It returns the difference, as the drivers take it: per peer the
 //! prefixes to announce or withdraw, per IP the interfaces to answer on or
 //! nothing, and the (protocol, service, IP) announcements that started or
 //! ended.
@@ -28,7 +31,7 @@ use bgp::session::{IpPrefix, RouteAttrs};
 
 use super::bgp::{BgpContext, Pending, ServiceRoutes};
 use super::coexist::Deferral;
-use super::l2::{L2Context, ServiceL2};
+use super::l2::{KEPT_CANDIDATES, L2Context, ServiceL2};
 use super::sorted::{Interner, VecMap};
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
@@ -155,6 +158,74 @@ impl Context {
         }
     }
 
+    /// When `view` differs from this context only in other nodes (their
+    /// Node objects or their memberlist membership), the names of those
+    /// nodes; `None` when anything else differs. This node's own Node and
+    /// membership must be the same, and neither isolation nor MetalLB's
+    /// speakers in play: then a service's BGP routes, its interfaces and
+    /// this node's part in its election read nothing that changed, and its
+    /// election can change only through the changed nodes' candidacies.
+    fn others_changed(&self, view: &ClusterView, l2: bool) -> Option<BTreeSet<String>> {
+        let same_rest = self.l2 == l2
+            && !view.isolated
+            && !self.isolated
+            && self.ignore_exclude_lb == view.ignore_exclude_lb
+            && self.node == view.node
+            && self.load_balancer_class == view.load_balancer_class
+            && (Arc::ptr_eq(&self.model, &view.model) || self.model == view.model)
+            && self.api_speakers == view.api_speakers
+            && view
+                .api_speakers
+                .as_ref()
+                .is_none_or(|a| a.metallb.is_none())
+            && self.secrets == view.secrets;
+        if !same_rest {
+            return None;
+        }
+        let mut changed = BTreeSet::new();
+        match (&self.members, &view.members) {
+            (Some(old), Some(new)) => {
+                changed.extend(old.symmetric_difference(new).cloned());
+            }
+            (None, None) => {}
+            _ => return None,
+        }
+        if !Arc::ptr_eq(&self.nodes, &view.nodes) {
+            let (mut old, mut new) = (self.nodes.iter().peekable(), view.nodes.iter().peekable());
+            loop {
+                match (old.peek(), new.peek()) {
+                    (None, None) => break,
+                    (Some((a, _)), None) => {
+                        changed.insert((*a).clone());
+                        old.next();
+                    }
+                    (None, Some((b, _))) => {
+                        changed.insert((*b).clone());
+                        new.next();
+                    }
+                    (Some((a, x)), Some((b, y))) => match a.cmp(b) {
+                        std::cmp::Ordering::Less => {
+                            changed.insert((*a).clone());
+                            old.next();
+                        }
+                        std::cmp::Ordering::Greater => {
+                            changed.insert((*b).clone());
+                            new.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            if x != y {
+                                changed.insert((*a).clone());
+                            }
+                            old.next();
+                            new.next();
+                        }
+                    },
+                }
+            }
+        }
+        (!changed.contains(&view.node)).then_some(changed)
+    }
+
     /// Whether `view` has the same context, without copying it.
     fn same(&self, view: &ClusterView, l2: bool) -> bool {
         self.l2 == l2
@@ -187,7 +258,10 @@ struct Entry {
     /// slot of the services' map larger.
     l2: Option<Box<ServiceL2>>,
     problems: Vec<Problem>,
+    /// The update that last saw the service in its view.
     seen: u64,
+    /// The update that last decided it.
+    decided: u64,
 }
 
 /// One prefix towards one peer.
@@ -228,15 +302,26 @@ impl Keyed {
     /// memberlist, and is off without L2Advertisements).
     pub fn update(&mut self, view: &ClusterView, l2: bool) -> Changes {
         self.generation += 1;
-        let all = !self.context.as_ref().is_some_and(|c| c.same(view, l2));
+        let same = self.context.as_ref().is_some_and(|c| c.same(view, l2));
+        // Other nodes changed and nothing else: only layer 2 elections can
+        // move, and only those the changed nodes win, lose or could now
+        // win are decided again.
+        let others = match &self.context {
+            Some(c) if !same => c.others_changed(view, l2),
+            _ => None,
+        };
+        let all = !same && others.is_none();
         let mut shared = Vec::new();
         let bgp = BgpContext::new(view, &mut shared);
-        let l2ctx = L2Context::new(view);
+        let l2ctx = L2Context::keeping(view, KEPT_CANDIDATES);
         let mut changes = Changes {
             all,
             ..Changes::default()
         };
         let mut touched = Touched::default();
+        if others.is_some() {
+            self.context = Some(Context::of(view, l2));
+        }
         if all {
             self.context = Some(Context::of(view, l2));
             self.excluded = bgp.excluded;
@@ -254,6 +339,9 @@ impl Keyed {
                 for i in places {
                     self.decide(&deciding, &view.services[i], &mut touched, &mut changes);
                 }
+                if let Some(nodes) = &others {
+                    self.elections_moved_by(&deciding, nodes, &mut touched, &mut changes);
+                }
             }
             None => {
                 for svc in &view.services {
@@ -267,6 +355,9 @@ impl Keyed {
                     .collect();
                 for key in gone {
                     self.replace(&key, None, &mut touched, &mut changes);
+                }
+                if let Some(nodes) = &others {
+                    self.elections_moved_by(&deciding, nodes, &mut touched, &mut changes);
                 }
             }
         }
@@ -311,6 +402,44 @@ impl Keyed {
         Some(places)
     }
 
+    /// After a change of other nodes alone (`changed`), decides again the
+    /// layer 2 services (every entry is in the view by now), not yet
+    /// decided in this update, whose election
+    /// those nodes can move: one of them won it, or one of them is now a
+    /// candidate that ranks before the winner (or the only one). A changed
+    /// node that is no candidate, or ranks after the winner, moves
+    /// nothing: the speaker keeps the winner alone. Costs one candidacy
+    /// (a hash) per changed node per layer 2 service, not one per node.
+    fn elections_moved_by(
+        &mut self,
+        d: &Deciding<'_>,
+        changed: &BTreeSet<String>,
+        touched: &mut Touched,
+        changes: &mut Changes,
+    ) {
+        if changed.is_empty() || !d.l2 {
+            return;
+        }
+        let moved: Vec<Arc<Service>> = self
+            .services
+            .values()
+            .filter(|e| e.decided != self.generation)
+            .filter(|e| {
+                e.l2.as_ref().is_some_and(|l2| {
+                    let mut problems = Vec::new();
+                    let Some(pool) = pool_of(d.view, &e.svc, &mut problems) else {
+                        return true;
+                    };
+                    d.l2ctx.moved_by(&e.svc, pool, &l2.election, changed)
+                })
+            })
+            .map(|e| Arc::clone(&e.svc))
+            .collect();
+        for svc in moved {
+            self.decide_again(d, &svc, touched, changes);
+        }
+    }
+
     /// Decides one service of the view again, unless it is the one decided
     /// last (the same object, or an equal one, which its entry then holds).
     fn decide(
@@ -331,6 +460,17 @@ impl Keyed {
             e.svc = Arc::clone(svc);
             return;
         }
+        self.decide_again(d, svc, touched, changes);
+    }
+
+    /// Decides one service of the view, whatever was decided before.
+    fn decide_again(
+        &mut self,
+        d: &Deciding<'_>,
+        svc: &Arc<Service>,
+        touched: &mut Touched,
+        changes: &mut Changes,
+    ) {
         let mut problems = Vec::new();
         let pool = pool_of(d.view, svc, &mut problems);
         let routes = pool
@@ -349,6 +489,7 @@ impl Keyed {
                 l2,
                 problems,
                 seen: self.generation,
+                decided: self.generation,
             }),
             touched,
             changes,

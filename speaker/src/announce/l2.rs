@@ -71,9 +71,17 @@ impl Interfaces {
 pub struct Election {
     /// The service's IPs; all of them go to the winner.
     pub ips: Vec<IpAddr>,
-    /// The eligible nodes, best first: the first one wins.
+    /// The eligible nodes, best first: the first one wins. All of them in
+    /// [`l2_plan`] and explanations; the speaker's kept decisions
+    /// ([`super::Keyed`]) hold the winner alone, since
+    /// with a speaker on each of thousands of nodes every candidate of every
+    /// service would be thousands of names per service.
     pub candidates: Vec<String>,
 }
+
+/// How many candidates, best first, the speaker keeps per election: the
+/// winner. (`kubectl ferrolb explain` computes the whole order itself.)
+pub(super) const KEPT_CANDIDATES: usize = 1;
 
 impl Election {
     /// The node that announces the service, if any is eligible.
@@ -177,10 +185,19 @@ pub(super) struct L2Context<'a> {
     pub(super) api_candidates: usize,
     /// Set when this node announces nothing.
     pub(super) excluded: Option<Exclusion>,
+    /// How many candidates, best first, an election keeps.
+    keep: usize,
 }
 
 impl<'a> L2Context<'a> {
+    /// Elections that keep every candidate (whole plans, explanations).
     pub(super) fn new(view: &'a ClusterView) -> Self {
+        Self::keeping(view, usize::MAX)
+    }
+
+    /// Elections that keep the best `keep` candidates (at least the
+    /// winner): the speaker's kept decisions.
+    pub(super) fn keeping(view: &'a ClusterView, keep: usize) -> Self {
         let mut speakers: BTreeSet<&str> = match &view.members {
             Some(members) => members.iter().map(String::as_str).collect(),
             None => view.nodes.keys().map(String::as_str).collect(),
@@ -207,6 +224,7 @@ impl<'a> L2Context<'a> {
             api,
             api_candidates,
             excluded: view.exclusion(&view.node),
+            keep: keep.max(1),
         }
     }
 
@@ -232,15 +250,14 @@ impl<'a> L2Context<'a> {
             }
             Err(L2Withheld::NoAdvertisement) => return None,
         };
-        let mut candidates: Vec<(i64, [u8; 32], &str)> = Vec::new();
+        let mut candidates: Vec<(Reverse<i64>, [u8; 32], &str)> = Vec::new();
         if svc.has_serving_endpoint() {
             let with_endpoints = svc.nodes_with_serving_endpoints();
             // The first IP seeds the order, so that both IPs of a
             // dual-stack service go to one node, as in MetalLB.
             let seed = svc.ingress[0].to_string();
             let mut push = |score: i64, name: &'a str| {
-                let hash: [u8; 32] = Sha256::digest(format!("{name}#{seed}")).into();
-                candidates.push((score, hash, name));
+                candidates.push((Reverse(score), order(name, &seed), name));
             };
             // The same candidates as [`Self::candidacy`] of every speaker,
             // in the same order (by name), without walking every speaker
@@ -265,7 +282,13 @@ impl<'a> L2Context<'a> {
                 }
             }
         }
-        candidates.sort_by_key(|&(score, hash, _)| (Reverse(score), hash));
+        // Best first: the best `keep` found in linear time, then sorted
+        // (names are distinct, so no two candidates are equal).
+        if candidates.len() > self.keep {
+            candidates.select_nth_unstable(self.keep - 1);
+            candidates.truncate(self.keep);
+        }
+        candidates.sort_unstable();
         let mut out = ServiceL2 {
             election: Election {
                 ips: svc.ingress.clone(),
@@ -383,6 +406,53 @@ impl<'a> L2Context<'a> {
         Ok(score)
     }
 
+    /// Whether a change of the nodes `changed` alone (their Node objects
+    /// or memberlist membership; the rest of the view as it was) can move
+    /// `election`, this context's service `svc` of `pool` as decided
+    /// before: its winner is one of them or no longer a candidate, or one
+    /// of them is now a candidate ranking before the winner (or the only
+    /// one). What ranks after the winner does not count: the speaker keeps
+    /// the winner alone ([`KEPT_CANDIDATES`]).
+    pub(super) fn moved_by(
+        &self,
+        svc: &Service,
+        pool: &Pool,
+        election: &Election,
+        changed: &BTreeSet<String>,
+    ) -> bool {
+        let winner = election.winner();
+        if winner.is_some_and(|w| changed.contains(w)) {
+            return true;
+        }
+        let Ok(ads) = self.advertisements(svc, pool) else {
+            // It has an election, so it had advertisements; the model is
+            // the same. Decide it again rather than reason about it.
+            return true;
+        };
+        if !svc.has_serving_endpoint() {
+            // No candidate at all, whatever the nodes.
+            return winner.is_some();
+        }
+        let with_endpoints = svc.nodes_with_serving_endpoints();
+        let seed = svc.ingress[0].to_string();
+        let rank = |name: &str| {
+            self.candidacy(svc, &ads, &with_endpoints, name)
+                .ok()
+                .map(|score| (Reverse(score), order(name, &seed)))
+        };
+        let best = match winner {
+            Some(w) => match rank(w) {
+                Some(r) => Some(r),
+                None => return true,
+            },
+            None => None,
+        };
+        changed
+            .iter()
+            .filter_map(|n| rank(n))
+            .any(|r| best.is_none_or(|b| r < b))
+    }
+
     /// The speakers in the view and not excluded, with their Node, in
     /// name order (found at the first call, kept in the field of this
     /// name).
@@ -397,6 +467,16 @@ impl<'a> L2Context<'a> {
                 .collect()
         })
     }
+}
+
+/// A candidate's place among equal scores: `sha256(node + "#" + seed)`,
+/// MetalLB's order, hashed without building the text.
+fn order(node: &str, seed: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(node.as_bytes());
+    h.update(b"#");
+    h.update(seed.as_bytes());
+    h.finalize().into()
 }
 
 /// The preference score of `node` in an election of advertisements `ads`

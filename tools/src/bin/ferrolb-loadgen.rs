@@ -165,6 +165,14 @@ struct FloorArgs {
     /// grown after an earlier floor).
     #[arg(long)]
     skip_assigned: bool,
+    /// Undo a floor instead: one merge PATCH per Service to `/status`
+    /// removes its ingress and the pool annotation, so the Services are
+    /// pending again as the fill made them and a controller's cold start
+    /// can run on the same fill (at 50,000 a second fill takes over an
+    /// hour). The same request count and shape as the floor, so its rate
+    /// is a second floor figure.
+    #[arg(long, conflicts_with = "skip_assigned")]
+    clear: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -867,6 +875,9 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
             if a.skip_assigned && !ingress(&s).is_empty() {
                 continue;
             }
+            if a.clear && ingress(&s).is_empty() {
+                continue;
+            }
             let pool = s
                 .annotations()
                 .get("metallb.io/address-pool")
@@ -908,6 +919,14 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
             if dual {
                 ingress.push(json!({"ip": format!("fd00:10:{p:x}::{n:x}"), "ipMode": "VIP"}));
             }
+            if a.clear {
+                // A null in a merge patch deletes the key.
+                let patch = json!({
+                    "metadata": {"annotations": {POOL_ANNOTATION: null}},
+                    "status": {"loadBalancer": {"ingress": null}},
+                });
+                return (ns, name, patch);
+            }
             let patch = json!({
                 "metadata": {"annotations": {POOL_ANNOTATION: pool}},
                 "status": {"loadBalancer": {"ingress": ingress}},
@@ -933,6 +952,7 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
         "patch": rate(count as u64, t.elapsed()),
         "total_seconds": started.elapsed().as_secs_f64(),
         "concurrency": a.concurrency,
+        "cleared": a.clear,
     }))
 }
 

@@ -776,3 +776,128 @@ fn indexed_elections_are_those_of_every_speaker() {
     }
     assert!(elected > 300, "{elected}");
 }
+
+/// Issue 18 at 5,000 nodes: the layer 2 decisions of every service as the
+/// speaker keeps them ([`crate::announce::Keyed`]) when every node runs a
+/// speaker, memberlist off (every node in the view is a candidate), one
+/// L2Advertisement of everything, `externalTrafficPolicy: Cluster`
+/// Services with an endpoint on one node each. Reports the live heap the
+/// kept decisions hold, the time of the first decision of every service,
+/// and of the updates after another Node's condition flips and flips back
+/// (which decide again only the elections that node can move). One
+/// command:
+///
+/// ```sh
+/// L2_NODES=5000 L2_SERVICES=2000 cargo test --release -p speaker --lib l2_at_scale -- --ignored --nocapture
+/// ```
+#[test]
+#[ignore = "a benchmark: cargo test --release -p speaker --lib l2_at_scale -- --ignored --nocapture"]
+fn l2_at_scale() {
+    use std::time::Instant;
+
+    use crate::announce::Keyed;
+    use crate::net::heap::live_bytes;
+
+    let var = |k: &str, d: u32| std::env::var(k).map_or(d, |v| v.parse().unwrap());
+    let (nodes, count) = (var("L2_NODES", 5_000), var("L2_SERVICES", 2_000));
+    let names: Vec<String> = (0..nodes).map(|i| format!("node-{i:05}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut v = view(&names[nodes as usize - 1], &refs);
+    v.config.pools = vec![pool("pool", &["10.0.0.0/8"], &[])];
+    v.config.l2_advertisements = vec![l2_ad("all", L2AdvertisementSpec::default())];
+    v.services = services((0..count).map(|i| {
+        let ip = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+        svc(
+            &format!("svc-{i:06}"),
+            &[&ip],
+            &[&names[(i * 7919 % nodes) as usize]],
+        )
+    }));
+    let (view, problems) = v.build();
+    assert!(problems.is_empty(), "{problems:?}");
+    let before = live_bytes().unwrap_or(0);
+    let mut keyed = Keyed::default();
+    let t = Instant::now();
+    let changes = keyed.update(&view, true);
+    let first = t.elapsed();
+    let held = live_bytes().unwrap_or(0).saturating_sub(before);
+    assert_eq!(changes.decided, count as usize);
+    // A condition flip on another node: only the elections it can move
+    // (those it won) are decided again.
+    let mut flipped = view.clone();
+    let nodes_map = Arc::make_mut(&mut flipped.nodes);
+    let n = nodes_map.get_mut(&names[0]).unwrap();
+    n.conditions
+        .insert("NetworkUnavailable".into(), "True".into());
+    let t = Instant::now();
+    let again = keyed.update(&flipped, true);
+    let flip = t.elapsed();
+    assert!(!again.all);
+    // And back: the services it won come back to it.
+    let t = Instant::now();
+    let back = keyed.update(&view, true);
+    let unflip = t.elapsed();
+    assert!(!back.all);
+    assert_eq!(back.decided, again.decided);
+    eprintln!(
+        "l2_at_scale: {nodes} nodes, {count} services: first decision {first:?} \
+         ({:.1} us per service); a node's NetworkUnavailable flip {flip:?} ({} decided again), \
+         and back {unflip:?}; kept decisions hold {:.1} MiB ({:.0} B per service)",
+        first.as_secs_f64() * 1e6 / f64::from(count),
+        again.decided,
+        held as f64 / 1048576.0,
+        held as f64 / f64::from(count),
+    );
+}
+
+/// An election that keeps the best `keep` candidates (the speaker keeps
+/// the winner) has the whole election's first `keep`.
+#[test]
+fn kept_candidates_are_the_best_of_the_whole_order() {
+    let names: Vec<String> = (0..40).map(|i| format!("node-{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut v = view("node-00", &refs);
+    v.config.pools = vec![pool("pool", &["192.0.2.0/24"], &[])];
+    // Preferences put some nodes ahead whatever their hash.
+    let spec = L2AdvertisementSpec {
+        preferred_node_selectors: vec![PreferredNodeSelector {
+            weight: 50,
+            preference: sel(&[("fast", "yes")]),
+        }],
+        ..L2AdvertisementSpec::default()
+    };
+    v.config.l2_advertisements = vec![l2_ad("all", spec)];
+    for name in ["node-07", "node-31"] {
+        Arc::make_mut(&mut v.view.nodes).insert(name.into(), node(name, &[("fast", "yes")]));
+    }
+    v.services = services((0..30).map(|i| {
+        let ip = format!("192.0.2.{}", i + 1);
+        let mut s = svc(&format!("s{i}"), &[&ip], &[&names[i * 13 % 40]]);
+        if i % 3 == 0 {
+            s.external_traffic_policy = TrafficPolicy::Local;
+            s.endpoints.push(ready(&names[i * 7 % 40]));
+            s.endpoints.push(ready(&names[(i * 11 + 5) % 40]));
+        }
+        s
+    }));
+    let (view, problems) = v.build();
+    assert!(problems.is_empty(), "{problems:?}");
+    let whole = l2_plan(&view);
+    for keep in [1, 2, 3, 39, 40, 41] {
+        let ctx = L2Context::keeping(&view, keep);
+        for svc in &view.services {
+            let pool = view.model.pools.iter().find(|p| p.name == "pool").unwrap();
+            let kept = ctx.service(svc, pool, &mut Vec::new()).unwrap().election;
+            let all = &whole.elections[&svc.key];
+            let n = keep.min(all.candidates.len());
+            assert_eq!(kept.candidates, all.candidates[..n], "{keep} {}", svc.key);
+            assert_eq!(kept.winner(), all.winner());
+        }
+    }
+    // The preferred nodes lead every Cluster election.
+    let cluster = &whole.elections[&key("s1")];
+    assert_eq!(cluster.candidates.len(), 40);
+    let mut first_two = cluster.candidates[..2].to_vec();
+    first_two.sort();
+    assert_eq!(first_two, ["node-07", "node-31"]);
+}
