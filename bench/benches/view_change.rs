@@ -8,14 +8,14 @@
 //! Local), each with one IP of a 10.0.0.0/8 pool and one to three
 //! EndpointSlices of one to three endpoints on random nodes (seeded), 4 BGP
 //! peers, one BGPAdvertisement and one L2Advertisement; the speaker is
-//! `node-0`, memberlist off. The EndpointSlices sit in a kube reflector
-//! `Store`, as the Kubernetes source keeps them.
+//! `node-0`, memberlist off. The EndpointSlices sit in the speaker's own
+//! cache (`source::store`), as the Kubernetes source keeps them.
 //!
 //! Each iteration moves the only endpoint of one ETP Local Service's first
 //! slice between `node-0` and `node-1` (so its routes change every time)
 //! and runs the three steps the speaker runs after that event:
-//! - `snapshot`: the event applied to the store and the last list of slices
-//!   patched with the changed key (`source::k8s::patched`, what the
+//! - `snapshot`: the event applied to the cache and the last list of
+//!   slices patched with the changed key (`Store::list`, what the
 //!   snapshot task does after an EndpointSlice event);
 //! - `view`: `Converted::view` over the snapshot, as the reconcile builds
 //!   its `ClusterView`;
@@ -25,7 +25,7 @@
 //! every iteration runs all three), and `change` is their sum.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -35,14 +35,14 @@ use api::validate::{Config, config};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use speaker::announce::k8s::Converted;
+use speaker::announce::stored;
 use speaker::announce::watched::{EndpointSlice, Labels, Node, Service};
 use speaker::announce::{Endpoint, Keyed, TrafficPolicy};
-use speaker::source::k8s::{Key, get, patched, shared};
+use speaker::source::store::{self, Store, Writer};
 
 const NODES: usize = 5_000;
 const THIS_NODE: &str = "node-0";
@@ -123,12 +123,12 @@ fn slice(i: usize, k: usize, nodes: impl IntoIterator<Item = String>) -> Endpoin
 
 /// The speaker's state at one size.
 struct World {
-    writer: Writer<EndpointSlice>,
-    store: Store<EndpointSlice>,
+    writer: Writer<stored::EndpointSlice>,
+    store: Store<stored::EndpointSlice>,
     model: Arc<api::model::Model>,
-    nodes: Arc<[Arc<Node>]>,
-    services: Arc<[Arc<Service>]>,
-    slices: Arc<[Arc<EndpointSlice>]>,
+    nodes: Arc<[Arc<stored::Node>]>,
+    services: Arc<[Arc<stored::Service>]>,
+    slices: Arc<[Arc<stored::EndpointSlice>]>,
     secrets: Arc<[Arc<Secret>]>,
     converted: Converted,
     keyed: Keyed,
@@ -143,21 +143,23 @@ impl World {
             config(&Config::from_yaml(&ferrolb_bench::speaker_config_yaml("10.0.0.0/8")).unwrap());
         assert!(problems.is_empty(), "{problems:?}");
         let mut rng = SmallRng::seed_from_u64(18);
-        let (store, mut writer) = reflector::store();
+        let (store, mut writer) = store::store();
+        writer.apply(watcher::Event::Init);
         for i in 0..services {
             for k in 0..rng.random_range(1..=3) {
                 let eps: Vec<String> = (0..rng.random_range(1..=3))
                     .map(|_| format!("node-{}", rng.random_range(0..NODES)))
                     .collect();
-                writer.apply_watcher_event(&watcher::Event::Apply(slice(i, k, eps)));
+                writer.apply(watcher::Event::InitApply(slice(i, k, eps).into()));
             }
         }
+        writer.apply(watcher::Event::InitDone);
         let mut world = Self {
             store,
             writer,
             model: Arc::new(model),
-            nodes: (0..NODES).map(|i| Arc::new(node(i))).collect(),
-            services: (0..services).map(|i| Arc::new(service(i))).collect(),
+            nodes: (0..NODES).map(|i| Arc::new(node(i).into())).collect(),
+            services: (0..services).map(|i| Arc::new(service(i).into())).collect(),
             slices: Arc::default(),
             secrets: Arc::default(),
             converted: Converted::default(),
@@ -165,7 +167,7 @@ impl World {
             moving: services / 2 / 2 * 2,
             on_this_node: false,
         };
-        world.slices = shared(&world.store).into();
+        world.slices = world.store.list();
         world.decide();
         world
     }
@@ -203,16 +205,8 @@ impl World {
         };
         let start = Instant::now();
         let moved = slice(self.moving, 0, [to.to_owned()]);
-        let key: Key = (
-            moved.metadata.namespace.clone(),
-            format!("svc-{}-0", self.moving),
-        );
-        self.writer
-            .apply_watcher_event(&watcher::Event::Apply(moved));
-        self.slices = patched(&self.slices, &BTreeSet::from([key]), |k| {
-            get(&self.store, k)
-        })
-        .into();
+        self.writer.apply(watcher::Event::Apply(moved.into()));
+        self.slices = self.store.list();
         let listed = start.elapsed();
         let (decided, [view, keyed]) = self.decide();
         assert_eq!(decided, 1);

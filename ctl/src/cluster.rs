@@ -20,7 +20,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use speaker::announce::ClusterView;
-use speaker::announce::watched;
+use speaker::announce::{stored, watched};
 use speaker::source::k8s::{SpeakerPods, speaker_pods};
 
 use crate::Settings;
@@ -171,10 +171,23 @@ impl Snapshot {
         settings: &Settings,
         speakers: &SpeakerPods,
     ) -> ClusterView {
-        // The speaker reads only some fields of these kinds (its own types).
-        let nodes: Vec<watched::Node> = self.nodes.iter().map(Into::into).collect();
-        let services: Vec<watched::Service> = self.services.iter().map(Into::into).collect();
-        let slices: Vec<watched::EndpointSlice> = self.slices.iter().map(Into::into).collect();
+        // The speaker reads only some fields of these kinds (its own
+        // types), and keeps them as records.
+        let nodes: Vec<stored::Node> = self
+            .nodes
+            .iter()
+            .map(|n| watched::Node::from(n).into())
+            .collect();
+        let services: Vec<stored::Service> = self
+            .services
+            .iter()
+            .map(|s| watched::Service::from(s).into())
+            .collect();
+        let slices: Vec<stored::EndpointSlice> = self
+            .slices
+            .iter()
+            .map(|e| watched::EndpointSlice::from(e).into())
+            .collect();
         let (mut view, _) =
             ClusterView::from_k8s(node, model, &nodes, &services, &slices, &self.secrets);
         if !self.pods.is_empty() {

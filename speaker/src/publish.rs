@@ -32,15 +32,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::announce::status::{ServiceAnnouncement, changed, newly_assigned};
-use crate::announce::watched::Service;
+use crate::announce::stored::Service;
 use crate::announce::{Announcements, ObjectKey};
+use crate::source::store::Store;
 
 /// What the reconcile loop reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -125,6 +125,21 @@ pub async fn run(
     }
 }
 
+/// The reference an Event about a Service carries, as kube's
+/// `Resource::object_ref` gives it for the whole object: kind, API version,
+/// namespace, name and uid.
+fn object_reference(svc: &Service) -> ObjectReference {
+    type Whole = k8s_openapi::api::core::v1::Service;
+    ObjectReference {
+        api_version: Some(Whole::api_version(&()).into_owned()),
+        kind: Some(Whole::kind(&()).into_owned()),
+        namespace: Some(svc.key.namespace.to_string()),
+        name: Some(svc.key.name.to_string()),
+        uid: svc.uid.as_deref().map(Into::into),
+        ..ObjectReference::default()
+    }
+}
+
 const RETRY_MIN: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -179,16 +194,13 @@ impl Writer {
     }
 
     async fn node_assigned(&self, key: &ObjectKey, protocol: &str) {
-        let Some(svc) = self
-            .services
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        else {
+        let Some(svc) = self.services.get(key) else {
             return;
         };
         // Created directly rather than through kube-runtime's Recorder: its
         // de-duplication cache keeps every event for the process's life,
         // and these events are one per service and change.
-        let reference: ObjectReference = svc.object_ref(&());
+        let reference = object_reference(&svc);
         let now = Timestamp::now();
         let ev = Event {
             metadata: ObjectMeta {
@@ -540,3 +552,34 @@ const REPORTING_CONTROLLER: &str = "metallb-speaker";
 
 /// The field manager of server-side applies.
 const FIELD_MANAGER: &str = "ferrolb-speaker";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::announce::watched;
+
+    /// An Event names the Service as kube names the whole object: the
+    /// record keeps what the reference needs (the uid).
+    #[test]
+    fn events_name_the_service_as_the_whole_object_would() {
+        let object = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u-1", "resourceVersion": "9",
+                         "labels": {"app": "web"}},
+            "spec": {"type": "LoadBalancer"},
+        });
+        let whole: k8s_openapi::api::core::v1::Service =
+            serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let read: watched::Service =
+            serde_json::from_value(object).unwrap_or_else(|e| panic!("{e}"));
+        let record = Service::from(read);
+        assert_eq!(object_reference(&record), whole.object_ref(&()));
+        assert_eq!(
+            object_reference(&record).uid.as_deref(),
+            Some("u-1"),
+            "the uid"
+        );
+    }
+}

@@ -50,7 +50,6 @@ use kube::Client;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use speaker::announce::{
     Announcements, ApiSpeakers, MetallbSpeakers, ObjectKey, ServiceAnnouncement,
@@ -744,9 +743,9 @@ async fn speaker_runs_as_its_service_account() {
         // its alias resolved to in the advertisement.
         let ad = m.bgp_advertisements.iter().find(|a| a.name == probe);
         let arrived = [
-            snapshot.nodes.iter().any(|o| named(&o.metadata)),
-            snapshot.services.iter().any(|o| named(&o.metadata)),
-            snapshot.slices.iter().any(|o| named(&o.metadata)),
+            snapshot.nodes.iter().any(|o| *o.name == *probe),
+            snapshot.services.iter().any(|o| *o.key.name == *probe),
+            snapshot.slices.iter().any(|o| *o.name == *probe),
             snapshot.secrets.iter().any(|o| named(&o.metadata)),
             m.pools.iter().any(|p| p.name == probe),
             m.peers.iter().any(|p| p.name == probe),
@@ -785,7 +784,7 @@ async fn speaker_runs_as_its_service_account() {
     }
     let services = stores.services.clone();
     eventually("the Service in the speaker's cache", || {
-        let found = services.get(&ObjectRef::new("web").within(&app)).map(drop);
+        let found = services.get(&ObjectKey::new(&app, "web")).map(drop);
         async move { found }
     })
     .await;

@@ -1,5 +1,5 @@
-//! Kubernetes objects (the watched kinds as the speaker reads them,
-//! [`watched`], and k8s-openapi's Secrets) to the plain [`ClusterView`] data.
+//! Kubernetes objects (the watched kinds as the speaker keeps them,
+//! [`stored`], and k8s-openapi's Secrets) to the plain [`ClusterView`] data.
 //! Pure conversions: the Kubernetes source watches the objects and calls
 //! these; the file source builds the view from YAML instead.
 
@@ -13,11 +13,12 @@ use api::model::{Md5Key, Model, Secrets};
 use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
 
+use super::stored::{self, canonical};
 use super::view::{ClusterView, Node, ObjectKey, Service};
-use super::watched;
 
 impl ClusterView {
-    /// Builds the view of `this_node` from watched objects.
+    /// Builds the view of `this_node` from the objects as the speaker
+    /// keeps them ([`stored`]).
     ///
     /// Only `LoadBalancer` services are converted (the others are never
     /// announced). Services that cannot be read ([`service`]) are left out
@@ -25,8 +26,8 @@ impl ClusterView {
     /// flags (`load_balancer_class`, `ignore_exclude_lb`) are the caller's
     /// to set.
     ///
-    /// The objects may be owned or shared (`Arc`, as the Kubernetes
-    /// source's caches hold them). EndpointSlices are grouped by service
+    /// The objects may be owned or shared (`Arc`, as the sources'
+    /// snapshots hold them). EndpointSlices are grouped by service
     /// first, so the cost is linear in the number of objects. The reconcile
     /// loop uses [`Converted::view`] instead, which converts only the
     /// services that changed since the last view.
@@ -39,9 +40,9 @@ impl ClusterView {
         secrets: &[X],
     ) -> (Self, Vec<Problem>)
     where
-        N: Borrow<watched::Node>,
-        S: Borrow<watched::Service>,
-        E: Borrow<watched::EndpointSlice>,
+        N: Borrow<stored::Node>,
+        S: Borrow<stored::Service>,
+        E: Borrow<stored::EndpointSlice>,
         X: Borrow<corev1::Secret>,
     {
         let objects = Objects {
@@ -80,8 +81,8 @@ pub struct Converted {
 }
 
 /// A Service's namespace and name; for an EndpointSlice, those of the
-/// Service it belongs to.
-type Key = (String, String);
+/// Service it belongs to (the records' strings, shared).
+type Key = ObjectKey;
 
 /// A list of shared objects, itself shared (as a snapshot holds them).
 type List<T> = Arc<[Arc<T>]>;
@@ -89,9 +90,9 @@ type List<T> = Arc<[Arc<T>]>;
 /// The lists the last view was converted from, and what they gave.
 #[derive(Debug)]
 struct Index {
-    nodes: List<watched::Node>,
-    services: List<watched::Service>,
-    slices: List<watched::EndpointSlice>,
+    nodes: List<stored::Node>,
+    services: List<stored::Service>,
+    slices: List<stored::EndpointSlice>,
     secrets: List<corev1::Secret>,
     /// The view's Nodes; `None` when two Nodes of the list have one name
     /// (the map is then built whole each time their list changes).
@@ -102,11 +103,13 @@ struct Index {
     /// The place of each Service in `services`, by namespace and name.
     places: HashMap<Key, usize>,
     /// The EndpointSlices of each Service, by slice name.
-    groups: HashMap<Key, Vec<Arc<watched::EndpointSlice>>>,
+    groups: HashMap<Key, Vec<Arc<stored::EndpointSlice>>>,
 }
 
-/// What a Service object gives: `None` when it is not a LoadBalancer.
-type Converts = Option<Result<Arc<Service>, Problem>>;
+/// What a Service object gives: `None` when it is not a LoadBalancer. A
+/// problem is boxed: one result is kept per Service, and a `Problem` (four
+/// strings, 88 bytes) is rare.
+type Converts = Option<Result<Arc<Service>, Box<Problem>>>;
 
 impl Converted {
     /// The same view as [`ClusterView::from_k8s`] gives for these
@@ -116,9 +119,9 @@ impl Converted {
         &mut self,
         this_node: &str,
         model: Arc<Model>,
-        nodes: &List<watched::Node>,
-        services: &List<watched::Service>,
-        slices: &List<watched::EndpointSlice>,
+        nodes: &List<stored::Node>,
+        services: &List<stored::Service>,
+        slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
     ) -> (ClusterView, Vec<Problem>) {
         let index = match self.last.take() {
@@ -136,7 +139,7 @@ impl Converted {
             .results
             .iter()
             .flatten()
-            .filter_map(|r| r.as_ref().map_err(|p| problems.push(p.clone())).ok())
+            .filter_map(|r| r.as_ref().map_err(|p| problems.push((**p).clone())).ok())
             .cloned()
             .collect();
         let node_map = match &index.node_map {
@@ -157,15 +160,18 @@ impl Converted {
 impl Index {
     /// The index of these lists, from scratch.
     fn build(
-        nodes: &List<watched::Node>,
-        services: &List<watched::Service>,
-        slices: &List<watched::EndpointSlice>,
+        nodes: &List<stored::Node>,
+        services: &List<stored::Service>,
+        slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
     ) -> Self {
-        let mut groups: HashMap<Key, Vec<Arc<watched::EndpointSlice>>> = HashMap::new();
-        for (key, group) in group_slices(slices) {
-            let group = group.into_iter().map(Arc::clone).collect();
-            groups.insert((key.0.to_owned(), key.1.to_owned()), group);
+        let mut groups: HashMap<Key, Vec<Arc<stored::EndpointSlice>>> = HashMap::new();
+        for group in group_slices(slices).into_values() {
+            let group: Vec<_> = group.into_iter().map(Arc::clone).collect();
+            // The key's strings are the first slice's.
+            if let Some(key) = group.first().and_then(|e| slice_key(e)) {
+                groups.insert(key, group);
+            }
         }
         let mut places = HashMap::with_capacity(services.len());
         let results = services
@@ -197,9 +203,9 @@ impl Index {
     /// built again.
     fn update(
         &mut self,
-        nodes: &List<watched::Node>,
-        services: &List<watched::Service>,
-        slices: &List<watched::EndpointSlice>,
+        nodes: &List<stored::Node>,
+        services: &List<stored::Service>,
+        slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
     ) -> bool {
         if !Arc::ptr_eq(&self.nodes, nodes) {
@@ -207,7 +213,7 @@ impl Index {
                 let (gone, new) = changed(span(&self.nodes, nodes));
                 let map = Arc::make_mut(map);
                 for n in gone {
-                    map.remove(n.metadata.name.as_deref().unwrap_or_default());
+                    map.remove(&*n.name);
                 }
                 for n in new {
                     let n = node(n);
@@ -242,7 +248,7 @@ impl Index {
                 let Some(key) = slice_key(e) else { continue };
                 let group = self.groups.entry(key.clone()).or_default();
                 group.push(Arc::clone(e));
-                group.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                group.sort_by(|a, b| a.name.cmp(&b.name));
                 touched.insert(key);
             }
             self.slices = Arc::clone(slices);
@@ -353,23 +359,25 @@ fn span_at<T>(old: &[Arc<T>], new: &[Arc<T>]) -> (Range<usize>, Range<usize>) {
 }
 
 /// What one Service object and its EndpointSlices give.
-fn convert(s: &watched::Service, group: &[Arc<watched::EndpointSlice>]) -> Converts {
-    is_load_balancer(s).then(|| service(s, group.iter().map(|e| &**e)).map(Arc::new))
+fn convert(s: &stored::Service, group: &[Arc<stored::EndpointSlice>]) -> Converts {
+    is_load_balancer(s).then(|| {
+        service(s, group.iter().map(|e| &**e))
+            .map(Arc::new)
+            .map_err(Box::new)
+    })
 }
 
 /// A Service's namespace and name.
-fn key_of(s: &watched::Service) -> Key {
-    let meta = &s.metadata;
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
+fn key_of(s: &stored::Service) -> Key {
+    s.key.clone()
 }
 
 /// The namespace and name of the Service an EndpointSlice belongs to.
-fn slice_key(e: &watched::EndpointSlice) -> Option<Key> {
-    let ns = e.metadata.namespace.clone().unwrap_or_default();
-    Some((ns, e.service.clone()?))
+fn slice_key(e: &stored::EndpointSlice) -> Option<Key> {
+    Some(ObjectKey {
+        namespace: Arc::clone(&e.namespace),
+        name: Arc::clone(e.service.as_ref()?),
+    })
 }
 
 /// The Kubernetes objects a view is built from.
@@ -382,9 +390,9 @@ struct Objects<'a, N, S, E, X> {
 
 impl<N, S, E, X> Objects<'_, N, S, E, X>
 where
-    N: Borrow<watched::Node>,
-    S: Borrow<watched::Service>,
-    E: Borrow<watched::EndpointSlice>,
+    N: Borrow<stored::Node>,
+    S: Borrow<stored::Service>,
+    E: Borrow<stored::EndpointSlice>,
     X: Borrow<corev1::Secret>,
 {
     /// The view, with `convert` turning each `LoadBalancer` Service and
@@ -402,11 +410,8 @@ where
             .iter()
             .filter(|s| is_load_balancer((*s).borrow()))
             .filter_map(|s| {
-                let meta = &s.borrow().metadata;
-                let key = (
-                    meta.namespace.as_deref().unwrap_or_default(),
-                    meta.name.as_deref().unwrap_or_default(),
-                );
+                let key = &s.borrow().key;
+                let key = (&*key.namespace, &*key.name);
                 let group = by_service.get(&key).map_or(&[][..], Vec::as_slice);
                 convert(s, group).map_err(|p| problems.push(p)).ok()
             })
@@ -423,28 +428,28 @@ where
 /// The EndpointSlices by the service they name (namespace, name), each
 /// service's by slice name (so a service's endpoints are in the same order
 /// whatever the order of the list).
-fn group_slices<E: Borrow<watched::EndpointSlice>>(slices: &[E]) -> HashMap<(&str, &str), Vec<&E>> {
+fn group_slices<E: Borrow<stored::EndpointSlice>>(slices: &[E]) -> HashMap<(&str, &str), Vec<&E>> {
     let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::with_capacity(slices.len());
     for e in slices {
         let slice = e.borrow();
-        let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+        let ns = &*slice.namespace;
         if let Some(name) = slice.service.as_deref() {
             by_service.entry((ns, name)).or_default().push(e);
         }
     }
     for group in by_service.values_mut() {
-        group.sort_by(|a, b| slice_name(*a).cmp(&slice_name(*b)));
+        group.sort_by(|a, b| slice_name(*a).cmp(slice_name(*b)));
     }
     by_service
 }
 
 /// An EndpointSlice's name.
-fn slice_name<E: Borrow<watched::EndpointSlice>>(e: &E) -> Option<&str> {
-    e.borrow().metadata.name.as_deref()
+fn slice_name<E: Borrow<stored::EndpointSlice>>(e: &E) -> &str {
+    &e.borrow().name
 }
 
 /// Only `LoadBalancer` services are announced, so only they are converted.
-fn is_load_balancer(s: &watched::Service) -> bool {
+fn is_load_balancer(s: &stored::Service) -> bool {
     s.load_balancer
 }
 
@@ -465,7 +470,7 @@ fn assemble(this_node: &str, model: Arc<Model>, services: Vec<Arc<Service>>) -> 
 }
 
 /// The Nodes by name (of two of one name, the later).
-fn node_map<N: Borrow<watched::Node>>(nodes: &[N]) -> BTreeMap<String, Node> {
+fn node_map<N: Borrow<stored::Node>>(nodes: &[N]) -> BTreeMap<String, Node> {
     nodes
         .iter()
         .map(|n| node(n.borrow()))
@@ -482,27 +487,13 @@ fn secret_map<X: Borrow<corev1::Secret>>(secrets: &[X]) -> Secrets {
 }
 
 /// A Node: name, labels, condition statuses, and addresses (InternalIP
-/// first, then ExternalIP; host names are skipped).
-pub fn node(n: &watched::Node) -> Node {
-    let mut addresses: Vec<(u8, IpAddr)> = n
-        .addresses
-        .iter()
-        .filter_map(|(kind, address)| {
-            let rank = match kind.as_str() {
-                "InternalIP" => 0,
-                "ExternalIP" => 1,
-                _ => return None,
-            };
-            address.parse().ok().map(|ip| (rank, canonical(ip)))
-        })
-        .collect();
-    // Stable: the API's order within a type is kept.
-    addresses.sort_by_key(|&(rank, _)| rank);
+/// first, then ExternalIP, as the record holds them).
+pub fn node(n: &stored::Node) -> Node {
     Node {
-        name: n.metadata.name.clone().unwrap_or_default(),
-        labels: n.metadata.labels.clone().unwrap_or_default(),
-        conditions: n.conditions.iter().cloned().collect(),
-        addresses: addresses.into_iter().map(|(_, ip)| ip).collect(),
+        name: n.name.to_string(),
+        labels: n.labels.to_map(),
+        conditions: n.conditions.to_map(),
+        addresses: n.addresses.to_vec(),
     }
 }
 
@@ -513,13 +504,10 @@ pub fn node(n: &watched::Node) -> Node {
 /// not parse makes the whole service unreadable, as MetalLB then withdraws
 /// it (`invalidIP`).
 pub fn service<'a>(
-    s: &watched::Service,
-    slices: impl IntoIterator<Item = &'a watched::EndpointSlice>,
+    s: &stored::Service,
+    slices: impl IntoIterator<Item = &'a stored::EndpointSlice>,
 ) -> Result<Service, Problem> {
-    let key = ObjectKey::new(
-        s.metadata.namespace.clone().unwrap_or_default(),
-        s.metadata.name.clone().unwrap_or_default(),
-    );
+    let key = s.key.clone();
     let mut ingress = Vec::new();
     for (i, entry) in s.ingress.iter().enumerate() {
         let Some(text) = entry.as_deref() else {
@@ -540,8 +528,7 @@ pub fn service<'a>(
     let endpoints = slices
         .into_iter()
         .filter(|slice| {
-            slice.metadata.namespace.as_deref() == Some(&*key.namespace)
-                && slice.service.as_deref() == Some(&*key.name)
+            *slice.namespace == *key.namespace && slice.service.as_deref() == Some(&*key.name)
         })
         .flat_map(|slice| slice.endpoints.iter().cloned())
         .collect();
@@ -550,7 +537,7 @@ pub fn service<'a>(
         labels: s.labels.clone(),
         annotations: s.annotations.clone(),
         load_balancer: s.load_balancer,
-        load_balancer_class: s.load_balancer_class.clone(),
+        load_balancer_class: s.load_balancer_class.as_deref().map(Into::into),
         external_traffic_policy: s.external_traffic_policy,
         ingress,
         endpoints,
@@ -584,15 +571,6 @@ pub fn members<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<String>
     names.into_iter().map(str::to_owned).collect()
 }
 
-/// Go's `net.IP` prints an IPv4-mapped IPv6 address as IPv4, and MetalLB's
-/// election hashes that text; keep the IPv4 form so ours hashes the same.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 
 #[cfg(test)]
@@ -604,6 +582,7 @@ mod tests {
 
     use super::*;
     use crate::announce::view::{Endpoint, TrafficPolicy};
+    use crate::announce::watched;
     use crate::announce::watched::SERVICE_NAME_LABEL;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{
@@ -625,8 +604,18 @@ mod tests {
     }
 
     /// The Service `web/front`, as the speaker reads it.
-    fn k8s_service(ips: &[&str]) -> watched::Service {
-        (&whole_service(ips)).into()
+    fn k8s_service(ips: &[&str]) -> stored::Service {
+        record(&whole_service(ips))
+    }
+
+    /// A whole Service as the speaker keeps it.
+    fn record(s: &corev1::Service) -> stored::Service {
+        watched::Service::from(s).into()
+    }
+
+    /// A whole Node as the speaker keeps it.
+    fn node_record(n: &corev1::Node) -> stored::Node {
+        watched::Node::from(n).into()
     }
 
     fn whole_service(ips: &[&str]) -> corev1::Service {
@@ -664,8 +653,8 @@ mod tests {
         }
     }
 
-    fn slice(ns: &str, service: &str, eps: Vec<discoveryv1::Endpoint>) -> watched::EndpointSlice {
-        (&discoveryv1::EndpointSlice {
+    fn slice(ns: &str, service: &str, eps: Vec<discoveryv1::Endpoint>) -> stored::EndpointSlice {
+        watched::EndpointSlice::from(&discoveryv1::EndpointSlice {
             metadata: meta(
                 Some(ns),
                 &format!("{service}-abcde"),
@@ -675,7 +664,7 @@ mod tests {
             endpoints: Some(eps),
             ports: None,
         })
-            .into()
+        .into()
     }
 
     fn ep(
@@ -761,7 +750,7 @@ mod tests {
             type_: Some("ClusterIP".into()),
             ..ServiceSpec::default()
         });
-        let svc = service(&(&k).into(), &[]).unwrap();
+        let svc = service(&record(&k), &[]).unwrap();
         assert!(!svc.load_balancer);
         assert_eq!(svc.external_traffic_policy, TrafficPolicy::Cluster);
         assert!(svc.ingress.is_empty() && svc.endpoints.is_empty());
@@ -804,7 +793,7 @@ mod tests {
                 ..NodeStatus::default()
             }),
         };
-        let got = node(&(&n).into());
+        let got = node(&node_record(&n));
         assert_eq!(got.name, "n1");
         assert_eq!(got.labels["zone"], "a");
         assert!(got.network_unavailable());
@@ -851,9 +840,9 @@ mod tests {
         let (view, problems) = ClusterView::from_k8s(
             "n1",
             Arc::default(),
-            &[watched::Node::from(&n)],
+            &[node_record(&n)],
             &[k8s_service(&["192.0.2.1"]), k8s_service(&["bad"])],
-            &[] as &[watched::EndpointSlice],
+            &[] as &[stored::EndpointSlice],
             &[secret, no_password],
         );
         assert_eq!(problems.len(), 1);
@@ -867,13 +856,13 @@ mod tests {
 
     /// A Service `apps/name`: LoadBalancer or not, with one ingress IP
     /// (sometimes one that does not parse).
-    fn random_service(rng: &mut SmallRng, name: &str) -> watched::Service {
+    fn random_service(rng: &mut SmallRng, name: &str) -> stored::Service {
         let ip = match rng.random_range(0..20) {
             0 => "bad".to_owned(),
             n => format!("192.0.2.{n}"),
         };
         let mut s = k8s_service(&[&ip]);
-        s.metadata = meta(Some("apps"), name, &[]);
+        s.key = ObjectKey::new("apps", name);
         if rng.random_bool(0.1) {
             s.load_balancer = false;
         }
@@ -881,7 +870,7 @@ mod tests {
     }
 
     /// A Node `name` with one random label and condition.
-    fn random_node(rng: &mut SmallRng, name: &str) -> watched::Node {
+    fn random_node(rng: &mut SmallRng, name: &str) -> stored::Node {
         let n = corev1::Node {
             metadata: meta(
                 None,
@@ -898,7 +887,7 @@ mod tests {
                 ..NodeStatus::default()
             }),
         };
-        (&n).into()
+        node_record(&n)
     }
 
     /// `list` again when `objects` are not its objects in its order.
@@ -923,17 +912,17 @@ mod tests {
         let mut reused = 0;
         for seed in 0..30 {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let mut services: BTreeMap<&str, Arc<watched::Service>> = BTreeMap::new();
-            let mut slices: BTreeMap<String, Arc<watched::EndpointSlice>> = BTreeMap::new();
-            let mut nodes: BTreeMap<&str, Arc<watched::Node>> = BTreeMap::new();
+            let mut services: BTreeMap<&str, Arc<stored::Service>> = BTreeMap::new();
+            let mut slices: BTreeMap<String, Arc<stored::EndpointSlice>> = BTreeMap::new();
+            let mut nodes: BTreeMap<&str, Arc<stored::Node>> = BTreeMap::new();
             let mut converted = Converted::default();
             let mut last: BTreeMap<ObjectKey, Arc<Service>> = BTreeMap::new();
             let mut last_nodes = None;
             // As the Kubernetes source does, each list is handed on as it
             // was while none of its objects changed.
-            let mut sv: Arc<[Arc<watched::Service>]> = Arc::default();
-            let mut sl: Arc<[Arc<watched::EndpointSlice>]> = Arc::default();
-            let mut nl: Arc<[Arc<watched::Node>]> = Arc::default();
+            let mut sv: Arc<[Arc<stored::Service>]> = Arc::default();
+            let mut sl: Arc<[Arc<stored::EndpointSlice>]> = Arc::default();
+            let mut nl: Arc<[Arc<stored::Node>]> = Arc::default();
             let mut secrets: Arc<[Arc<corev1::Secret>]> = Arc::default();
             let mut was_shuffled = false;
             for step in 0..200 {
@@ -966,7 +955,7 @@ mod tests {
                             })
                             .collect();
                         let mut new = slice("apps", name, eps);
-                        new.metadata.name = Some(slice_name.clone());
+                        new.name = slice_name.as_str().into();
                         if let Some(old) = slices.insert(slice_name, Arc::new(new)) {
                             touched.insert(service_of(&old));
                         }
@@ -1071,7 +1060,7 @@ mod tests {
         let names: Vec<String> = (0..50).map(|i| format!("s{i:02}")).collect();
         let service = |name: &str| {
             let mut s = k8s_service(&["192.0.2.1"]);
-            s.metadata = meta(Some("apps"), name, &[]);
+            s.key = ObjectKey::new("apps", name);
             Arc::new(s)
         };
         let slice_of = |name: &str, node: &str| {
@@ -1090,14 +1079,14 @@ mod tests {
                     ..NodeStatus::default()
                 }),
             };
-            Arc::new(watched::Node::from(&n))
+            Arc::new(node_record(&n))
         };
-        let sv: Arc<[Arc<watched::Service>]> = names.iter().map(|n| service(n)).collect();
+        let sv: Arc<[Arc<stored::Service>]> = names.iter().map(|n| service(n)).collect();
         let mut sl: Vec<_> = names.iter().map(|n| slice_of(n, "n1")).collect();
         let mut nl: Vec<_> = names.iter().map(|n| node_named(n, "False")).collect();
         let secrets: Arc<[Arc<corev1::Secret>]> = Arc::default();
         let mut converted = Converted::default();
-        let lists = |sl: &[Arc<watched::EndpointSlice>], nl: &[Arc<watched::Node>]| {
+        let lists = |sl: &[Arc<stored::EndpointSlice>], nl: &[Arc<stored::Node>]| {
             (Arc::<[_]>::from(sl.to_vec()), Arc::<[_]>::from(nl.to_vec()))
         };
         let (sl0, nl0) = lists(&sl, &nl);
@@ -1129,7 +1118,7 @@ mod tests {
     }
 
     /// The name of the service an EndpointSlice belongs to.
-    fn service_of(slice: &watched::EndpointSlice) -> &'static str {
+    fn service_of(slice: &stored::EndpointSlice) -> &'static str {
         let name = slice.service.as_deref().unwrap_or_default();
         ["a", "b", "c", "d", "e", "f"]
             .into_iter()

@@ -26,6 +26,7 @@ mod keyed;
 mod l2;
 mod sorted;
 pub mod status;
+pub mod stored;
 mod view;
 
 use std::net::IpAddr;

@@ -28,8 +28,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::{Rejected, Reload, Snapshot, trim_secret};
-use crate::announce::watched;
+use super::{Rejected, Reload, Shared, Snapshot, trim_secret};
+use crate::announce::stored;
+use crate::announce::watched::{self, Interner};
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
 /// in force.
@@ -116,11 +117,21 @@ pub fn load(files: &Files) -> Result<Snapshot, Rejected> {
         });
     }
     default_namespaces(&mut config, &mut objects);
+    // Kept as the Kubernetes source keeps them: records, strings shared.
+    let mut interner = Interner::default();
     let mut snap = Snapshot {
         model: Arc::default(),
-        nodes: objects.nodes.into(),
-        services: objects.services.into(),
-        slices: objects.slices.into(),
+        nodes: records(objects.nodes, &mut interner, stored::Node::from_watched),
+        services: records(
+            objects.services,
+            &mut interner,
+            stored::Service::from_watched,
+        ),
+        slices: records(
+            objects.slices,
+            &mut interner,
+            stored::EndpointSlice::from_watched,
+        ),
         secrets: objects.secrets.into(),
     };
     let (model, problems) = validate::config(&config);
@@ -174,10 +185,22 @@ pub async fn watch(dir: PathBuf, interval: Duration, tx: mpsc::Sender<Reload>) {
 /// The Kubernetes objects of the files, as they are read.
 #[derive(Default)]
 struct Objects {
-    nodes: Vec<Arc<watched::Node>>,
-    services: Vec<Arc<watched::Service>>,
-    slices: Vec<Arc<watched::EndpointSlice>>,
+    nodes: Vec<watched::Node>,
+    services: Vec<watched::Service>,
+    slices: Vec<watched::EndpointSlice>,
     secrets: Vec<Arc<corev1::Secret>>,
+}
+
+/// The records of `objects`, in their order.
+fn records<W, T>(
+    objects: Vec<W>,
+    interner: &mut Interner,
+    record: impl Fn(W, &mut Interner) -> T,
+) -> Shared<T> {
+    objects
+        .into_iter()
+        .map(|o| Arc::new(record(o, interner)))
+        .collect()
 }
 
 fn load_file(c: &mut Config, snap: &mut Objects, path: &Path, text: &str) -> Result<(), Error> {
@@ -216,20 +239,17 @@ fn load_file(c: &mut Config, snap: &mut Objects, path: &Path, text: &str) -> Res
             message: e.to_string(),
         };
         match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => snap
-                .nodes
-                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
+            ("v1", "Node") => snap.nodes.push(serde_json::from_value(doc).map_err(bad)?),
             ("v1", "Service") => snap
                 .services
-                .push(Arc::new(serde_json::from_value(doc).map_err(bad)?)),
+                .push(serde_json::from_value(doc).map_err(bad)?),
             ("v1", "Secret") => {
                 let mut secret = serde_json::from_value(doc).map_err(bad)?;
                 trim_secret(&mut secret);
                 snap.secrets.push(Arc::new(secret));
             }
             ("discovery.k8s.io/v1", "EndpointSlice") => {
-                snap.slices
-                    .push(Arc::new(serde_json::from_value(doc).map_err(bad)?));
+                snap.slices.push(serde_json::from_value(doc).map_err(bad)?);
             }
             _ => {}
         }
@@ -253,13 +273,9 @@ fn default_namespaces(c: &mut Config, snap: &mut Objects) {
         .for_each(|o| set(&mut o.metadata));
     c.bfd_profiles.iter_mut().for_each(|o| set(&mut o.metadata));
     c.communities.iter_mut().for_each(|o| set(&mut o.metadata));
+    snap.services.iter_mut().for_each(|o| set(&mut o.metadata));
+    snap.slices.iter_mut().for_each(|o| set(&mut o.metadata));
     // Just parsed: each Arc is unique, make_mut does not copy.
-    snap.services
-        .iter_mut()
-        .for_each(|o| set(&mut Arc::make_mut(o).metadata));
-    snap.slices
-        .iter_mut()
-        .for_each(|o| set(&mut Arc::make_mut(o).metadata));
     snap.secrets
         .iter_mut()
         .for_each(|o| set(&mut Arc::make_mut(o).metadata));
@@ -318,10 +334,7 @@ metadata: {name: skipped}
         assert_eq!(snap.model.pools.len(), 1);
         assert_eq!(snap.nodes.len(), 1);
         assert_eq!(snap.secrets.len(), 1);
-        assert_eq!(
-            snap.services[0].metadata.namespace.as_deref(),
-            Some("default")
-        );
+        assert_eq!(&*snap.services[0].key.namespace, "default");
         // The slice joins the service (same defaulted namespace).
         let (view, problems) = crate::announce::ClusterView::from_k8s(
             "n2",

@@ -11,6 +11,7 @@ pub mod excludel2;
 pub mod file;
 pub mod k8s;
 pub mod keyring;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,11 +20,11 @@ use std::sync::Arc;
 use api::model::{Model, PASSWORD_SECRET_KEY};
 use k8s_openapi::api::core::v1 as corev1;
 
-use crate::announce::watched;
+use crate::announce::stored;
 
 /// Every object the speaker reads, as one consistent set: Nodes, Services
-/// and EndpointSlices as the speaker reads them ([`watched`]: only the
-/// fields it uses), Secrets trimmed. The Kubernetes
+/// and EndpointSlices as the speaker keeps them ([`stored`]: only the
+/// fields it uses, no `ObjectMeta`), Secrets trimmed. The Kubernetes
 /// objects are shared (`Arc`) with the source's caches, and so is each
 /// list: the Kubernetes source hands on the last list of a kind none of
 /// whose objects changed (the same `Arc`, which the reconcile loop
@@ -34,11 +35,11 @@ pub struct Snapshot {
     /// The metallb.io objects, parsed and valid.
     pub model: Arc<Model>,
     /// Nodes.
-    pub nodes: Shared<watched::Node>,
+    pub nodes: Shared<stored::Node>,
     /// Services, with their status (ingress IPs).
-    pub services: Shared<watched::Service>,
+    pub services: Shared<stored::Service>,
     /// EndpointSlices.
-    pub slices: Shared<watched::EndpointSlice>,
+    pub slices: Shared<stored::EndpointSlice>,
     /// Secrets (BGP passwords), trimmed by [`trim_secret`].
     pub secrets: Shared<corev1::Secret>,
 }

@@ -6,8 +6,8 @@
 //! controller's, a sharing key for one in ten; one to three EndpointSlices
 //! of one to four endpoints on random nodes), written as the apiserver
 //! sends them (JSON, with fields the speaker skips), read into the watched
-//! types, passed through what the reflectors do to each object as it
-//! arrives and kept in kube's reflector stores; then the snapshot's lists,
+//! types, turned into records as each arrives and kept in the speaker's
+//! caches ([`store`], as a first list); then the snapshot's lists,
 //! the view ([`Converted::view`]) and the keyed decisions, as the
 //! reconcile loop builds them (the keyed decisions without layer 2,
 //! whose election at 5,000 nodes is a cost of time, not of what is kept).
@@ -22,7 +22,6 @@
 use std::sync::Arc;
 
 use api::validate::{Config, config};
-use kube::runtime::reflector::{self, Store};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
@@ -33,6 +32,7 @@ use crate::announce::Keyed;
 use crate::announce::k8s::Converted;
 use crate::announce::watched::SERVICE_NAME_LABEL;
 use crate::net::heap::live_bytes;
+use crate::source::Shared;
 
 const NODES: u32 = 5_000;
 const POOLS: u32 = 20;
@@ -108,19 +108,23 @@ fn slice(i: u32, k: u32, rng: &mut SmallRng) -> Value {
         "ports": [{"name": "web", "port": 8080, "protocol": "TCP"}]})
 }
 
-/// The objects read from `values` one by one as a watch reads them,
-/// `arrive` run on each, applied to a reflector store.
-fn stored<K>(values: impl Iterator<Item = Value>, mut arrive: impl FnMut(&mut K)) -> Store<K>
+/// The objects read from `values` one by one as a watch's first list
+/// reads them, each turned into its record as it arrives, in a cache.
+fn stored<W, T>(
+    values: impl Iterator<Item = Value>,
+    mut record: impl FnMut(W) -> T,
+) -> store::Store<T>
 where
-    K: Resource + Clone + DeserializeOwned + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
+    W: DeserializeOwned,
+    T: Record + PartialEq,
 {
-    let (store, mut writer) = reflector::store();
+    let (store, mut writer) = store::store();
+    writer.apply(watcher::Event::Init);
     for v in values {
-        let mut o: K = serde_json::from_value(v).unwrap();
-        arrive(&mut o);
-        writer.apply_watcher_event(&watcher::Event::Apply(o));
+        let o: W = serde_json::from_value(v).unwrap();
+        writer.apply(watcher::Event::InitApply(record(o)));
     }
+    writer.apply(watcher::Event::InitDone);
     store
 }
 
@@ -145,13 +149,20 @@ fn heap() -> i64 {
 }
 
 /// Live heap in bytes after each step, as differences.
-fn measure(services: u32) -> [i64; 4] {
+fn measure(services: u32) -> [i64; 6] {
     let model = model();
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
-    let nodes = stored((0..NODES).map(node), trim_node);
     let mut interner = Interner::default();
-    let svcs = stored((0..services).map(service), |s| interner.service(s));
+    let nodes = stored((0..NODES).map(node), |n| {
+        stored::Node::from_watched(n, &mut interner)
+    });
+    let after_nodes = heap();
+    let mut interner = Interner::default();
+    let svcs = stored((0..services).map(service), |s| {
+        stored::Service::from_watched(s, &mut interner)
+    });
+    let after_services = heap();
     let mut interner = Interner::default();
     let slices = stored(
         (0..services).flat_map(|i| {
@@ -160,12 +171,12 @@ fn measure(services: u32) -> [i64; 4] {
                 .map(|k| slice(i, k, &mut rng))
                 .collect::<Vec<_>>()
         }),
-        |e| arrive_slice(&mut interner, e),
+        |e| stored::EndpointSlice::from_watched(e, &mut interner),
     );
     let after_stores = heap();
-    let nl: Shared<Node> = shared(&nodes).into();
-    let sv: Shared<Service> = shared(&svcs).into();
-    let sl: Shared<EndpointSlice> = shared(&slices).into();
+    let nl = nodes.list();
+    let sv = svcs.list();
+    let sl = slices.list();
     let secrets: Shared<Secret> = Arc::default();
     let after_lists = heap();
     let mut converted = Converted::default();
@@ -184,24 +195,27 @@ fn measure(services: u32) -> [i64; 4] {
         keyed, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
     ));
     [
-        after_stores - start,
+        after_nodes - start,
+        after_services - after_nodes,
+        after_stores - after_services,
         after_lists - after_stores,
         after_view - after_lists,
         after_keyed - after_view,
     ]
 }
 
-/// The inline sizes behind the figures: each stored object is one
-/// allocation of its type (in an `Arc`, 16 bytes more), most of it the
-/// k8s-openapi `ObjectMeta` of which four or five fields are used.
+/// The inline sizes behind the figures: each stored record is one
+/// allocation of its type (in an `Arc`, 16 bytes more); the watched
+/// objects, with their `ObjectMeta`, live only while each is turned into
+/// its record.
 fn inline_sizes() -> String {
     use std::mem::size_of;
     format!(
-        "inline bytes: ObjectMeta {}, watched Service {}, EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
+        "inline bytes: ObjectMeta {}, stored Service {}, EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
         size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
-        size_of::<Service>(),
-        size_of::<EndpointSlice>(),
-        size_of::<Node>(),
+        size_of::<stored::Service>(),
+        size_of::<stored::EndpointSlice>(),
+        size_of::<stored::Node>(),
         size_of::<crate::announce::Endpoint>(),
         size_of::<crate::announce::Service>(),
         size_of::<crate::announce::Node>(),
@@ -211,7 +225,9 @@ fn inline_sizes() -> String {
 #[test]
 #[ignore = "a benchmark: cargo test -p speaker --lib heap_per_service -- --ignored --nocapture"]
 fn heap_per_service() {
-    println!("| Services | stores | snapshot lists | view | keyed plans | total | per Service |");
+    println!(
+        "| Services | store: Nodes | store: Services | store: EndpointSlices | snapshot lists | view | keyed plans | total | per Service |"
+    );
     println!("{}", inline_sizes());
     let sizes: Vec<u32> = std::env::var("HEAP_SERVICES")
         .unwrap_or_else(|_| "10000,50000".into())
@@ -227,11 +243,13 @@ fn heap_per_service() {
         let total: i64 = parts.iter().sum();
         let mib = |b: i64| format!("{:.1} MiB", b as f64 / 1_048_576.0);
         println!(
-            "| {services} | {} | {} | {} | {} | {} | {:.2} KiB |",
+            "| {services} | {} | {} | {} | {} | {} | {} | {} | {:.2} KiB |",
             mib(parts[0]),
             mib(parts[1]),
             mib(parts[2]),
             mib(parts[3]),
+            mib(parts[4]),
+            mib(parts[5]),
             mib(total),
             total as f64 / 1024.0 / f64::from(services)
         );
