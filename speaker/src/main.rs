@@ -535,6 +535,7 @@ async fn start_kubernetes(
     let source = k8s::Options {
         namespace: args.ns.clone(),
         memberlist_labels: seeds.as_ref().map(|_| args.memberlist_labels.clone()),
+        isolated: seeds.as_ref().map(|_| isolated.subscribe()),
     };
     let stores = k8s::start(&client, &source, tx, seeds, tasks);
     let (report_tx, reports) = watch::channel(publish::Report::default());

@@ -30,7 +30,7 @@ use api::model::{Model, Secrets};
 use bgp::session::{IpPrefix, RouteAttrs};
 
 use super::bgp::{BgpContext, Pending, ServiceRoutes};
-use super::coexist::Deferral;
+use super::coexist::{Deferral, MetallbSpeakers};
 use super::l2::{KEPT_CANDIDATES, L2Context, ServiceL2};
 use super::sorted::{Interner, VecMap};
 use super::status::{Announcements, ServiceAnnouncement};
@@ -173,7 +173,7 @@ impl Context {
             && self.node == view.node
             && self.load_balancer_class == view.load_balancer_class
             && (Arc::ptr_eq(&self.model, &view.model) || self.model == view.model)
-            && self.api_speakers == view.api_speakers
+            && same_api(&self.api_speakers, &view.api_speakers, view.isolated)
             && view
                 .api_speakers
                 .as_ref()
@@ -235,10 +235,30 @@ impl Context {
             && self.load_balancer_class == view.load_balancer_class
             && (Arc::ptr_eq(&self.model, &view.model) || self.model == view.model)
             && self.members == view.members
-            && self.api_speakers == view.api_speakers
+            && same_api(&self.api_speakers, &view.api_speakers, view.isolated)
             && self.secrets == view.secrets
             && (Arc::ptr_eq(&self.nodes, &view.nodes) || self.nodes == view.nodes)
     }
+}
+
+/// Whether two views' speakers as the API shows them decide the same, both
+/// views isolated (`isolated`) or both not: while not isolated, the
+/// decisions read MetalLB's speakers alone (the Ready speakers and the
+/// ServiceL2Status claims count only while isolated), so that a rollout's
+/// readiness changes of thousands of speaker Pods do not decide every
+/// service again on every node.
+fn same_api(
+    old: &Option<Arc<ApiSpeakers>>,
+    new: &Option<Arc<ApiSpeakers>>,
+    isolated: bool,
+) -> bool {
+    if isolated {
+        return old == new;
+    }
+    fn metallb(a: &Option<Arc<ApiSpeakers>>) -> Option<&MetallbSpeakers> {
+        a.as_deref().and_then(|a| a.metallb.as_ref())
+    }
+    metallb(old) == metallb(new)
 }
 
 /// What every service's decision in one update reads.

@@ -37,7 +37,7 @@ use api::v1beta1::{
 use api::v1beta2::BGPPeer;
 use api::validate::{self, Config};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Secret};
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -68,6 +68,10 @@ pub struct Options {
     /// Label selector of the speaker Pods whose IPs are memberlist seeds;
     /// `None`: no Pod watch.
     pub memberlist_labels: Option<String>,
+    /// Whether this node's memberlist is isolated, where the speaker Pods
+    /// are listed rather than watched: every [`POD_POLL`] while it is,
+    /// every [`POD_POLL_QUIET`] otherwise.
+    pub isolated: Option<watch::Receiver<bool>>,
 }
 
 /// The caches other parts read (the status writer looks Services up).
@@ -139,7 +143,12 @@ pub fn start(
     if let (Some(labels), Some(seeds)) = (&opts.memberlist_labels, seeds) {
         tasks.spawn(
             "memberlist pod seeds",
-            pod_seeds(Api::namespaced(client.clone(), ns), labels.clone(), seeds),
+            pod_seeds(
+                Api::namespaced(client.clone(), ns),
+                labels.clone(),
+                seeds,
+                opts.isolated.clone(),
+            ),
         );
     }
     Stores { services }
@@ -411,13 +420,23 @@ fn ping(changed: &watch::Sender<Generations>, feed: Feed) {
 
 /// Sends the running speaker Pods (their IPs, with `hostNetwork` the
 /// nodes' addresses, and the nodes where they are Ready) whenever they
-/// change. Watches them; where the
-/// role grants only `list` (MetalLB's does), lists them every
-/// [`POD_POLL`] instead.
-async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<SpeakerPods>) {
+/// change. Watches them, each trimmed as it arrives ([`trim_pod`]); where
+/// the role grants only `list` (MetalLB's does), lists them instead: every
+/// [`POD_POLL`] while memberlist is isolated (the Ready speakers then
+/// decide, and the seeds are how it rejoins), every [`POD_POLL_QUIET`]
+/// otherwise, as MetalLB's speakers list them (with a speaker on each of
+/// thousands of nodes, each listing every speaker Pod every few seconds
+/// would be the apiserver's main load).
+async fn pod_seeds(
+    api: Api<Pod>,
+    labels: String,
+    seeds: mpsc::UnboundedSender<SpeakerPods>,
+    mut isolated: Option<watch::Receiver<bool>>,
+) {
     let (reader, writer) = reflector::store();
     let stream = watcher(api.clone(), watcher::Config::default().labels(&labels))
         .default_backoff()
+        .modify(trim_pod)
         .reflect(writer);
     let mut stream = std::pin::pin!(stream);
     let mut last = None;
@@ -445,21 +464,69 @@ async fn pod_seeds(api: Api<Pod>, labels: String, seeds: mpsc::UnboundedSender<S
     }
     let params = ListParams::default().labels(&labels);
     loop {
-        match api.list(&params).await {
+        let listed = match api.list(&params).await {
             Ok(list) => {
                 let pods: Vec<Arc<Pod>> = list.items.into_iter().map(Arc::new).collect();
                 if !send_seeds(&seeds, &mut last, speaker_pods(&pods)) {
                     return;
                 }
+                true
             }
-            Err(e) => warn!(error = %e, "listing the speaker pods failed, retrying"),
+            Err(e) => {
+                warn!(error = %e, "listing the speaker pods failed, retrying");
+                false
+            }
+        };
+        // Quiet only after a good list and while not isolated; an
+        // isolation that starts meanwhile cuts the wait short.
+        match isolated.as_mut().filter(|rx| listed && !*rx.borrow()) {
+            Some(rx) => {
+                let isolation = tokio::select! {
+                    () = tokio::time::sleep(POD_POLL_QUIET) => true,
+                    r = rx.wait_for(|i| *i) => r.is_ok(),
+                };
+                // Its sender gone (the speaker stops): no cut-short waits.
+                if !isolation {
+                    tokio::time::sleep(POD_POLL_QUIET).await;
+                }
+            }
+            None => tokio::time::sleep(POD_POLL).await,
         }
-        tokio::time::sleep(POD_POLL).await;
     }
 }
 
-/// How often the speaker Pods are listed when they cannot be watched.
+/// How often the speaker Pods are listed when they cannot be watched,
+/// while memberlist is isolated or the last list failed.
 const POD_POLL: Duration = Duration::from_secs(5);
+
+/// How often they are listed otherwise: MetalLB's speakers list them every
+/// five minutes (`speakerlist.updateSpeakerIPs`).
+const POD_POLL_QUIET: Duration = Duration::from_secs(300);
+
+/// Drops from a speaker Pod, as it arrives, what [`speaker_pods`] never
+/// reads: its containers, volumes, managed fields, labels, annotations and
+/// every status but the Pod IPs and the Ready condition. With a speaker on
+/// each of thousands of nodes the cache holds thousands of them, each
+/// several kilobytes whole.
+pub fn trim_pod(pod: &mut Pod) {
+    let meta = &mut pod.metadata;
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    pod.spec = pod.spec.take().map(|s| PodSpec {
+        node_name: s.node_name,
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|s| PodStatus {
+        pod_ips: s.pod_ips,
+        conditions: s
+            .conditions
+            .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
+        ..PodStatus::default()
+    });
+}
 
 /// What the speaker Pods tell: where memberlist members are expected, and
 /// which nodes have a speaker ready to serve.
@@ -1091,6 +1158,76 @@ mod tests {
                 "10.0.0.1:7946".parse().unwrap_or_else(|e| panic!("{e}")),
                 "[fd00::3]:7946".parse().unwrap_or_else(|e| panic!("{e}")),
             ]
+        );
+    }
+
+    /// A speaker Pod as a DaemonSet makes it, trimmed: what
+    /// `speaker_pods` reads is kept, the rest is gone.
+    #[test]
+    fn a_trimmed_speaker_pod_gives_the_same_seeds() {
+        let whole = |name: &str, node: &str, ip: &str, ready: &str, deleting: bool| -> Pod {
+            let mut v = json!({
+                "metadata": {"name": name, "namespace": "metallb-system",
+                    "labels": {"app": "metallb", "component": "speaker"},
+                    "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-30T00:00:00Z"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                        "name": "speaker", "uid": "u", "controller": true}],
+                    "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                        "apiVersion": "v1", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}]},
+                "spec": {"nodeName": node, "hostNetwork": true,
+                    "containers": [{"name": "speaker", "image": "ferrolb/speaker:v0.1.0",
+                        "args": ["--port=7472", "--log-level=info"],
+                        "env": [{"name": "METALLB_NODE_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                        "ports": [{"name": "monitoring", "containerPort": 7472}]}]},
+                "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                    "hostIP": ip,
+                    "conditions": [{"type": "PodScheduled", "status": "True"},
+                                   {"type": "Ready", "status": ready},
+                                   {"type": "ContainersReady", "status": ready}],
+                    "containerStatuses": [{"name": "speaker", "ready": true, "restartCount": 0,
+                        "image": "ferrolb/speaker:v0.1.0", "imageID": "sha256:0",
+                        "state": {"running": {"startedAt": "2026-11-30T00:00:00Z"}}}]},
+            });
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-11-30T01:00:00Z");
+            }
+            serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let pods = [
+            whole("a", "n1", "10.0.0.1", "True", false),
+            whole("b", "n2", "10.0.0.2", "False", false),
+            whole("c", "n3", "fd00::3", "True", false),
+            whole("d", "n4", "10.0.0.4", "True", true),
+        ];
+        let trimmed: Vec<Pod> = pods
+            .iter()
+            .cloned()
+            .map(|mut p| {
+                trim_pod(&mut p);
+                p
+            })
+            .collect();
+        let arcs = |p: &[Pod]| p.iter().cloned().map(Arc::new).collect::<Vec<_>>();
+        let seeds = speaker_pods(&arcs(&trimmed));
+        assert_eq!(seeds, speaker_pods(&arcs(&pods)));
+        assert_eq!(
+            seeds.ready,
+            BTreeSet::from(["n1".to_owned(), "n3".to_owned()])
+        );
+        assert_eq!(seeds.ips.len(), 3);
+        // The rest is gone: a fraction of the JSON it came as.
+        let size = |p: &Pod| serde_json::to_vec(p).map(|v| v.len()).unwrap_or(0);
+        let (w, t) = (size(&pods[0]), size(&trimmed[0]));
+        assert!(t * 3 < w, "trimmed {t} bytes of {w}");
+        let t0 = &trimmed[0];
+        assert!(t0.metadata.managed_fields.is_none() && t0.metadata.labels.is_none());
+        assert!(t0.spec.as_ref().is_some_and(|s| s.containers.is_empty()));
+        assert!(
+            t0.status
+                .as_ref()
+                .is_some_and(|s| s.container_statuses.is_none() && s.phase.is_none())
         );
     }
 

@@ -251,6 +251,7 @@ fn check(step: &str, view: &ClusterView, l2_on: bool, keyed: &Keyed, applied: &A
 fn keyed_matches_whole_plans() {
     let mut decided_alone = 0;
     let mut others_alone = 0;
+    let mut ready_steps = 0;
     let mut deferred_steps = 0;
     for seed in 0..CASES {
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -267,10 +268,11 @@ fn keyed_matches_whole_plans() {
             ..ClusterView::default()
         };
         let mut l2_on = true;
+        let mut ready_alone = false;
         let mut keyed = Keyed::new();
         let mut applied = Applied::default();
         for step in 0..STEPS {
-            let what = rng.random_range(0..100);
+            let what = rng.random_range(0..106);
             match what {
                 // Most steps change services only, as in a cluster.
                 0..50 => {
@@ -325,9 +327,34 @@ fn keyed_matches_whole_plans() {
                         m.l2_owners.insert(key(&svc), BTreeSet::from([n]));
                     }
                 }
+                // The speakers the API shows Ready (read only while
+                // isolated), and now and then isolation itself.
+                99..106 => {
+                    let api = Arc::make_mut(view.api_speakers.get_or_insert_with(Default::default));
+                    api.ready = NODES
+                        .iter()
+                        .filter(|_| rng.random_bool(0.5))
+                        .map(|n| (*n).to_owned())
+                        .collect();
+                    if rng.random_bool(0.3) {
+                        view.isolated = !view.isolated;
+                    } else if !view.isolated {
+                        ready_alone = true;
+                    }
+                }
                 _ => {}
             }
             let changes = keyed.update(&view, l2_on);
+            // (The first update decides everything.)
+            if std::mem::take(&mut ready_alone) && step > 0 {
+                // Not isolated, the Ready speakers are not read: nothing
+                // to decide.
+                assert!(
+                    !changes.all && changes.decided == 0,
+                    "seed {seed} step {step}: {changes:?}"
+                );
+                ready_steps += 1;
+            }
             if !changes.all {
                 decided_alone += 1;
                 if what < 70 {
@@ -366,6 +393,7 @@ fn keyed_matches_whole_plans() {
     );
     // And changes of other nodes or members alone, not decided whole.
     assert!(others_alone > CASES as usize, "{others_alone}");
+    assert!(ready_steps > 0, "no step changed the Ready speakers alone");
 }
 
 #[test]
