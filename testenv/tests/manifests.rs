@@ -704,6 +704,7 @@ async fn speaker_runs_as_its_service_account() {
     let source = k8s::Options {
         namespace: NAMESPACE.to_owned(),
         memberlist_labels: Some("app=metallb,component=speaker".into()),
+        isolated: None,
     };
     // Supervised as in the speaker: the reflectors and the snapshot task
     // must not end.
