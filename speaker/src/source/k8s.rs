@@ -69,8 +69,8 @@ pub struct Options {
     /// `None`: no Pod watch.
     pub memberlist_labels: Option<String>,
     /// Whether this node's memberlist is isolated, where the speaker Pods
-    /// are listed rather than watched: every [`POD_POLL`] while it is,
-    /// every [`POD_POLL_QUIET`] otherwise.
+    /// are listed rather than watched: every 5 s while it is, every 5
+    /// minutes otherwise.
     pub isolated: Option<watch::Receiver<bool>>,
 }
 
