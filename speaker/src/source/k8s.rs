@@ -49,7 +49,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::store::{self, Record};
-use super::{Rejected, Reload, Snapshot, file, trim_secret};
+use super::{Rejected, Reload, Snapshot, file, trim_meta, trim_secret};
 use crate::announce::stored;
 use crate::announce::watched::{EndpointSlice, Interner, Node, Service};
 use crate::announce::{ApiSpeakers, MetallbSpeakers};
@@ -509,12 +509,7 @@ const POD_POLL_QUIET: Duration = Duration::from_secs(300);
 /// each of thousands of nodes the cache holds thousands of them, each
 /// several kilobytes whole.
 pub fn trim_pod(pod: &mut Pod) {
-    let meta = &mut pod.metadata;
-    meta.managed_fields = None;
-    meta.annotations = None;
-    meta.labels = None;
-    meta.owner_references = None;
-    meta.finalizers = None;
+    trim_meta(&mut pod.metadata);
     pod.spec = pod.spec.take().map(|s| PodSpec {
         node_name: s.node_name,
         ..PodSpec::default()

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use api::model::{Model, PASSWORD_SECRET_KEY};
 use k8s_openapi::api::core::v1 as corev1;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::announce::stored;
 
@@ -85,7 +86,13 @@ pub fn trim_secret(s: &mut corev1::Secret) {
         .take()
         .and_then(|mut d| d.remove_entry(key))
         .map(|kv| BTreeMap::from([kv]));
-    let meta = &mut s.metadata;
+    trim_meta(&mut s.metadata);
+}
+
+/// Drops the metadata the speaker never reads of a kept object: labels,
+/// annotations, managed fields, owner references, finalizers (name,
+/// namespace, uid, resource version and deletion stay).
+pub fn trim_meta(meta: &mut ObjectMeta) {
     meta.annotations = None;
     meta.labels = None;
     meta.managed_fields = None;
