@@ -191,37 +191,13 @@ impl Context {
             _ => return None,
         }
         if !Arc::ptr_eq(&self.nodes, &view.nodes) {
-            let (mut old, mut new) = (self.nodes.iter().peekable(), view.nodes.iter().peekable());
-            loop {
-                match (old.peek(), new.peek()) {
-                    (None, None) => break,
-                    (Some((a, _)), None) => {
-                        changed.insert((*a).clone());
-                        old.next();
-                    }
-                    (None, Some((b, _))) => {
-                        changed.insert((*b).clone());
-                        new.next();
-                    }
-                    (Some((a, x)), Some((b, y))) => match a.cmp(b) {
-                        std::cmp::Ordering::Less => {
-                            changed.insert((*a).clone());
-                            old.next();
-                        }
-                        std::cmp::Ordering::Greater => {
-                            changed.insert((*b).clone());
-                            new.next();
-                        }
-                        std::cmp::Ordering::Equal => {
-                            if x != y {
-                                changed.insert((*a).clone());
-                            }
-                            old.next();
-                            new.next();
-                        }
-                    },
-                }
-            }
+            let (old, new) = (&*self.nodes, &*view.nodes);
+            changed.extend(
+                old.iter()
+                    .filter(|(name, node)| new.get(*name) != Some(*node))
+                    .map(|(name, _)| name.clone()),
+            );
+            changed.extend(new.keys().filter(|name| !old.contains_key(*name)).cloned());
         }
         (!changed.contains(&view.node)).then_some(changed)
     }
