@@ -904,6 +904,14 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
     let writes: Vec<(String, String, serde_json::Value)> = services
         .into_iter()
         .map(|(ns, name, pool, dual)| {
+            if a.clear {
+                // A null in a merge patch deletes the key.
+                let patch = json!({
+                    "metadata": {"annotations": {POOL_ANNOTATION: null}},
+                    "status": {"loadBalancer": {"ingress": null}},
+                });
+                return (ns, name, patch);
+            }
             let i: u32 = name
                 .strip_prefix("svc-")
                 .and_then(|i| i.parse().ok())
@@ -918,14 +926,6 @@ async fn floor(client: Client, a: FloorArgs) -> Result<serde_json::Value, Error>
             ];
             if dual {
                 ingress.push(json!({"ip": format!("fd00:10:{p:x}::{n:x}"), "ipMode": "VIP"}));
-            }
-            if a.clear {
-                // A null in a merge patch deletes the key.
-                let patch = json!({
-                    "metadata": {"annotations": {POOL_ANNOTATION: null}},
-                    "status": {"loadBalancer": {"ingress": null}},
-                });
-                return (ns, name, patch);
             }
             let patch = json!({
                 "metadata": {"annotations": {POOL_ANNOTATION: pool}},
