@@ -532,6 +532,7 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
         let mut text = lock(&shared).render();
         text.push_str(&render_heap(crate::net::heap::live_bytes()));
         text.push_str(&render_trims(crate::net::heap::trims()));
+        text.push_str(&crate::publish::render_writes());
         text.push_str(&shell::procfs::render());
         text.push_str(&shell::http::review::render());
         text

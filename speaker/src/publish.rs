@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use api::v1beta1::{ConfigurationState, ServiceBGPStatus, ServiceL2Status};
@@ -138,6 +139,39 @@ fn object_reference(svc: &Service) -> ObjectReference {
         uid: svc.uid.as_ref().map(ToString::to_string),
         ..ObjectReference::default()
     }
+}
+
+/// Status objects written since the start, by kind and operation
+/// (`ferrolb_status_object_writes_total`): each is a request to the
+/// apiserver, and at thousands of Services per node their rate is most of
+/// what the speaker asks of it.
+static WRITES: [[AtomicU64; 3]; 2] = [
+    [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+    [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+];
+const KINDS: [&str; 2] = ["ServiceL2Status", "ServiceBGPStatus"];
+const OPS: [&str; 3] = ["create", "patch", "delete"];
+
+fn count(kind: usize, op: usize) {
+    WRITES[kind][op].fetch_add(1, Ordering::Relaxed);
+}
+
+/// `ferrolb_status_object_writes_total{kind, op}`, for the metrics
+/// endpoint.
+pub fn render_writes() -> String {
+    let mut text = String::from(
+        "# HELP ferrolb_status_object_writes_total ServiceL2Status and ServiceBGPStatus requests this speaker made, by kind and operation (create, patch of the status, delete)\n\
+         # TYPE ferrolb_status_object_writes_total counter\n",
+    );
+    for (k, kind) in KINDS.iter().enumerate() {
+        for (o, op) in OPS.iter().enumerate() {
+            let n = WRITES[k][o].load(Ordering::Relaxed);
+            text.push_str(&format!(
+                "ferrolb_status_object_writes_total{{kind=\"{kind}\",op=\"{op}\"}} {n}\n"
+            ));
+        }
+    }
+    text
 }
 
 const RETRY_MIN: Duration = Duration::from_millis(500);
@@ -292,6 +326,8 @@ struct Kind {
     api: Api<DynamicObject>,
     resource: ApiResource,
     prefix: &'static str,
+    /// Its place in [`KINDS`] (the counters').
+    index: usize,
     /// This node's objects by service: (name, status). `None`: list first.
     /// The status is kept as a digest: a thousand services' JSON bodies
     /// would cost more than the rest of this task.
@@ -305,10 +341,15 @@ impl Kind {
         prefix: &'static str,
     ) -> Self {
         let resource = ApiResource::erase::<K>(&());
+        let index = KINDS
+            .iter()
+            .position(|k| *k == resource.kind)
+            .unwrap_or_default();
         Self {
             api: Api::namespaced_with(client.clone(), &opts.namespace, &resource),
             resource,
             prefix,
+            index,
             known: None,
         }
     }
@@ -449,6 +490,7 @@ impl Kind {
             }
         }
         let patch = json!({"status": body});
+        count(self.index, 1);
         self.api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
@@ -457,8 +499,17 @@ impl Kind {
     }
 
     /// Creates an object for a service (status empty: the status
-    /// subresource is written next); returns its generated name.
+    /// subresource is written next); returns its generated name. A
+    /// generated name that is taken is tried again with another: an
+    /// apiserver before Kubernetes 1.31 (where `RetryGenerateName` became
+    /// on by default) answers 409 AlreadyExists when its five random characters hit an
+    /// existing object's, about 70 times for 45,000 objects, and each such
+    /// error failed the whole pass, which then listed and began again.
     async fn create(&self, opts: &Options, key: &ObjectKey) -> Result<String, kube::Error> {
+        retry_taken_name(|| self.create_once(opts, key)).await
+    }
+
+    async fn create_once(&self, opts: &Options, key: &ObjectKey) -> Result<String, kube::Error> {
         let mut metadata = json!({
             "generateName": self.prefix,
             "namespace": opts.namespace,
@@ -478,11 +529,13 @@ impl Kind {
             "spec": {},
         }))
         .map_err(kube::Error::SerdeError)?;
+        count(self.index, 0);
         let created = self.api.create(&PostParams::default(), &object).await?;
         Ok(created.metadata.name.unwrap_or_default())
     }
 
     async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+        count(self.index, 2);
         match self.api.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -491,12 +544,67 @@ impl Kind {
     }
 }
 
-/// A digest of a status body. serde_json's maps are sorted, so the same
-/// content read back from the API digests the same.
+/// Calls `create` until it does not answer that its generated name is
+/// taken (409 AlreadyExists), at most [`GENERATE_ATTEMPTS`] times; the last
+/// answer is returned.
+async fn retry_taken_name<F, Fut>(mut create: F) -> Result<String, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<String, kube::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match create().await {
+            Err(kube::Error::Api(e))
+                if e.code == 409 && e.reason == "AlreadyExists" && attempt < GENERATE_ATTEMPTS =>
+            {
+                debug!(attempt, "generated name taken; creating again");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Creates tried before a taken generated name is an error (as many as
+/// the apiserver's own retry makes, from Kubernetes 1.31).
+const GENERATE_ATTEMPTS: u32 = 8;
+
+/// A digest of a status body, the same for the same content whatever
+/// the order of its keys: serde_json keeps maps in insertion order here
+/// (`preserve_order`, which `api` enables), so a body built as
+/// `node, serviceName, serviceNamespace, peers` and the same status read
+/// back from the API (its keys sorted) printed differently, and every
+/// object was written again after every list: 44,801 PATCHes at each
+/// start at 50,000 Services.
 fn digest(v: &Value) -> u64 {
     let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    hash_value(v, &mut h);
     h.finish()
+}
+
+/// Hashes `v` with each object's keys in sorted order.
+fn hash_value(v: &Value, h: &mut DefaultHasher) {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            h.write_u8(b'{');
+            h.write_usize(entries.len());
+            for (key, value) in entries {
+                key.hash(h);
+                hash_value(value, h);
+            }
+        }
+        Value::Array(items) => {
+            h.write_u8(b'[');
+            h.write_usize(items.len());
+            for item in items {
+                hash_value(item, h);
+            }
+        }
+        scalar => scalar.to_string().hash(h),
+    }
 }
 
 /// Builds one kind's status body of a service on `node`, or `None` when
@@ -560,6 +668,91 @@ mod tests {
     use super::*;
     use crate::announce::stored::Uid;
     use crate::announce::watched;
+
+    /// The same status digests the same whether built here (keys in the
+    /// order written: serde_json preserves it in this workspace) or read
+    /// back from the API (keys sorted); another status does not.
+    #[test]
+    fn digests_do_not_depend_on_key_order() {
+        let key = ObjectKey::new("lg-19", "svc-047539");
+        let ann = ServiceAnnouncement {
+            bgp: vec!["scale-frr".into()],
+            ..ServiceAnnouncement::default()
+        };
+        let built = bgp_status("node-04999", &key, &ann).unwrap_or_else(|| panic!("a body"));
+        // As the apiserver returned it (a ServiceBGPStatus of the 50,000
+        // run on kube-apiserver v1.28.15).
+        let read: Value = serde_json::from_str(
+            r#"{"node":"node-04999","peers":["scale-frr"],"serviceName":"svc-047539","serviceNamespace":"lg-19"}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(built.to_string(), read.to_string(), "the orders differ");
+        assert_eq!(digest(&built), digest(&read));
+        let other = ServiceAnnouncement {
+            bgp: vec!["scale-frr".into(), "second".into()],
+            ..ServiceAnnouncement::default()
+        };
+        let two = bgp_status("node-04999", &key, &other).unwrap_or_else(|| panic!("a body"));
+        assert_ne!(digest(&built), digest(&two));
+        let moved = bgp_status("node-00001", &key, &ann).unwrap_or_else(|| panic!("a body"));
+        assert_ne!(digest(&built), digest(&moved));
+        // A key moved into a list's object is another value.
+        assert_ne!(
+            digest(&json!({"a": {"b": 1}, "c": 2})),
+            digest(&json!({"a": {"b": 1, "c": 2}}))
+        );
+    }
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        let mut status = kube::core::Status::failure("refused", reason);
+        status.code = code;
+        kube::Error::Api(status.boxed())
+    }
+
+    /// A create whose generated name is taken is made again, up to
+    /// GENERATE_ATTEMPTS times; any other error is returned at once.
+    #[tokio::test]
+    async fn a_taken_generated_name_is_tried_again() {
+        let calls = std::cell::Cell::new(0);
+        let created = retry_taken_name(|| {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move {
+                if n < 3 {
+                    Err(api_error(409, "AlreadyExists"))
+                } else {
+                    Ok(format!("bgp-{n}"))
+                }
+            }
+        })
+        .await;
+        assert_eq!(created.ok().as_deref(), Some("bgp-3"));
+        assert_eq!(calls.get(), 3);
+
+        calls.set(0);
+        let taken = retry_taken_name(|| {
+            calls.set(calls.get() + 1);
+            async { Err::<String, _>(api_error(409, "AlreadyExists")) }
+        })
+        .await;
+        assert!(matches!(taken, Err(kube::Error::Api(e)) if e.code == 409));
+        assert_eq!(calls.get(), GENERATE_ATTEMPTS);
+
+        for (code, reason) in [
+            (409, "Conflict"),
+            (403, "Forbidden"),
+            (500, "InternalError"),
+        ] {
+            calls.set(0);
+            let refused = retry_taken_name(|| {
+                calls.set(calls.get() + 1);
+                async move { Err::<String, _>(api_error(code, reason)) }
+            })
+            .await;
+            assert!(matches!(refused, Err(kube::Error::Api(e)) if e.code == code));
+            assert_eq!(calls.get(), 1, "{reason}: not retried");
+        }
+    }
 
     /// An Event names the Service as kube names the whole object: the
     /// record keeps what the reference needs (the uid).

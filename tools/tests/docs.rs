@@ -370,6 +370,7 @@ fn speaker_exposition() -> String {
     snap.render()
         + &speaker::metrics::render_heap(Some(0))
         + &speaker::metrics::render_trims(Some(speaker::metrics::HeapTrims::default()))
+        + &speaker::publish::render_writes()
 }
 
 /// The controller's exposition with one pool.
