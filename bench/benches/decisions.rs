@@ -17,6 +17,7 @@ use api::validate::{Config, config};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use speaker::announce::{
     ClusterView, Endpoint, Keyed, Node, ObjectKey, Service, TrafficPolicy, bgp_plan, l2_plan,
+    stored,
 };
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
@@ -54,12 +55,14 @@ fn view(services: u32) -> ClusterView {
         services: (0..services)
             .map(|i| {
                 Arc::new(Service {
-                    key: ObjectKey::new("default", format!("svc-{i}")),
-                    load_balancer: true,
-                    external_traffic_policy: TrafficPolicy::Local,
-                    ingress: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],
+                    record: Arc::new(stored::Service {
+                        key: ObjectKey::new("default", format!("svc-{i}")),
+                        load_balancer: true,
+                        external_traffic_policy: TrafficPolicy::Local,
+                        ingress: [IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))].into(),
+                        ..stored::Service::default()
+                    }),
                     endpoints: NODES.iter().map(|n| endpoint(n)).collect(),
-                    ..Service::default()
                 })
             })
             .collect(),
@@ -71,8 +74,11 @@ fn view(services: u32) -> ClusterView {
 /// Moves service 0's only endpoint to the other of n1 and n2.
 fn flip(view: &mut ClusterView) {
     let svc = Arc::make_mut(&mut view.services[0]);
-    let on_n1 = svc.endpoints.len() == 1 && svc.endpoints[0].node.as_deref() == Some("n1");
-    svc.endpoints = vec![endpoint(if on_n1 { "n2" } else { "n1" })];
+    let nodes: Vec<_> = svc.endpoints.iter().map(|e| e.node.as_deref()).collect();
+    let on_n1 = nodes == [Some("n1")];
+    svc.endpoints = [endpoint(if on_n1 { "n2" } else { "n1" })]
+        .into_iter()
+        .collect();
 }
 
 fn decisions(c: &mut Criterion) {

@@ -136,7 +136,7 @@ fn object_reference(svc: &Service) -> ObjectReference {
         kind: Some(Whole::kind(&()).into_owned()),
         namespace: Some(svc.key.namespace.to_string()),
         name: Some(svc.key.name.to_string()),
-        uid: svc.uid.as_deref().map(Into::into),
+        uid: svc.uid.as_ref().map(ToString::to_string),
         ..ObjectReference::default()
     }
 }
@@ -666,6 +666,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::announce::stored::Uid;
     use crate::announce::watched;
 
     /// The same status digests the same whether built here (keys in the
@@ -774,5 +775,42 @@ mod tests {
             Some("u-1"),
             "the uid"
         );
+    }
+
+    /// A uid the apiserver writes (a UUID in canonical text) is kept as its
+    /// 16 bytes, and the Event names it exactly as kube's reference does;
+    /// any other text (upper case, braces, too short) is kept as it is.
+    #[test]
+    fn uids_in_16_bytes_name_the_service_as_kube_does() {
+        let uuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        for uid in [
+            uuid,
+            "00000000-0000-0000-0000-000000000000",
+            "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0",
+            "{0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0}",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f",
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-00",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg",
+            "",
+        ] {
+            let object = json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "web", "namespace": "ns", "uid": uid},
+                "spec": {"type": "LoadBalancer"},
+            });
+            let whole: k8s_openapi::api::core::v1::Service =
+                serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("{e}"));
+            let read: watched::Service =
+                serde_json::from_value(object).unwrap_or_else(|e| panic!("{e}"));
+            let record = Service::from(read);
+            assert_eq!(object_reference(&record), whole.object_ref(&()), "{uid:?}");
+            let bytes = matches!(record.uid, Some(Uid::Uuid(_)));
+            assert_eq!(
+                bytes,
+                uid == uuid || uid.starts_with("00000000-"),
+                "{uid:?}"
+            );
+        }
     }
 }

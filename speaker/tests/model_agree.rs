@@ -29,7 +29,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use speaker::announce::{
     ClusterView, Endpoint, Node, ObjectKey, POOL_ANNOTATION, Service, TrafficPolicy, bgp_plan,
-    l2_plan,
+    l2_plan, stored,
 };
 
 const CASES: u64 = 300;
@@ -195,7 +195,7 @@ fn view(model: &Arc<Model>, case: &Case, me: &str, services: &[Service]) -> Clus
                 .map(|(name, labels)| {
                     let node = Node {
                         name: name.clone(),
-                        labels: labels.clone(),
+                        labels: labels.clone().into(),
                         ..Node::default()
                     };
                     (name.clone(), node)
@@ -249,12 +249,15 @@ fn controller_and_speakers_agree_on_pools_and_announcing_nodes() {
             let holder = model.pool_for(&a.ips).map(|p| p.name.as_str());
             assert_eq!(holder, Some(a.pool.as_str()), "seed {seed}");
             let svc = Service {
-                key: ObjectKey::new(&wanted.key.namespace, &wanted.key.name),
-                labels: svc_labels.clone().into(),
-                annotations: labels(&[(POOL_ANNOTATION, a.pool.as_str())]).into(),
-                load_balancer: true,
-                external_traffic_policy: TrafficPolicy::Cluster,
-                ingress: a.ips.clone(),
+                record: Arc::new(stored::Service {
+                    key: ObjectKey::new(&wanted.key.namespace, &wanted.key.name),
+                    labels: svc_labels.clone().into(),
+                    annotations: labels(&[(POOL_ANNOTATION, a.pool.as_str())]).into(),
+                    load_balancer: true,
+                    external_traffic_policy: TrafficPolicy::Cluster,
+                    ingress: a.ips.clone().into(),
+                    ..stored::Service::default()
+                }),
                 endpoints: case
                     .nodes
                     .keys()
@@ -265,7 +268,6 @@ fn controller_and_speakers_agree_on_pools_and_announcing_nodes() {
                         ..Endpoint::default()
                     })
                     .collect(),
-                ..Service::default()
             };
             assigned.push((svc, a.pool.clone()));
         }
@@ -275,9 +277,12 @@ fn controller_and_speakers_agree_on_pools_and_announcing_nodes() {
         if let Some(me) = case.nodes.keys().next() {
             for (wanted, in_pool) in requests {
                 let svc = Service {
-                    key: ObjectKey::new(&wanted.key.namespace, &wanted.key.name),
-                    load_balancer: true,
-                    ingress: wanted.requested.clone(),
+                    record: Arc::new(stored::Service {
+                        key: ObjectKey::new(&wanted.key.namespace, &wanted.key.name),
+                        load_balancer: true,
+                        ingress: wanted.requested.clone().into(),
+                        ..stored::Service::default()
+                    }),
                     ..Service::default()
                 };
                 let plan = bgp_plan(&view(&model, &case, me, &[svc]));

@@ -19,7 +19,7 @@ use ipnetwork::IpNetwork;
 
 use super::coexist::bgp_held;
 use super::sorted::VecSet;
-use super::view::{ClusterView, Exclusion, ObjectKey, Service, TrafficPolicy};
+use super::view::{ClusterView, Exclusion, Labels, ObjectKey, Service, TrafficPolicy};
 use super::{Assigned, assigned, service_problem};
 
 /// One service's routes: per (peer, prefix), sorted, what it asks for.
@@ -189,8 +189,8 @@ impl<'a> BgpContext<'a> {
                 message: "this node is not in the view: its labels are taken as empty".into(),
             });
         }
-        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        let labels = view.this_node().map_or(&EMPTY, |n| &n.labels);
+        let empty = Labels::default();
+        let labels = view.this_node().map_or(&empty, |n| &n.labels);
         let mut peers = BTreeMap::new();
         // While MetalLB's speaker is on this node, its sessions are the
         // node's: no session of ours (coexist::bgp_held).

@@ -8,7 +8,7 @@
 //! runs returned, or the reason it returned nothing. Pure: no I/O, no
 //! clock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 
 use api::model::{PeerTarget, Pool, Scope};
@@ -128,7 +128,7 @@ impl Selection {
         name: &str,
         scope: &Scope,
         pool: &Pool,
-        node_labels: &BTreeMap<String, String>,
+        node_labels: &Labels,
         service_labels: &Labels,
     ) -> Self {
         Self {

@@ -13,6 +13,7 @@ use api::v1beta1::{
 use api::v1beta2::{BGPPeer, BGPPeerSpec};
 use api::validate::{self, Config};
 
+use super::stored;
 use super::view::{ClusterView, Endpoint, Node, ObjectKey, Service, TrafficPolicy};
 use super::{BgpPlan, L2Plan};
 
@@ -97,7 +98,7 @@ pub(super) fn view(this: &str, names: &[&str]) -> Fixture {
 pub(super) fn node(name: &str, pairs: &[(&str, &str)]) -> Node {
     Node {
         name: name.into(),
-        labels: labels(pairs),
+        labels: labels(pairs).into(),
         ..Node::default()
     }
 }
@@ -202,12 +203,14 @@ pub(super) fn services(list: impl IntoIterator<Item = Service>) -> Vec<Arc<Servi
 /// on each of `endpoint_nodes`.
 pub(super) fn svc(name: &str, ips: &[&str], endpoint_nodes: &[&str]) -> Service {
     Service {
-        key: key(name),
-        load_balancer: true,
-        external_traffic_policy: TrafficPolicy::Cluster,
-        ingress: ips.iter().map(|s| ip(s)).collect(),
+        record: Arc::new(stored::Service {
+            key: key(name),
+            load_balancer: true,
+            external_traffic_policy: TrafficPolicy::Cluster,
+            ingress: ips.iter().map(|s| ip(s)).collect(),
+            ..stored::Service::default()
+        }),
         endpoints: endpoint_nodes.iter().map(|n| ready(n)).collect(),
-        ..Service::default()
     }
 }
 

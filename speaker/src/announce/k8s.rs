@@ -5,7 +5,6 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::net::IpAddr;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -13,8 +12,8 @@ use api::model::{Md5Key, Model, Secrets};
 use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
 
-use super::stored::{self, canonical};
-use super::view::{ClusterView, Node, ObjectKey, Service};
+use super::stored;
+use super::view::{ClusterView, Endpoints, Node, ObjectKey, Service};
 
 impl ClusterView {
     /// Builds the view of `this_node` from the objects as the speaker
@@ -51,8 +50,13 @@ impl ClusterView {
             slices,
             secrets,
         };
+        // Owned objects: the view's Service holds copies in `Arc`s.
         objects.view(this_node, model, |s, group| {
-            service(s.borrow(), group.iter().map(|e| (*e).borrow())).map(Arc::new)
+            let slices: Arc<[_]> = group
+                .iter()
+                .map(|e| Arc::new((*e).borrow().clone()))
+                .collect();
+            parse(Arc::new(s.borrow().clone()), Endpoints::of_slices(slices)).map(Arc::new)
         })
     }
 }
@@ -102,9 +106,13 @@ struct Index {
     results: Vec<Converts>,
     /// The place of each Service in `services`, by namespace and name.
     places: HashMap<Key, usize>,
-    /// The EndpointSlices of each Service, by slice name.
-    groups: HashMap<Key, Vec<Arc<stored::EndpointSlice>>>,
+    /// The EndpointSlices of each Service, by slice name: the list its
+    /// view's Service shares.
+    groups: HashMap<Key, Group>,
 }
+
+/// The EndpointSlices of one Service, by name.
+type Group = Arc<[Arc<stored::EndpointSlice>]>;
 
 /// What a Service object gives: `None` when it is not a LoadBalancer. A
 /// problem is boxed: one result is kept per Service, and a `Problem` (four
@@ -165,9 +173,9 @@ impl Index {
         slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
     ) -> Self {
-        let mut groups: HashMap<Key, Vec<Arc<stored::EndpointSlice>>> = HashMap::new();
+        let mut groups: HashMap<Key, Group> = HashMap::new();
         for group in group_slices(slices).into_values() {
-            let group: Vec<_> = group.into_iter().map(Arc::clone).collect();
+            let group: Group = group.into_iter().map(Arc::clone).collect();
             // The key's strings are the first slice's.
             if let Some(key) = group.first().and_then(|e| slice_key(e)) {
                 groups.insert(key, group);
@@ -179,7 +187,7 @@ impl Index {
             .enumerate()
             .map(|(i, s)| {
                 let key = key_of(s);
-                let result = convert(s, groups.get(&key).map_or(&[][..], Vec::as_slice));
+                let result = convert(s, groups.get(&key));
                 places.insert(key, i);
                 result
             })
@@ -237,9 +245,15 @@ impl Index {
             for e in gone {
                 let Some(key) = slice_key(e) else { continue };
                 if let Some(group) = self.groups.get_mut(&key) {
-                    group.retain(|g| !Arc::ptr_eq(g, e));
-                    if group.is_empty() {
+                    let kept: Group = group
+                        .iter()
+                        .filter(|g| !Arc::ptr_eq(g, e))
+                        .cloned()
+                        .collect();
+                    if kept.is_empty() {
                         self.groups.remove(&key);
+                    } else {
+                        *group = kept;
                     }
                 }
                 touched.insert(key);
@@ -247,8 +261,10 @@ impl Index {
             for e in new {
                 let Some(key) = slice_key(e) else { continue };
                 let group = self.groups.entry(key.clone()).or_default();
-                group.push(Arc::clone(e));
-                group.sort_by(|a, b| a.name.cmp(&b.name));
+                let mut list = group.to_vec();
+                list.push(Arc::clone(e));
+                list.sort_by(|a, b| a.name.cmp(&b.name));
+                *group = list.into();
                 touched.insert(key);
             }
             self.slices = Arc::clone(slices);
@@ -290,7 +306,7 @@ impl Index {
                     let key = key_of(s);
                     match before.get(&Arc::as_ptr(s).addr()) {
                         Some(&r) if !touched.contains(&key) => r.clone(),
-                        _ => convert(s, groups.get(&key).map_or(&[][..], Vec::as_slice)),
+                        _ => convert(s, groups.get(&key)),
                     }
                 })
                 .collect();
@@ -306,8 +322,7 @@ impl Index {
             if converted.contains(&i) {
                 continue;
             }
-            let group = self.groups.get(&key).map_or(&[][..], Vec::as_slice);
-            self.results[i] = convert(&services[i], group);
+            self.results[i] = convert(&services[i], self.groups.get(&key));
         }
         true
     }
@@ -358,10 +373,13 @@ fn span_at<T>(old: &[Arc<T>], new: &[Arc<T>]) -> (Range<usize>, Range<usize>) {
     (prefix..old.len() - suffix, prefix..new.len() - suffix)
 }
 
-/// What one Service object and its EndpointSlices give.
-fn convert(s: &stored::Service, group: &[Arc<stored::EndpointSlice>]) -> Converts {
+/// What one Service object and its EndpointSlices give: the view's
+/// Service shares both.
+fn convert(s: &Arc<stored::Service>, group: Option<&Group>) -> Converts {
     is_load_balancer(s).then(|| {
-        service(s, group.iter().map(|e| &**e))
+        let endpoints =
+            group.map_or_else(Endpoints::default, |g| Endpoints::of_slices(Arc::clone(g)));
+        parse(Arc::clone(s), endpoints)
             .map(Arc::new)
             .map_err(Box::new)
     })
@@ -486,60 +504,54 @@ fn secret_map<X: Borrow<corev1::Secret>>(secrets: &[X]) -> Secrets {
         .collect()
 }
 
-/// A Node: name, labels, condition statuses, and addresses (InternalIP
-/// first, then ExternalIP, as the record holds them).
+/// A Node: name, labels, condition statuses (the record's sets, shared),
+/// and addresses (InternalIP first, then ExternalIP, as the record holds
+/// them).
 pub fn node(n: &stored::Node) -> Node {
     Node {
         name: n.name.to_string(),
-        labels: n.labels.to_map(),
-        conditions: n.conditions.to_map(),
+        labels: n.labels.clone(),
+        conditions: n.conditions.clone(),
         addresses: n.addresses.to_vec(),
     }
 }
 
 /// A Service, with the endpoints of those `slices` that belong to it (by
-/// namespace and the `kubernetes.io/service-name` label).
+/// namespace and the `kubernetes.io/service-name` label), in this order;
+/// the view's Service shares the record and the slices.
 ///
 /// An ingress entry with a hostname and no IP is skipped; one whose IP does
 /// not parse makes the whole service unreadable, as MetalLB then withdraws
 /// it (`invalidIP`).
 pub fn service<'a>(
-    s: &stored::Service,
-    slices: impl IntoIterator<Item = &'a stored::EndpointSlice>,
+    s: &Arc<stored::Service>,
+    slices: impl IntoIterator<Item = &'a Arc<stored::EndpointSlice>>,
 ) -> Result<Service, Problem> {
-    let key = s.key.clone();
-    let mut ingress = Vec::new();
-    for (i, entry) in s.ingress.iter().enumerate() {
-        let Some(text) = entry.as_deref() else {
-            continue;
-        };
-        match text.parse::<IpAddr>() {
-            Ok(ip) => ingress.push(canonical(ip)),
-            Err(_) => {
-                return Err(Problem {
-                    kind: "Service",
-                    name: key.to_string(),
-                    field: format!("status.loadBalancer.ingress[{i}].ip"),
-                    message: format!("{text:?} is not an IP address: not announced"),
-                });
-            }
-        }
-    }
-    let endpoints = slices
+    let key = &s.key;
+    let slices: Group = slices
         .into_iter()
         .filter(|slice| {
             *slice.namespace == *key.namespace && slice.service.as_deref() == Some(&*key.name)
         })
-        .flat_map(|slice| slice.endpoints.iter().cloned())
+        .cloned()
         .collect();
+    parse(Arc::clone(s), Endpoints::of_slices(slices))
+}
+
+/// The view's Service of a record and its endpoints, unless an ingress IP
+/// did not parse (see [`service`]).
+fn parse(s: Arc<stored::Service>, endpoints: Endpoints) -> Result<Service, Problem> {
+    if let Some(bad) = &s.bad_ingress {
+        let (i, text) = &**bad;
+        return Err(Problem {
+            kind: "Service",
+            name: s.key.to_string(),
+            field: format!("status.loadBalancer.ingress[{i}].ip"),
+            message: format!("{text:?} is not an IP address: not announced"),
+        });
+    }
     Ok(Service {
-        key,
-        labels: s.labels.clone(),
-        annotations: s.annotations.clone(),
-        load_balancer: s.load_balancer,
-        load_balancer_class: s.load_balancer_class.as_deref().map(Into::into),
-        external_traffic_policy: s.external_traffic_policy,
-        ingress,
+        record: s,
         endpoints,
     })
 }
@@ -576,6 +588,7 @@ const PASSWORD_KEY: &str = api::model::PASSWORD_SECRET_KEY;
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::net::IpAddr;
 
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
@@ -701,9 +714,14 @@ mod tests {
             // Another service, and the same name in another namespace.
             slice("web", "back", vec![ep("n3", None, None, None)]),
             slice("other", "front", vec![ep("n4", None, None, None)]),
-        ];
+        ]
+        .map(Arc::new);
         let svc = service(
-            &k8s_service(&["192.0.2.10", "::ffff:192.0.2.11", "2001:db8::10"]),
+            &Arc::new(k8s_service(&[
+                "192.0.2.10",
+                "::ffff:192.0.2.11",
+                "2001:db8::10",
+            ])),
             &slices,
         )
         .unwrap();
@@ -721,9 +739,9 @@ mod tests {
             .iter()
             .map(|s| s.parse().unwrap())
             .collect();
-        assert_eq!(svc.ingress, ips);
+        assert_eq!(svc.ingress.to_vec(), ips);
         assert_eq!(
-            svc.endpoints,
+            svc.endpoints.iter().cloned().collect::<Vec<_>>(),
             vec![
                 Endpoint {
                     node: Some("n1".into()),
@@ -750,12 +768,12 @@ mod tests {
             type_: Some("ClusterIP".into()),
             ..ServiceSpec::default()
         });
-        let svc = service(&record(&k), &[]).unwrap();
+        let svc = service(&Arc::new(record(&k)), &[]).unwrap();
         assert!(!svc.load_balancer);
         assert_eq!(svc.external_traffic_policy, TrafficPolicy::Cluster);
         assert!(svc.ingress.is_empty() && svc.endpoints.is_empty());
 
-        let p = service(&k8s_service(&["192.0.2.1", "not-an-ip"]), &[]).unwrap_err();
+        let p = service(&Arc::new(k8s_service(&["192.0.2.1", "not-an-ip"])), &[]).unwrap_err();
         assert_eq!(p.kind, "Service");
         assert_eq!(p.name, "web/front");
         assert_eq!(p.field, "status.loadBalancer.ingress[1].ip");
@@ -795,7 +813,7 @@ mod tests {
         };
         let got = node(&node_record(&n));
         assert_eq!(got.name, "n1");
-        assert_eq!(got.labels["zone"], "a");
+        assert_eq!(got.labels.get("zone"), Some("a"));
         assert!(got.network_unavailable());
         let want: Vec<IpAddr> = ["fd00::1", "10.0.0.1", "203.0.113.1"]
             .iter()

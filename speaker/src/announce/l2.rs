@@ -291,7 +291,7 @@ impl<'a> L2Context<'a> {
         candidates.sort_unstable();
         let mut out = ServiceL2 {
             election: Election {
-                ips: svc.ingress.clone(),
+                ips: svc.ingress.to_vec(),
                 candidates: candidates.iter().map(|c| c.2.to_owned()).collect(),
             },
             ..ServiceL2::default()

@@ -43,8 +43,8 @@ pub use self::keyed::{Changes, Keyed, RouteChange, Via};
 pub use self::l2::{Election, Interfaces, L2Announcement, L2Plan, l2_plan};
 pub use self::status::{Announcements, ServiceAnnouncement, announcements};
 pub use self::view::{
-    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Exclusion, Labels, MetallbSpeakers, Node,
-    ObjectKey, POOL_ANNOTATION, Service, TrafficPolicy,
+    ApiSpeakers, ClusterView, EXCLUDE_LABEL, Endpoint, Endpoints, Exclusion, Labels,
+    MetallbSpeakers, Node, ObjectKey, POOL_ANNOTATION, Service, TrafficPolicy,
 };
 
 /// A service this speaker is responsible for, with the pool its IPs are in.
@@ -90,8 +90,10 @@ fn handled<'a>(
     if !svc.load_balancer {
         return Err(Skipped::NotLoadBalancer);
     }
-    if svc.load_balancer_class != view.load_balancer_class {
-        return Err(Skipped::OtherClass(svc.load_balancer_class.clone()));
+    if svc.load_balancer_class.as_deref() != view.load_balancer_class.as_deref() {
+        return Err(Skipped::OtherClass(
+            svc.load_balancer_class.as_deref().map(Into::into),
+        ));
     }
     if svc.ingress.is_empty() {
         return Err(Skipped::NoIngress);

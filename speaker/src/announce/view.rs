@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 pub use api::model::ObjectKey;
@@ -12,6 +13,7 @@ use api::model::{Model, Secrets};
 pub use api::watched::{Endpoint, Labels, TrafficPolicy};
 
 pub use super::coexist::MetallbSpeakers;
+use super::stored;
 
 /// Everything this node knows when it decides what to announce.
 #[derive(Clone, Debug, Default)]
@@ -110,10 +112,11 @@ impl fmt::Display for Exclusion {
 pub struct Node {
     /// Name.
     pub name: String,
-    /// Labels, for node selectors.
-    pub labels: BTreeMap<String, String>,
-    /// Condition statuses by type, such as `NetworkUnavailable -> "True"`.
-    pub conditions: BTreeMap<String, String>,
+    /// Labels, for node selectors: the record's, shared.
+    pub labels: Labels,
+    /// Condition statuses by type, such as `NetworkUnavailable -> "True"`:
+    /// the record's, shared.
+    pub conditions: Labels,
     /// Addresses from `status.addresses`, InternalIP ones first; the first
     /// IPv4 one is the default BGP router ID.
     pub addresses: Vec<IpAddr>,
@@ -122,33 +125,90 @@ pub struct Node {
 impl Node {
     /// Whether the `NetworkUnavailable` condition is `True`.
     pub fn network_unavailable(&self) -> bool {
-        self.conditions
-            .get(NETWORK_UNAVAILABLE)
-            .is_some_and(|s| s == "True")
+        self.conditions.get(NETWORK_UNAVAILABLE) == Some("True")
     }
 }
 
-/// A Service, with what decisions read of it and its EndpointSlices.
+/// A Service, with what decisions read of it and its EndpointSlices: one
+/// copy of each. The record ([`stored::Service`]: key, labels,
+/// annotations, type, class, traffic policy, ingress IPs) is the store's,
+/// shared, and read through `Deref`; the view adds the EndpointSlices, the
+/// store's, shared (their endpoints are not copied out).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Service {
-    /// Namespace and name.
-    pub key: ObjectKey,
-    /// Labels, for service selectors: the watched Service's, shared.
-    pub labels: Labels,
-    /// MetalLB's annotations (`metallb.io/ip-allocated-from-pool`,
-    /// `metallb.io/allow-shared-ip`): the watched Service's, shared.
-    pub annotations: Labels,
-    /// `spec.type` is `LoadBalancer`.
-    pub load_balancer: bool,
-    /// `spec.loadBalancerClass`.
-    pub load_balancer_class: Option<String>,
-    /// `spec.externalTrafficPolicy`.
-    pub external_traffic_policy: TrafficPolicy,
-    /// The IPs of `status.loadBalancer.ingress`, in order (the first one
-    /// seeds the layer 2 election).
-    pub ingress: Vec<IpAddr>,
+    /// The Service as the speaker keeps it, shared with the store.
+    pub record: Arc<stored::Service>,
     /// The endpoints of the service's EndpointSlices.
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Endpoints,
+}
+
+impl Deref for Service {
+    type Target = stored::Service;
+
+    fn deref(&self) -> &stored::Service {
+        &self.record
+    }
+}
+
+impl DerefMut for Service {
+    /// The record to change: copied first if shared (`Arc::make_mut`), so
+    /// the store's is never changed through a view.
+    fn deref_mut(&mut self) -> &mut stored::Service {
+        Arc::make_mut(&mut self.record)
+    }
+}
+
+/// A Service's endpoints: the lists of its EndpointSlices, shared with the
+/// store, in the order of the slices' names. Two are equal when their
+/// endpoints are, in order, whatever slices hold them.
+#[derive(Clone, Default)]
+pub struct Endpoints(Option<Arc<[Arc<stored::EndpointSlice>]>>);
+
+impl Endpoints {
+    /// The endpoints of these slices, in this order.
+    pub fn of_slices(slices: Arc<[Arc<stored::EndpointSlice>]>) -> Self {
+        Self((!slices.is_empty()).then_some(slices))
+    }
+
+    /// The endpoints, slice by slice.
+    pub fn iter(&self) -> impl Iterator<Item = &Endpoint> {
+        self.0
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|slice| slice.endpoints.iter())
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+impl FromIterator<Endpoint> for Endpoints {
+    /// Endpoints held by no EndpointSlice of the store (tests, the
+    /// benchmarks): one slice of no name holds them.
+    fn from_iter<I: IntoIterator<Item = Endpoint>>(endpoints: I) -> Self {
+        let slice = stored::EndpointSlice {
+            endpoints: endpoints.into_iter().collect(),
+            ..stored::EndpointSlice::default()
+        };
+        Self::of_slices(Arc::new([Arc::new(slice)]))
+    }
+}
+
+impl PartialEq for Endpoints {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Endpoints {}
+
+impl fmt::Debug for Endpoints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 impl Service {

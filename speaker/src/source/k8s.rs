@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use api::model::{Model, ObjectKey};
@@ -103,13 +103,15 @@ pub fn start(
     let nodes = keep::<Node, _>(tasks, Api::all(c.clone()), ch, Feed::Nodes, move |n| {
         stored::Node::from_watched(n, &mut interner)
     });
-    let mut interner = Interner::default();
+    // One interner for Services and EndpointSlices: a slice's Service name
+    // is then the string of the Service's key (issue 18).
+    let interner = Arc::new(Mutex::new(Interner::default()));
+    let shared = Arc::clone(&interner);
     let services = keep::<Service, _>(tasks, Api::all(c.clone()), ch, Feed::Services, move |s| {
-        stored::Service::from_watched(s, &mut interner)
+        stored::Service::from_watched(s, &mut lock(&shared))
     });
-    let mut interner = Interner::default();
     let slices = keep::<EndpointSlice, _>(tasks, Api::all(c.clone()), ch, Feed::Slices, move |e| {
-        stored::EndpointSlice::from_watched(e, &mut interner)
+        stored::EndpointSlice::from_watched(e, &mut lock(&interner))
     });
     let secrets = keep::<Secret, _>(
         tasks,
@@ -347,6 +349,12 @@ where
         })
     });
     reader
+}
+
+/// The interner the Services' and EndpointSlices' watches share (a panic
+/// while one held it leaves its tables valid: each insertion is whole).
+fn lock(interner: &Mutex<Interner>) -> MutexGuard<'_, Interner> {
+    interner.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs one watch of a metallb.io kind into a kube reflector store, the
@@ -951,7 +959,7 @@ mod tests {
         let svc = stored::Service::from_watched(svc, &mut interner);
         let want = stored::Service {
             key: ObjectKey::new("ns", "web"),
-            uid: Some("u".into()),
+            uid: Some(stored::Uid::new("u")),
             labels: [("app", "web")].into_iter().collect(),
             annotations: [
                 ("metallb.io/ip-allocated-from-pool", "p"),
@@ -962,7 +970,8 @@ mod tests {
             load_balancer: true,
             load_balancer_class: Some("ferrolb".into()),
             external_traffic_policy: TrafficPolicy::Local,
-            ingress: [Some("192.0.2.1".into()), None].into(),
+            ingress: ["192.0.2.1".parse().unwrap()].into(),
+            bad_ingress: None,
         };
         assert_eq!(svc, want);
         // The namespace is one string for the slice and the Service.

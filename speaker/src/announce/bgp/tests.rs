@@ -81,7 +81,7 @@ fn announces_service_ip_to_every_peer() {
 #[test]
 fn peer_node_selectors() {
     let mut v = base();
-    Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(&[("rack", "r1")]);
+    Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(&[("rack", "r1")]).into();
     v.config.peers[0].spec.node_selectors = vec![sel(&[("rack", "r1")])];
     v.config.peers[1].spec.node_selectors = vec![sel(&[("rack", "r2")]), sel(&[("x", "y")])];
     let mut p3 = peer("two-selectors", 64512, 65001, "10.0.0.252");
@@ -479,7 +479,7 @@ fn advertisement_node_selectors() {
     ];
     for (node_labels, selectors, announced) in table {
         let mut v = base();
-        Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(node_labels);
+        Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap().labels = labels(node_labels).into();
         ad(&mut v).node_selectors = selectors.clone();
         v.services = services([svc("web", &["192.0.2.10"], &["n2"])]);
         let plan = bgp(&v);
@@ -606,7 +606,7 @@ fn endpoint_conditions() {
         let mut v = base();
         let mut s = svc("web", &["192.0.2.10"], &[]);
         s.external_traffic_policy = TrafficPolicy::Local;
-        s.endpoints = vec![e];
+        s.endpoints = [e].into_iter().collect();
         v.services = services([s]);
         let plan = bgp(&v);
         assert_eq!(!plan.peers["ebgp"].routes.is_empty(), counts);
@@ -637,11 +637,10 @@ fn excluded_nodes_announce_nothing_but_keep_sessions() {
         let mut v = base();
         let me = Arc::make_mut(&mut v.nodes).get_mut(ME).unwrap();
         if let Some(status) = condition {
-            me.conditions
-                .insert("NetworkUnavailable".into(), status.into());
+            me.conditions.insert("NetworkUnavailable", status);
         }
         if label {
-            me.labels.insert(EXCLUDE.into(), String::new());
+            me.labels.insert(EXCLUDE, "");
         }
         v.ignore_exclude_lb = ignore;
         v.services = services([svc("web", &["192.0.2.10"], &["n1"])]);

@@ -1,7 +1,7 @@
 //! Decision tables for [`explain`]: each row breaks one thing and checks
 //! the reason given, and every answer agrees with the whole plans.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::v1beta1::{BGPAdvertisementSpec, L2AdvertisementSpec};
@@ -107,7 +107,8 @@ fn each_reason_as_the_decisions_give_it() {
                 Arc::make_mut(&mut f.nodes).get_mut("n1").unwrap().labels = labels(&[(
                     "node.kubernetes.io/exclude-from-external-load-balancers",
                     "",
-                )]);
+                )])
+                .into();
             },
             Summary {
                 pool: ok("pool"),
@@ -122,8 +123,7 @@ fn each_reason_as_the_decisions_give_it() {
             "NetworkUnavailable",
             |f| {
                 let n = Arc::make_mut(&mut f.nodes).get_mut("n1").unwrap();
-                n.conditions
-                    .insert("NetworkUnavailable".into(), "True".into());
+                n.conditions.insert("NetworkUnavailable", "True");
             },
             Summary {
                 pool: ok("pool"),
@@ -221,7 +221,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "no IP yet",
-            |f| Arc::make_mut(&mut f.services[0]).ingress.clear(),
+            |f| Arc::make_mut(&mut f.services[0]).ingress = Box::default(),
             Summary {
                 pool: Err(Skipped::NoIngress),
                 excluded: None,
@@ -245,7 +245,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "an IP in no pool",
-            |f| Arc::make_mut(&mut f.services[0]).ingress = vec![ip("198.51.100.1")],
+            |f| Arc::make_mut(&mut f.services[0]).ingress = [ip("198.51.100.1")].into(),
             Summary {
                 pool: Err(Skipped::NoPool),
                 excluded: None,
@@ -418,7 +418,7 @@ fn the_election_and_the_peer_selectors_read_as_written() {
         "the node is excluded: it has the label node.kubernetes.io/exclude-from-external-load-balancers"
     );
     // An advertisement that names nothing selects everything.
-    let none: BTreeMap<String, String> = BTreeMap::new();
     let p = Pool::new("p", &[]).unwrap();
-    assert!(Selection::of("x", &Scope::default(), &p, &none, &Labels::default()).applies());
+    let none = Labels::default();
+    assert!(Selection::of("x", &Scope::default(), &p, &none, &none).applies());
 }

@@ -107,11 +107,11 @@ fn random_service(rng: &mut SmallRng, name: &str) -> Service {
         .collect();
     let mut s = svc(name, &ips, &endpoints);
     if rng.random_bool(0.2) {
-        s.ingress.clear();
+        s.ingress = Box::default();
     }
     if rng.random_bool(0.1) {
         // Outside every pool: a problem, nothing announced.
-        s.ingress = vec![ip("203.0.113.1")];
+        s.ingress = [ip("203.0.113.1")].into();
     }
     if rng.random_bool(0.5) {
         s.external_traffic_policy = TrafficPolicy::Local;
@@ -130,11 +130,10 @@ fn random_nodes(rng: &mut SmallRng) -> BTreeMap<String, Node> {
         .map(|n| {
             let mut node = node(n, &[]);
             if rng.random_bool(0.5) {
-                node.labels.insert("rack".into(), "r1".into());
+                node.labels.insert("rack", "r1");
             }
             if rng.random_bool(0.1) {
-                node.labels
-                    .insert(super::super::view::EXCLUDE_LABEL.into(), String::new());
+                node.labels.insert(super::super::view::EXCLUDE_LABEL, "");
             }
             ((*n).to_owned(), node)
         })
@@ -227,8 +226,11 @@ fn check(step: &str, view: &ClusterView, l2_on: bool, keyed: &Keyed, applied: &A
     // Status, and the (protocol, service, IP) log.
     let want = announcements(&bgp, l2.as_ref());
     assert_eq!(*keyed.announcements(), want, "{step}: announcements");
-    let ingress: BTreeMap<&ObjectKey, &Vec<IpAddr>> =
-        view.services.iter().map(|s| (&s.key, &s.ingress)).collect();
+    let ingress: BTreeMap<&ObjectKey, &[IpAddr]> = view
+        .services
+        .iter()
+        .map(|s| (&s.key, &*s.ingress))
+        .collect();
     let mut triples = BTreeSet::new();
     for (key, a) in &want {
         for via in vias(a) {

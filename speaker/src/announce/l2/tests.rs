@@ -158,13 +158,15 @@ fn terminating_endpoints() {
     // Local: a node whose only endpoint is draining but serving stays a
     // candidate; one that stopped serving does not.
     let mut v = base("n1");
-    let mut s = svc("web", &["192.0.2.10"], &["n3", "n4"]);
+    let mut s = svc("web", &["192.0.2.10"], &[]);
     s.external_traffic_policy = TrafficPolicy::Local;
-    s.endpoints[0].ready = Some(false);
-    s.endpoints[0].terminating = Some(true);
-    s.endpoints[1].ready = Some(false);
-    s.endpoints[1].serving = Some(false);
-    s.endpoints[1].terminating = Some(true);
+    let (mut n3, mut n4) = (ready("n3"), ready("n4"));
+    n3.ready = Some(false);
+    n3.terminating = Some(true);
+    n4.ready = Some(false);
+    n4.serving = Some(false);
+    n4.terminating = Some(true);
+    s.endpoints = [n3, n4].into_iter().collect();
     v.services = services([s]);
     assert_eq!(candidates(&l2(&v), "web"), ["n3"]);
 }
@@ -176,9 +178,9 @@ fn preferred_weights_override_the_hash() {
         preference: sel(pairs),
     };
     let mut v = base("n1");
-    Arc::make_mut(&mut v.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    Arc::make_mut(&mut v.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]).into();
     Arc::make_mut(&mut v.nodes).get_mut("n4").unwrap().labels =
-        labels(&[("tier", "edge"), ("fast", "yes")]);
+        labels(&[("tier", "edge"), ("fast", "yes")]).into();
     ad(&mut v).preferred_node_selectors = vec![pref(10, &[("tier", "edge")])];
     // n1 and n4 tie on 10 and keep their hash order; then the rest.
     assert_eq!(candidates(&l2(&v), "web"), ["n4", "n1", "n2", "n3"]);
@@ -201,13 +203,13 @@ fn preferred_weights_override_the_hash() {
         .get_mut("n1")
         .unwrap()
         .labels
-        .insert("fast".into(), "no".into());
+        .insert("fast", "no");
     ad(&mut v1).preferred_node_selectors[1] = pref(7, &[("tier", "edge")]);
     // n1: 10 + 7 + 5 = 22; n4: 10 + 7 + 5 = 22: tie again, hash order.
     assert_eq!(candidates(&l2(&v1), "web"), ["n4", "n1", "n2", "n3"]);
     // An advertisement's preferences count only for the nodes it selects.
     let mut v2 = base("n1");
-    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]);
+    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("tier", "edge")]).into();
     let mut only_n3 = l2_ad(
         "only-n3",
         L2AdvertisementSpec {
@@ -221,7 +223,7 @@ fn preferred_weights_override_the_hash() {
         .get_mut("n3")
         .unwrap()
         .labels
-        .insert("kubernetes.io/hostname".into(), "n3".into());
+        .insert("kubernetes.io/hostname", "n3");
     assert_eq!(candidates(&l2(&v2), "web"), ORDER_10);
 }
 
@@ -274,7 +276,8 @@ fn the_election_order_matches_metallbs_own_vectors() {
         v.config.pools = vec![pool("pool", &["10.0.0.0/8"], &[])];
         let mut ad = L2AdvertisementSpec::default();
         for &(node, weight) in scores {
-            Arc::make_mut(&mut v.nodes).get_mut(node).unwrap().labels = labels(&[("name", node)]);
+            Arc::make_mut(&mut v.nodes).get_mut(node).unwrap().labels =
+                labels(&[("name", node)]).into();
             ad.preferred_node_selectors.push(PreferredNodeSelector {
                 weight,
                 preference: sel(&[("name", node)]),
@@ -296,7 +299,7 @@ fn the_election_order_matches_metallbs_own_vectors() {
 fn node_selectors() {
     let mut v = base("n3");
     for n in ["n3", "n4"] {
-        Arc::make_mut(&mut v.nodes).get_mut(n).unwrap().labels = labels(&[("l2", "yes")]);
+        Arc::make_mut(&mut v.nodes).get_mut(n).unwrap().labels = labels(&[("l2", "yes")]).into();
     }
     ad(&mut v).node_selectors = vec![sel(&[("l2", "yes")])];
     let plan = l2(&v);
@@ -304,7 +307,7 @@ fn node_selectors() {
     assert!(plan.announce.contains_key(&ip("192.0.2.10")));
     // A second advertisement for n1 widens the candidates.
     let mut v2 = v.clone();
-    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("l2", "also")]);
+    Arc::make_mut(&mut v2.nodes).get_mut("n1").unwrap().labels = labels(&[("l2", "also")]).into();
     let mut wider = l2_ad("wider", L2AdvertisementSpec::default());
     wider.spec.node_selectors = vec![sel(&[("l2", "also")])];
     v2.config.l2_advertisements.push(wider);
@@ -323,13 +326,12 @@ fn excluded_nodes() {
         let mut v = base("n1");
         let n = Arc::make_mut(&mut v.nodes).get_mut(name).unwrap();
         if condition {
-            n.conditions
-                .insert("NetworkUnavailable".into(), "True".into());
+            n.conditions.insert("NetworkUnavailable", "True");
         }
         if label {
             n.labels.insert(
-                "node.kubernetes.io/exclude-from-external-load-balancers".into(),
-                "true".into(),
+                "node.kubernetes.io/exclude-from-external-load-balancers",
+                "true",
             );
         }
         assert_eq!(candidates(&l2(&v), "web"), want, "{name}");
@@ -342,8 +344,8 @@ fn excluded_nodes() {
         .unwrap()
         .labels
         .insert(
-            "node.kubernetes.io/exclude-from-external-load-balancers".into(),
-            String::new(),
+            "node.kubernetes.io/exclude-from-external-load-balancers",
+            "",
         );
     let plan = l2(&v);
     assert_eq!(plan.excluded, None);
@@ -352,7 +354,7 @@ fn excluded_nodes() {
         .get_mut("n2")
         .unwrap()
         .conditions
-        .insert("NetworkUnavailable".into(), "True".into());
+        .insert("NetworkUnavailable", "True");
     let plan = l2(&v);
     assert_eq!(plan.excluded, Some(Exclusion::NetworkUnavailable));
     assert!(plan.announce.is_empty());
@@ -362,7 +364,7 @@ fn excluded_nodes() {
 fn interfaces() {
     // (interfaces of the three advertisements; whether the third selects n2)
     let mut v = base("n2");
-    Arc::make_mut(&mut v.nodes).get_mut("n2").unwrap().labels = labels(&[("nic", "many")]);
+    Arc::make_mut(&mut v.nodes).get_mut("n2").unwrap().labels = labels(&[("nic", "many")]).into();
     ad(&mut v).interfaces = vec!["eth0".into()];
     v.config.l2_advertisements.push(l2_ad(
         "more",
@@ -702,12 +704,11 @@ fn indexed_elections_are_those_of_every_speaker() {
         for n in Arc::make_mut(&mut v.nodes).values_mut() {
             for (k, value) in [("l2", "yes"), ("tier", "edge"), (EXCLUDE_LABEL, "")] {
                 if rng.random_bool(if k == EXCLUDE_LABEL { 0.15 } else { 0.5 }) {
-                    n.labels.insert(k.into(), value.into());
+                    n.labels.insert(k, value);
                 }
             }
             if rng.random_bool(0.15) {
-                n.conditions
-                    .insert("NetworkUnavailable".into(), "True".into());
+                n.conditions.insert("NetworkUnavailable", "True");
             }
         }
         v.members = rng.random_bool(0.7).then(|| {
@@ -840,8 +841,7 @@ fn l2_at_scale() {
     let mut flipped = view.clone();
     let nodes_map = Arc::make_mut(&mut flipped.nodes);
     let n = nodes_map.get_mut(&names[0]).unwrap();
-    n.conditions
-        .insert("NetworkUnavailable".into(), "True".into());
+    n.conditions.insert("NetworkUnavailable", "True");
     let t = Instant::now();
     let again = keyed.update(&flipped, true);
     let flip = t.elapsed();
@@ -891,8 +891,8 @@ fn kept_candidates_are_the_best_of_the_whole_order() {
         let mut s = svc(&format!("s{i}"), &[&ip], &[&names[i * 13 % 40]]);
         if i % 3 == 0 {
             s.external_traffic_policy = TrafficPolicy::Local;
-            s.endpoints.push(ready(&names[i * 7 % 40]));
-            s.endpoints.push(ready(&names[(i * 11 + 5) % 40]));
+            let more = [ready(&names[i * 7 % 40]), ready(&names[(i * 11 + 5) % 40])];
+            s.endpoints = s.endpoints.iter().cloned().chain(more).collect();
         }
         s
     }));

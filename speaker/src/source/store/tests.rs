@@ -208,7 +208,10 @@ fn caches_and_their_lists_are_a_model_map() {
             } else {
                 TrafficPolicy::Cluster
             },
-            ingress: [Some(format!("192.0.2.{}", rng.random_range(1..4)).into())].into(),
+            ingress: [format!("192.0.2.{}", rng.random_range(1..4))
+                .parse()
+                .unwrap()]
+            .into(),
             ..Service::default()
         }
     };
