@@ -449,7 +449,9 @@ impl Keyed {
         }
         let changed = self.unapplied.len();
         let map = Arc::make_mut(&mut self.announcements);
-        for (key, now) in self.unapplied.drain(..) {
+        // Taken, not drained: the first update's list (every service)
+        // would otherwise keep its capacity for the process's life.
+        for (key, now) in std::mem::take(&mut self.unapplied) {
             match now {
                 Some(a) => map.insert(key, a),
                 None => map.remove(&key),
