@@ -15,7 +15,7 @@ use shell::health::{Health, State};
 use shell::http::{Config, Handle, Routes, Server};
 use shell::metrics::escape;
 
-use crate::announce::Via;
+use crate::announce::{ObjectKey, Via};
 
 /// The values the metrics report, refreshed by the reconcile loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,8 +24,10 @@ pub struct Snapshot {
     pub node: String,
     /// Per BGP peer address.
     pub peers: BTreeMap<String, PeerMetrics>,
-    /// What this node announces: (protocol, service, ip).
-    pub announced: BTreeSet<(Via, String, IpAddr)>,
+    /// What this node announces: (protocol, service, ip). The service's
+    /// key shares its strings with the caches (a `String` per entry
+    /// before).
+    pub announced: BTreeSet<(Via, ObjectKey, IpAddr)>,
     /// MetalLB's `metallb_layer2_requests_received`,
     /// `metallb_layer2_responses_sent` and `metallb_layer2_gratuitous_sent`,
     /// per address this node ever announced (label `ip`).
@@ -272,7 +274,7 @@ impl Snapshot {
                 "metallb_speaker_announced{{ip=\"{ip}\",node=\"{}\",protocol=\"{}\",service=\"{}\"}} 1",
                 escape(&self.node),
                 protocol.as_str(),
-                escape(service)
+                escape(&service.to_string())
             );
         }
         // MetalLB's names, help and `ip` label.
@@ -621,7 +623,7 @@ mod tests {
             )]),
             announced: BTreeSet::from([(
                 Via::Bgp,
-                "default/web".into(),
+                ObjectKey::new("default", "web"),
                 "192.0.2.10".parse().unwrap(),
             )]),
             config_errors: 4,

@@ -49,9 +49,10 @@ pub struct Report {
     /// What this node announces; `None` until the first reconcile.
     /// One copy, shared by the watch channel, the writer's report and
     /// what it last wrote from (three deep copies of a thousand services'
-    /// announcements before). The reconcile loop copies its plan's map
-    /// into it after the routes are handed to the peers, off the path of
-    /// a change to its UPDATE.
+    /// announcements before), and the keyed plan itself: the reconcile
+    /// loop hands over the plan's `Arc` after the routes are handed to the
+    /// peers, and the plan copies the map (once) only when a later update
+    /// changes it while this report still holds it.
     pub announcements: Option<Arc<Announcements>>,
     /// The result of the last configuration.
     pub config: ConfigResult,
@@ -430,7 +431,10 @@ impl Kind {
                 self.put(opts, &mut known, key, &status).await?;
             }
         }
-        self.known = Some(known);
+        // Filled in key order, the B-tree's nodes are about half full
+        // (each split leaves six of eleven slots behind): rebuilt from
+        // the sorted entries, full, in this pass over every service.
+        self.known = Some(known.into_iter().collect());
         Ok(())
     }
 
@@ -478,7 +482,10 @@ impl Kind {
     ) -> Result<(), kube::Error> {
         let want = digest(status);
         let name = match known.get(key) {
-            Some((_, have)) if *have == want => return Ok(()),
+            Some((_, have)) if *have == want => {
+                share_key(known, key);
+                return Ok(());
+            }
             Some((name, _)) => name.clone(),
             None => self.create(opts, key).await?,
         };
@@ -541,6 +548,19 @@ impl Kind {
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Keeps `key` itself (the Service's key, whose strings the caches
+/// share) in `known` in place of an equal one read from a list, which
+/// holds strings of its own (two allocations per Service after a start
+/// that finds this node's objects).
+fn share_key<V>(known: &mut BTreeMap<ObjectKey, V>, key: &ObjectKey) {
+    let listed = known.get_key_value(key).is_some_and(|(k, _)| {
+        !Arc::ptr_eq(&k.name, &key.name) || !Arc::ptr_eq(&k.namespace, &key.namespace)
+    });
+    if listed && let Some(v) = known.remove(key) {
+        known.insert(key.clone(), v);
     }
 }
 
@@ -812,5 +832,23 @@ mod tests {
                 "{uid:?}"
             );
         }
+    }
+
+    /// A key read from a list is replaced by the Service's own (the same
+    /// strings as the caches'); the entry's value stays.
+    #[test]
+    fn known_keys_share_the_services_strings() {
+        let listed = ObjectKey::new("ns", "web");
+        let mut known = BTreeMap::from([(listed.clone(), ("bgp-abcde".to_owned(), 7u64))]);
+        let svc = ObjectKey::new("ns", "web");
+        share_key(&mut known, &svc);
+        let (k, v) = known.get_key_value(&svc).unwrap_or_else(|| panic!("kept"));
+        assert!(Arc::ptr_eq(&k.name, &svc.name) && Arc::ptr_eq(&k.namespace, &svc.namespace));
+        assert!(!Arc::ptr_eq(&k.name, &listed.name));
+        assert_eq!(v, &("bgp-abcde".to_owned(), 7));
+        assert_eq!(known.len(), 1);
+        // Absent: nothing added.
+        share_key(&mut known, &ObjectKey::new("ns", "other"));
+        assert_eq!(known.len(), 1);
     }
 }

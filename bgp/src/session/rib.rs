@@ -328,7 +328,16 @@ impl AdjRibOut {
             }
         }
         stats.skipped += skipped.len();
+        let refill = sent_now.len() * 2 >= self.sent.len() + sent_now.len();
         self.sent.extend(sent_now);
+        if refill {
+            // Added in prefix order, the B-tree's nodes are about half full
+            // (each split of a full node leaves six of its eleven slots
+            // behind); after a flush that sent most of the table (a new
+            // session, a ROUTE-REFRESH) it is rebuilt from the sorted
+            // routes, its nodes full, in one more pass over what was sent.
+            self.sent = std::mem::take(&mut self.sent).into_iter().collect();
+        }
         stats
     }
 }

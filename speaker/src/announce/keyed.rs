@@ -22,14 +22,17 @@
 //! cannot drift; `tests::keyed_matches_whole_plans` checks the merge.
 //! Pure: no I/O, no clock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use api::model::{Model, Secrets};
 use bgp::session::{IpPrefix, RouteAttrs};
 
-use super::bgp::{BgpContext, Pending, ServiceRoutes};
+use super::bgp::{BgpContext, Pending};
 use super::coexist::{Deferral, MetallbSpeakers};
 use super::l2::{KEPT_CANDIDATES, L2Context, ServiceL2};
 use super::sorted::{Interner, VecMap};
@@ -99,7 +102,10 @@ pub struct Keyed {
     shared_problems: Vec<Problem>,
     excluded: Option<Exclusion>,
     api_candidates: usize,
-    services: HashMap<ObjectKey, Entry>,
+    /// The services' entries, found by the key their service holds (a map
+    /// kept a copy of it beside each entry: 32 of the 112 bytes of a slot,
+    /// in a table of up to twice as many slots as services).
+    services: HashSet<Entry>,
     /// Services with problems, so listing problems does not walk them all.
     with_problems: BTreeSet<ObjectKey>,
     /// Per peer and prefix, what each service asks and the result.
@@ -113,9 +119,19 @@ pub struct Keyed {
     /// One copy of each distinct route, shared by the prefixes and peers
     /// that have it (and by the peers' Adj-RIB-Out).
     attrs: Interner<RouteAttrs>,
+    /// One copy of each distinct list of peers a service is announced to
+    /// (its [`ServiceAnnouncement::bgp`]).
+    peer_lists: Interner<[Arc<str>]>,
     /// Per IP answered from here, the services and their interfaces.
     l2: BTreeMap<IpAddr, Address>,
-    announcements: Announcements,
+    /// Per service, what this node announces: one copy, shared with the
+    /// status writer's report (changed, it is copied once while the
+    /// report still holds the last one).
+    announcements: Arc<Announcements>,
+    /// The last update's changes to `announcements`, applied by
+    /// [`Keyed::announcements`] (or the next update): the copy is made
+    /// after the routes are handed to the peers, not on the way to them.
+    unapplied: Vec<(ObjectKey, Option<ServiceAnnouncement>)>,
     yielded: BTreeMap<ObjectKey, String>,
     deferred: BTreeMap<ObjectKey, Deferral>,
     /// Incremented by every update; entries not seen in it are gone.
@@ -246,18 +262,50 @@ struct Deciding<'a> {
 }
 
 /// One service and what was decided for it.
+/// Sized to its slot in the services' set (64 bytes): slices rather than
+/// vectors (exactly as long as they are), no key beside it.
 #[derive(Debug)]
 struct Entry {
     svc: Arc<Service>,
-    routes: ServiceRoutes,
+    routes: Box<[((Arc<str>, IpPrefix), Arc<Pending>)]>,
     /// Boxed: most services are BGP's alone, and it would make every
-    /// slot of the services' map larger.
+    /// slot of the services' set larger.
     l2: Option<Box<ServiceL2>>,
-    problems: Vec<Problem>,
-    /// The update that last saw the service in its view.
-    seen: u64,
+    problems: Box<[Problem]>,
+    /// The update that last saw the service in its view: set through a
+    /// shared reference, as the set gives its elements (an update that
+    /// finds a service unchanged touches nothing else of it).
+    seen: AtomicU64,
     /// The update that last decided it.
     decided: u64,
+}
+
+impl Entry {
+    fn seen(&self) -> u64 {
+        self.seen.load(Ordering::Relaxed)
+    }
+}
+
+/// The set finds an entry by its service's key.
+impl Borrow<ObjectKey> for Entry {
+    fn borrow(&self) -> &ObjectKey {
+        &self.svc.key
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.svc.key == other.svc.key
+    }
+}
+
+impl Eq for Entry {}
+
+/// As the key alone (what [`Borrow`] requires).
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.svc.key.hash(state);
+    }
 }
 
 /// One prefix towards one peer.
@@ -297,6 +345,7 @@ impl Keyed {
     /// `l2` says whether layer 2 is decided at all (it waits at start for
     /// memberlist, and is off without L2Advertisements).
     pub fn update(&mut self, view: &ClusterView, l2: bool) -> Changes {
+        self.apply_announcements();
         self.generation += 1;
         let same = self.context.as_ref().is_some_and(|c| c.same(view, l2));
         // Other nodes changed and nothing else: only layer 2 elections can
@@ -346,8 +395,8 @@ impl Keyed {
                 let gone: Vec<ObjectKey> = self
                     .services
                     .iter()
-                    .filter(|(_, e)| e.seen != self.generation)
-                    .map(|(k, _)| k.clone())
+                    .filter(|e| e.seen() != self.generation)
+                    .map(|e| e.svc.key.clone())
                     .collect();
                 for key in gone {
                     self.replace(&key, None, &mut touched, &mut changes);
@@ -370,7 +419,47 @@ impl Keyed {
         let ips = std::mem::take(&mut touched.ips);
         self.merge_l2(&ips, &mut touched, &mut changes);
         self.announce(touched.services, &mut changes);
+        self.compact(&changes);
         changes
+    }
+
+    /// Rebuilds, packed, the peers' route tables after an update that
+    /// decided at least half of the services (the first view, a new
+    /// configuration). A B-tree filled in key order (the services are
+    /// decided in the view's order, and the addresses follow it) keeps
+    /// its nodes about half full: each split of a full node leaves six of
+    /// its eleven slots behind. Rebuilt from the sorted entries, the
+    /// nodes are full; one more pass over what the update already walked,
+    /// so a single change costs what it did.
+    fn compact(&mut self, changes: &Changes) {
+        if changes.decided * 2 >= self.services.len() {
+            for table in self.routes.values_mut() {
+                *table = std::mem::take(table).into_iter().collect();
+            }
+        }
+    }
+
+    /// Applies the last update's announcement changes: the map is copied
+    /// if the status writer's report still holds it, and, when they
+    /// changed at least half of it, rebuilt packed (as
+    /// [`Keyed::compact`]).
+    fn apply_announcements(&mut self) {
+        if self.unapplied.is_empty() {
+            return;
+        }
+        let changed = self.unapplied.len();
+        let map = Arc::make_mut(&mut self.announcements);
+        // Taken, not drained: the first update's list (every service)
+        // would otherwise keep its capacity for the process's life.
+        for (key, now) in std::mem::take(&mut self.unapplied) {
+            match now {
+                Some(a) => map.insert(key, a),
+                None => map.remove(&key),
+            };
+        }
+        if changed * 2 >= map.len() {
+            *map = std::mem::take(map).into_iter().collect();
+        }
     }
 
     /// The places of `view`'s services that are not the objects of the
@@ -418,7 +507,7 @@ impl Keyed {
         }
         let moved: Vec<Arc<Service>> = self
             .services
-            .values()
+            .iter()
             .filter(|e| e.decided != self.generation)
             .filter(|e| {
                 e.l2.as_ref().is_some_and(|l2| {
@@ -447,14 +536,23 @@ impl Keyed {
     ) {
         // (A second service of one name in a view is decided, and replaces
         // the first.)
-        if let Some(e) = self.services.get_mut(&svc.key)
-            && e.seen != self.generation
+        if let Some(e) = self.services.get(&svc.key)
+            && e.seen() != self.generation
             && !changes.all
-            && (Arc::ptr_eq(&e.svc, svc) || e.svc == *svc)
         {
-            e.seen = self.generation;
-            e.svc = Arc::clone(svc);
-            return;
+            if Arc::ptr_eq(&e.svc, svc) {
+                e.seen.store(self.generation, Ordering::Relaxed);
+                return;
+            }
+            if e.svc == *svc {
+                // An equal object: the entry holds the view's from now on.
+                if let Some(mut e) = self.services.take(&svc.key) {
+                    e.seen = AtomicU64::new(self.generation);
+                    e.svc = Arc::clone(svc);
+                    self.services.insert(e);
+                }
+                return;
+            }
         }
         self.decide_again(d, svc, touched, changes);
     }
@@ -481,10 +579,10 @@ impl Keyed {
             &svc.key,
             Some(Entry {
                 svc: Arc::clone(svc),
-                routes,
+                routes: routes.into_boxed_slice(),
                 l2,
-                problems,
-                seen: self.generation,
+                problems: problems.into_boxed_slice(),
+                seen: AtomicU64::new(self.generation),
                 decided: self.generation,
             }),
             touched,
@@ -502,8 +600,8 @@ impl Keyed {
         changes: &mut Changes,
     ) {
         self.touch_service(key, touched);
-        if let Some(old) = self.services.remove(key) {
-            for ((peer, prefix), _) in old.routes {
+        if let Some(old) = self.services.take(key) {
+            for ((peer, prefix), _) in old.routes.into_vec() {
                 if let Some(p) = self.routes.get_mut(&*peer).and_then(|r| r.get_mut(&prefix)) {
                     p.by_service.remove(key);
                 }
@@ -530,7 +628,7 @@ impl Keyed {
         if e.l2.as_ref().is_none_or(|l| l.deferred.is_none()) {
             self.deferred.remove(key);
         }
-        for ((peer, prefix), pending) in &mut e.routes {
+        for ((peer, prefix), pending) in e.routes.iter_mut() {
             *pending = self.pendings.share(pending);
             self.routes
                 .entry(Arc::clone(peer))
@@ -566,7 +664,7 @@ impl Keyed {
         if !e.problems.is_empty() {
             self.with_problems.insert(key.clone());
         }
-        self.services.insert(key.clone(), e);
+        self.services.insert(e);
     }
 
     /// Notes that a service's announcement may change, keeping what it
@@ -713,7 +811,14 @@ impl Keyed {
         changes: &mut Changes,
     ) {
         for (key, before) in services {
-            let now = self.services.get(&key).and_then(|e| self.announcement(e));
+            let now = self
+                .services
+                .get(&key)
+                .and_then(|e| self.announcement(e))
+                .map(|(l2, bgp)| ServiceAnnouncement {
+                    l2,
+                    bgp: self.peer_lists.intern_slice(&bgp),
+                });
             let after = match &now {
                 Some(_) => self.before_of_with(&key, now.as_ref()),
                 None => BTreeSet::new(),
@@ -726,18 +831,17 @@ impl Keyed {
             }
             if self.announcements.get(&key) != now.as_ref() {
                 changes.announcements += 1;
-                match now {
-                    Some(a) => self.announcements.insert(key, a),
-                    None => self.announcements.remove(&key),
-                };
+                self.unapplied.push((key, now));
             }
         }
     }
 
     /// One service's announcement from this node, as
-    /// [`super::announcements`] derives it from whole plans.
-    fn announcement(&self, e: &Entry) -> Option<ServiceAnnouncement> {
-        let mut a = ServiceAnnouncement::default();
+    /// [`super::announcements`] derives it from whole plans: its layer 2
+    /// interfaces and its BGP peers (the list not yet shared).
+    fn announcement(&self, e: &Entry) -> Option<(Option<Vec<String>>, Vec<Arc<str>>)> {
+        let mut bgp: Vec<Arc<str>> = Vec::new();
+        let mut l2 = None;
         if self.excluded.is_none() {
             for ((peer, prefix), _) in &e.routes {
                 let sent = self
@@ -746,8 +850,8 @@ impl Keyed {
                     .and_then(|t| t.get(prefix))
                     .is_some_and(|p| matches!(p.merged, Some(Ok(_))));
                 // The routes are in peer order: each peer once, sorted.
-                if sent && a.bgp.last().is_none_or(|last| **last != **peer) {
-                    a.bgp.push(Arc::clone(peer));
+                if sent && bgp.last().is_none_or(|last| **last != **peer) {
+                    bgp.push(Arc::clone(peer));
                 }
             }
         }
@@ -765,9 +869,9 @@ impl Keyed {
                     None => {}
                 }
             }
-            a.l2 = Some(names.map(|n| n.into_iter().collect()).unwrap_or_default());
+            l2 = Some(names.map(|n| n.into_iter().collect()).unwrap_or_default());
         }
-        (a.l2.is_some() || !a.bgp.is_empty()).then_some(a)
+        (l2.is_some() || !bgp.is_empty()).then_some((l2, bgp))
     }
 
     /// The sessions this node runs (their `routes` empty).
@@ -803,8 +907,12 @@ impl Keyed {
             .collect()
     }
 
-    /// Per service, what this node announces (its status objects).
-    pub fn announcements(&self) -> &Announcements {
+    /// Per service, what this node announces (its status objects): the
+    /// shared copy, which the status writer's report holds too. The last
+    /// update's changes are applied first (the map copied if the report
+    /// still holds it): the run loop asks once the routes are out.
+    pub fn announcements(&mut self) -> &Arc<Announcements> {
+        self.apply_announcements();
         &self.announcements
     }
 
@@ -848,6 +956,47 @@ impl Keyed {
     /// See [`super::L2Plan::deferred`].
     pub fn deferred(&self) -> &BTreeMap<ObjectKey, Deferral> {
         &self.deferred
+    }
+
+    /// Drops the plan's parts one at a time, calling `after` with each
+    /// part's name once it is gone: the heap benchmark
+    /// (`source::k8s::heap_at_scale`) reads the allocator between them.
+    /// The announcements go first (what the status writer's report
+    /// shares), then the merged routes by peer and prefix, then the
+    /// services' entries (their routes and the shared asks), then the
+    /// rest.
+    #[cfg(test)]
+    pub(crate) fn drop_parts(self, after: &mut dyn FnMut(&'static str)) {
+        let Self {
+            context,
+            peers,
+            shared_problems,
+            excluded: _,
+            api_candidates: _,
+            services,
+            with_problems,
+            routes,
+            conflicts,
+            counts,
+            pendings,
+            attrs,
+            peer_lists,
+            l2,
+            announcements,
+            unapplied,
+            yielded,
+            deferred,
+            generation: _,
+            last,
+        } = self;
+        drop((announcements, unapplied, peer_lists));
+        after("announcements");
+        drop((routes, conflicts, counts, attrs));
+        after("routes by peer and prefix");
+        drop((services, with_problems, pendings, last));
+        after("services' entries");
+        drop((context, peers, shared_problems, l2, yielded, deferred));
+        after("the rest");
     }
 }
 

@@ -128,13 +128,13 @@ impl<K: Ord, V> VecMap<K, V> {
 /// holds any more are dropped once the set has doubled since the last
 /// sweep, so the sweeps cost O(1) per value interned.
 #[derive(Debug)]
-pub(super) struct Interner<T> {
+pub(super) struct Interner<T: ?Sized> {
     set: HashSet<Arc<T>>,
     /// How many values the last sweep kept.
     kept: usize,
 }
 
-impl<T> Default for Interner<T> {
+impl<T: ?Sized> Default for Interner<T> {
     fn default() -> Self {
         Self {
             set: HashSet::new(),
@@ -151,7 +151,20 @@ impl<T: Eq + Hash> Interner<T> {
             None => self.insert(Arc::new(value)),
         }
     }
+}
 
+impl<E: Clone + Eq + Hash> Interner<[E]> {
+    /// The shared copy of the slice `value` (copied into a new `Arc` when
+    /// it is the first of its kind).
+    pub(super) fn intern_slice(&mut self, value: &[E]) -> Arc<[E]> {
+        match self.set.get(value) {
+            Some(have) => Arc::clone(have),
+            None => self.insert(Arc::from(value)),
+        }
+    }
+}
+
+impl<T: ?Sized + Eq + Hash> Interner<T> {
     /// The shared copy of what `value` holds (`value` itself when it is
     /// the first of its kind).
     pub(super) fn share(&mut self, value: &Arc<T>) -> Arc<T> {

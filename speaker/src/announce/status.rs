@@ -21,10 +21,11 @@ pub struct ServiceAnnouncement {
     /// leaves `status.interfaces` empty then.
     pub l2: Option<Vec<String>>,
     /// The BGP peers (BGPPeer names) the service's IPs go to from here,
-    /// sorted, each once. The names are the keyed plan's, shared by every
-    /// service (a `BTreeSet<String>` was a B-tree leaf and a `String` per
-    /// peer, in the plan's map and again in the report's copy).
-    pub bgp: Vec<Arc<str>>,
+    /// sorted, each once. The names are the keyed plan's, and the list
+    /// too: one copy of each distinct list, shared by the services that
+    /// announce to the same peers (most to all of them), where a `Vec`
+    /// was an allocation per service.
+    pub bgp: Arc<[Arc<str>]>,
 }
 
 /// The protocols a `nodeAssigned` event names, spelled as MetalLB does.
@@ -170,7 +171,7 @@ mod tests {
         names.iter().map(|s| (*s).to_owned()).collect()
     }
 
-    fn names(names: &[&str]) -> Vec<Arc<str>> {
+    fn names(names: &[&str]) -> Arc<[Arc<str>]> {
         names.iter().map(|s| Arc::from(*s)).collect()
     }
 

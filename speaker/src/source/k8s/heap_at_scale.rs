@@ -10,7 +10,9 @@
 //! caches ([`store`], as a first list); then the snapshot's lists,
 //! the view ([`Converted::view`]) and the keyed decisions, as the
 //! reconcile loop builds them (the keyed decisions without layer 2,
-//! whose election at 5,000 nodes is a cost of time, not of what is kept).
+//! whose election at 5,000 nodes is a cost of time, not of what is kept),
+//! split by part; and what the run loop builds from them: the desired
+//! Adj-RIB-Out of one BGP session, the status writer's report.
 //!
 //! glibc's live heap (`mallinfo2`, the `ferrolb_heap_live_bytes` gauge) is
 //! read after each step; the figures are the differences. One command:
@@ -148,8 +150,29 @@ fn heap() -> i64 {
     i64::try_from(live_bytes().expect("glibc's mallinfo2")).unwrap()
 }
 
-/// Live heap in bytes after each step, as differences.
-fn measure(services: u32) -> [i64; 6] {
+/// The stages [`measure`] reports, in order; those after `keyed plans`
+/// split it (`Keyed::drop_parts`), and `total` leaves them out.
+const STAGES: [&str; 12] = [
+    "store: Nodes",
+    "store: Services",
+    "store: EndpointSlices",
+    "snapshot lists",
+    "view",
+    "keyed plans",
+    "Adj-RIB-Out, desired (one peer)",
+    "status report",
+    "keyed: announcements",
+    "keyed: routes by peer and prefix",
+    "keyed: services' entries",
+    "keyed: the rest",
+];
+
+/// How many of [`STAGES`] add up to the total.
+const SUMMED: usize = 8;
+
+/// Live heap in bytes after each step, as differences, in the order of
+/// [`STAGES`].
+fn measure(services: u32) -> Vec<i64> {
     let model = model();
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
@@ -190,18 +213,49 @@ fn measure(services: u32) -> [i64; 6] {
     let changes = keyed.update(&view, false);
     assert_eq!(changes.decided, usize::try_from(services).unwrap());
     drop(changes);
+    // Its announcements as the run loop reads them (the update's changes
+    // applied).
+    assert!(!keyed.announcements().is_empty());
     let after_keyed = heap();
+    // What the BGP driver's session keeps of one peer's routes: the
+    // desired table the run loop gives a new session (`Keyed::routes`).
+    // The sent table, as large once the routes are out, is filled by the
+    // session's flush alone (the live benchmark has it).
+    let mut rib = bgp::session::AdjRibOut::default();
+    rib.set(keyed.routes("r1"));
+    assert_eq!(rib.desired().len(), keyed.route_count("r1"));
+    assert!(!rib.desired().is_empty());
+    let after_rib = heap();
+    // The status writer's report, as the run loop hands it over.
+    let report = crate::publish::Report {
+        announcements: Some(Arc::clone(keyed.announcements())),
+        ..crate::publish::Report::default()
+    };
+    let after_report = heap();
+    drop(report);
+    let mut parts = Vec::new();
+    let mut before = heap();
+    keyed.drop_parts(&mut |_part| {
+        let now = heap();
+        parts.push(before - now);
+        before = now;
+    });
     drop((
-        keyed, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
+        rib, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
     ));
-    [
+    let mut out = vec![
         after_nodes - start,
         after_services - after_nodes,
         after_stores - after_services,
         after_lists - after_stores,
         after_view - after_lists,
         after_keyed - after_view,
-    ]
+        after_rib - after_keyed,
+        after_report - after_rib,
+    ];
+    out.extend(parts);
+    assert_eq!(out.len(), STAGES.len());
+    out
 }
 
 /// The inline sizes behind the figures: each stored record is one
@@ -226,7 +280,8 @@ fn inline_sizes() -> String {
 #[ignore = "a benchmark: cargo test -p speaker --lib heap_per_service -- --ignored --nocapture"]
 fn heap_per_service() {
     println!(
-        "| Services | store: Nodes | store: Services | store: EndpointSlices | snapshot lists | view | keyed plans | total | per Service |"
+        "| Services | {} | total | per Service |",
+        STAGES.join(" | ")
     );
     println!("{}", inline_sizes());
     let sizes: Vec<u32> = std::env::var("HEAP_SERVICES")
@@ -240,17 +295,12 @@ fn heap_per_service() {
         .collect();
     for services in sizes {
         let parts = measure(services);
-        let total: i64 = parts.iter().sum();
-        let mib = |b: i64| format!("{:.1} MiB", b as f64 / 1_048_576.0);
+        let total: i64 = parts[..SUMMED].iter().sum();
+        let mib = |b: &i64| format!("{:.1} MiB", *b as f64 / 1_048_576.0);
         println!(
-            "| {services} | {} | {} | {} | {} | {} | {} | {} | {:.2} KiB |",
-            mib(parts[0]),
-            mib(parts[1]),
-            mib(parts[2]),
-            mib(parts[3]),
-            mib(parts[4]),
-            mib(parts[5]),
-            mib(total),
+            "| {services} | {} | {} | {:.2} KiB |",
+            parts.iter().map(mib).collect::<Vec<_>>().join(" | "),
+            mib(&total),
             total as f64 / 1024.0 / f64::from(services)
         );
     }
