@@ -696,7 +696,7 @@ mod tests {
     fn digests_do_not_depend_on_key_order() {
         let key = ObjectKey::new("lg-19", "svc-047539");
         let ann = ServiceAnnouncement {
-            bgp: vec!["scale-frr".into()],
+            bgp: vec![Arc::from("scale-frr")].into(),
             ..ServiceAnnouncement::default()
         };
         let built = bgp_status("node-04999", &key, &ann).unwrap_or_else(|| panic!("a body"));
@@ -709,7 +709,7 @@ mod tests {
         assert_ne!(built.to_string(), read.to_string(), "the orders differ");
         assert_eq!(digest(&built), digest(&read));
         let other = ServiceAnnouncement {
-            bgp: vec!["scale-frr".into(), "second".into()],
+            bgp: vec![Arc::from("scale-frr"), Arc::from("second")].into(),
             ..ServiceAnnouncement::default()
         };
         let two = bgp_status("node-04999", &key, &other).unwrap_or_else(|| panic!("a body"));

@@ -801,7 +801,7 @@ async fn speaker_runs_as_its_service_account() {
     let writer = tokio::spawn(publish::run(sa.clone(), opts, stores.services, reports));
     let announcing = ServiceAnnouncement {
         l2: Some(vec!["eth0".into()]),
-        bgp: vec!["router".into()],
+        bgp: vec![Arc::from("router")].into(),
     };
     report_tx.send_replace(publish::Report {
         announcements: Some(

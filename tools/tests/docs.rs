@@ -358,7 +358,11 @@ fn speaker_exposition() -> String {
     let snap = Snapshot {
         node: "node1".into(),
         peers: BTreeMap::from([("192.0.2.1:179".into(), PeerMetrics::default())]),
-        announced: BTreeSet::from([(speaker::announce::Via::Bgp, "ns/svc".into(), ip)]),
+        announced: BTreeSet::from([(
+            speaker::announce::Via::Bgp,
+            speaker::announce::ObjectKey::new("ns", "svc"),
+            ip,
+        )]),
         l2: BTreeMap::from([(ip, l2::IpCounters::default())]),
         l2_starts: BTreeMap::from([(ip, 1)]),
         l2_dropped: BTreeMap::from([("rate_limited", 0)]),

@@ -261,13 +261,20 @@ struct Deciding<'a> {
     l2: bool,
 }
 
+/// What a service asks of one peer's prefix.
+type RouteAsk = ((Arc<str>, IpPrefix), Arc<Pending>);
+
+/// One service's layer 2 interfaces (`None`: not answered from here) and
+/// BGP peers.
+type Announced = (Option<Vec<String>>, Vec<Arc<str>>);
+
 /// One service and what was decided for it.
 /// Sized to its slot in the services' set (64 bytes): slices rather than
 /// vectors (exactly as long as they are), no key beside it.
 #[derive(Debug)]
 struct Entry {
     svc: Arc<Service>,
-    routes: Box<[((Arc<str>, IpPrefix), Arc<Pending>)]>,
+    routes: Box<[RouteAsk]>,
     /// Boxed: most services are BGP's alone, and it would make every
     /// slot of the services' set larger.
     l2: Option<Box<ServiceL2>>,
@@ -839,7 +846,7 @@ impl Keyed {
     /// One service's announcement from this node, as
     /// [`super::announcements`] derives it from whole plans: its layer 2
     /// interfaces and its BGP peers (the list not yet shared).
-    fn announcement(&self, e: &Entry) -> Option<(Option<Vec<String>>, Vec<Arc<str>>)> {
+    fn announcement(&self, e: &Entry) -> Option<Announced> {
         let mut bgp: Vec<Arc<str>> = Vec::new();
         let mut l2 = None;
         if self.excluded.is_none() {
