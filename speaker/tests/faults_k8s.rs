@@ -116,20 +116,12 @@ fn apiserver_lost_during_churn_routes_stay_and_converge_after() {
     let cut = Instant::now();
     // Churn the speaker cannot see: a new service with an endpoint on
     // node1, and web deleted.
-    cluster.apply(json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "fresh-1", "namespace": cluster.apps,
-                     "labels": {"kubernetes.io/service-name": "fresh"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["10.244.1.9"], "nodeName": cluster.node("node1"),
-                       "conditions": {"ready": true}}],
-    }));
-    cluster.apply(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "fresh", "namespace": cluster.apps},
-        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-        "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.40"}]}},
-    }));
+    cluster.serve(
+        "fresh",
+        "198.51.100.40",
+        &cluster.node("node1"),
+        "10.244.1.9",
+    );
     cluster.delete(&json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web", "namespace": cluster.apps},

@@ -279,20 +279,7 @@ fn bgp_ecmp_status_objects_events_and_local_policy() {
     let _ = nodes[0].proc.try_status();
     // (Its objects follow its plans, not its sessions: no wait for FRR.)
     nodes[0].restart();
-    cluster.apply(json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "zz-after-1", "namespace": cluster.apps,
-                     "labels": {"kubernetes.io/service-name": "zz-after"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["10.244.1.10"], "nodeName": node1,
-                       "conditions": {"ready": true}}],
-    }));
-    cluster.apply(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "zz-after", "namespace": cluster.apps},
-        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-        "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.31"}]}},
-    }));
+    cluster.serve("zz-after", "198.51.100.31", &node1, "10.244.1.10");
     eventually("node1's status object for zz-after", T, &nodes, || {
         let s = statuses_of(&node1);
         (s == ["late", "web", "zz-after"]).then_some(())

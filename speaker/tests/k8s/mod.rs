@@ -204,6 +204,26 @@ impl Cluster {
         });
     }
 
+    /// A LoadBalancer Service `name` with `ip` in its status and one
+    /// ready endpoint, `endpoint` on `node` (a Node's name), in the apps
+    /// namespace: its EndpointSlice `<name>-1` first, then the Service.
+    pub fn serve(&self, name: &str, ip: &str, node: &str, endpoint: &str) {
+        self.apply(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-1"), "namespace": self.apps,
+                         "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [endpoint], "nodeName": node,
+                           "conditions": {"ready": true}}],
+        }));
+        self.apply(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": self.apps},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": ip}]}},
+        }));
+    }
+
     pub fn delete(&self, doc: &Value) {
         let api = self.api(doc);
         let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
