@@ -499,11 +499,9 @@ impl Reconciler {
             for (via, service, ip) in &changes.announced {
                 m.announced.insert((*via, service.clone(), *ip));
             }
-            // Filled in key order (the first reconcile's every service),
-            // the B-tree's nodes are half full: packed again in one pass.
-            if changes.announced.len() * 2 >= m.announced.len() {
-                m.announced = std::mem::take(&mut m.announced).into_iter().collect();
-            }
+            // Filled in key order (the first reconcile's every service).
+            let len = m.announced.len();
+            crate::announce::sorted::repack(&mut m.announced, changes.announced.len(), len);
             // An address shared by two services starts once.
             let l2_started: BTreeSet<IpAddr> = changes
                 .announced

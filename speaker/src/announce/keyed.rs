@@ -35,7 +35,7 @@ use bgp::session::{IpPrefix, RouteAttrs};
 use super::bgp::{BgpContext, Pending};
 use super::coexist::{Deferral, MetallbSpeakers};
 use super::l2::{KEPT_CANDIDATES, L2Context, ServiceL2};
-use super::sorted::{Interner, VecMap};
+use super::sorted::{self, Interner, VecMap};
 use super::status::{Announcements, ServiceAnnouncement};
 use super::view::{ApiSpeakers, ClusterView, Exclusion, Node, ObjectKey, Service};
 use super::{Interfaces, PeerPlan, Problem, pool_of};
@@ -430,19 +430,13 @@ impl Keyed {
         changes
     }
 
-    /// Rebuilds, packed, the peers' route tables after an update that
-    /// decided at least half of the services (the first view, a new
-    /// configuration). A B-tree filled in key order (the services are
-    /// decided in the view's order, and the addresses follow it) keeps
-    /// its nodes about half full: each split of a full node leaves six of
-    /// its eleven slots behind. Rebuilt from the sorted entries, the
-    /// nodes are full; one more pass over what the update already walked,
-    /// so a single change costs what it did.
+    /// Rebuilds, packed ([`sorted::repack`]), the peers' route tables
+    /// after an update that decided at least half of the services (the
+    /// first view, a new configuration): the services are decided in the
+    /// view's order, and the addresses follow it.
     fn compact(&mut self, changes: &Changes) {
-        if changes.decided * 2 >= self.services.len() {
-            for table in self.routes.values_mut() {
-                *table = std::mem::take(table).into_iter().collect();
-            }
+        for table in self.routes.values_mut() {
+            sorted::repack(table, changes.decided, self.services.len());
         }
     }
 
@@ -464,9 +458,8 @@ impl Keyed {
                 None => map.remove(&key),
             };
         }
-        if changed * 2 >= map.len() {
-            *map = std::mem::take(map).into_iter().collect();
-        }
+        let len = map.len();
+        sorted::repack(map, changed, len);
     }
 
     /// The places of `view`'s services that are not the objects of the

@@ -24,7 +24,7 @@ pub mod interfaces;
 pub mod k8s;
 mod keyed;
 mod l2;
-mod sorted;
+pub(crate) mod sorted;
 pub mod status;
 pub mod stored;
 mod view;

@@ -198,6 +198,21 @@ fn grow<T>(v: &mut Vec<T>) {
     }
 }
 
+/// Rebuilds `tree` (a `BTreeMap` or `BTreeSet` of `len` entries) from its
+/// own sorted entries when `changed` of them (at least half) were just
+/// written. A B-tree filled in key order keeps its nodes about half full:
+/// each split of a full node leaves six of its eleven slots behind.
+/// Rebuilt, the nodes are full; one more pass over what the caller has
+/// just walked, so a single change costs what it did.
+pub(crate) fn repack<T>(tree: &mut T, changed: usize, len: usize)
+where
+    T: Default + IntoIterator + FromIterator<<T as IntoIterator>::Item>,
+{
+    if changed * 2 >= len {
+        *tree = std::mem::take(tree).into_iter().collect();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
