@@ -334,6 +334,11 @@ fn main() -> ExitCode {
 
 async fn start(mut args: Args) -> Result<(), String> {
     args.resolve()?;
+    // Before the first list: large blocks (a scrape's text) go back to the
+    // kernel when freed.
+    if !run::map_large_allocations() {
+        tracing::debug!("the allocator keeps its own mmap threshold (not glibc's)");
+    }
     match &args.config_dir {
         Some(dir) => {
             info!(node = %args.node, dir = %dir.display(), "speaker starting in file mode")

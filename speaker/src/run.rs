@@ -35,6 +35,7 @@ use crate::driver::memberlist::{Events, MemberEvent, Memberlist};
 use crate::driver::peers::{BfdPeers, peer_config};
 use crate::driver::unnumbered::Unnumbered;
 use crate::metrics::{self, MemberlistMetrics, PeerMetrics};
+pub use crate::net::heap::map_large_allocations;
 use crate::publish::{self, ConfigResult};
 use crate::source::{Rejected, Reload, Snapshot, file};
 
