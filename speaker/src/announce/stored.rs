@@ -12,9 +12,9 @@
 //! the EndpointSlices one, so a slice's Service name is its Service's
 //! key's string. The view's Service holds the record itself.
 //!
-//! A Service record is one allocation of 160 bytes (glibc's chunk of its
-//! `Arc`), its name's string (shared with its slices), and its labels' set;
-//! one or no ingress IP is held inline ([`Ingress`]), its class and
+//! A Service record is one 160-byte chunk (the record in its `Arc`), plus
+//! its name's string (shared with its slices) and its labels' set; one or
+//! no ingress IP is held inline ([`Ingress`]), its class and
 //! annotations are shared between Services, and a Service that is not a
 //! `LoadBalancer` keeps its key and uid alone (the view reads nothing else
 //! of it). Pure data: no I/O here.
