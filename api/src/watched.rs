@@ -285,6 +285,21 @@ impl Interner {
         shared
     }
 
+    /// A set of its own equal to `labels`, its strings shared: for sets
+    /// that are mostly their objects' own (a Service's labels), whose slot
+    /// in the table of sets would cost more than the sharing saves.
+    pub fn strings_of(&mut self, labels: &Labels) -> Labels {
+        if labels.is_empty() {
+            return Labels::default();
+        }
+        Labels(Some(
+            labels
+                .iter()
+                .map(|(k, v)| (self.string(k), self.string(v)))
+                .collect(),
+        ))
+    }
+
     /// The shared string equal to `text`.
     pub fn string(&mut self, text: &str) -> Arc<str> {
         if let Some(found) = self.strings.get(text) {
@@ -992,6 +1007,14 @@ mod tests {
         let key = |l: &Labels| l.0.as_ref().map(|p| Arc::as_ptr(&p[0].0));
         assert_eq!(key(&a), key(&c));
         assert!(interner.labels(&Labels::default()).is_empty());
+        // A set of its own: equal, not the table's, its strings shared.
+        let own = interner.strings_of(&set("web"));
+        assert_eq!(own, a);
+        assert!(!own.ptr_eq(&a));
+        assert_eq!(key(&own), key(&a));
+        let value = |l: &Labels| l.0.as_ref().map(|p| Arc::as_ptr(&p[0].1));
+        assert_eq!(value(&own), value(&a));
+        assert!(interner.strings_of(&Labels::default()).is_empty());
 
         let mut slice = EndpointSlice {
             endpoints: vec![

@@ -79,6 +79,14 @@ impl ClusterView {
 /// them) and a few objects changed. Past the span, a change costs a walk
 /// over the arrays of pointers (the Services' results, the new view's
 /// list), no conversion, hashing or copying of objects.
+///
+/// The index keeps no map of the Services: their list, in key order as the
+/// source's caches give it, is searched for a Service's place (at 50,000
+/// Services a map by key took 2.6 MiB). While the list is not in strict key
+/// order (two Services of one name, or an order of its own), the span is the
+/// whole list: each Service is found by pointer in the last one, and keeps
+/// its result unless its slices changed. The EndpointSlices' groups are a
+/// list in the order of their Service's key, searched the same way.
 #[derive(Debug, Default)]
 pub struct Converted {
     last: Option<Index>,
@@ -104,11 +112,13 @@ struct Index {
     secret_map: Secrets,
     /// Per entry of `services`: what it gave.
     results: Vec<Converts>,
-    /// The place of each Service in `services`, by namespace and name.
-    places: HashMap<Key, usize>,
-    /// The EndpointSlices of each Service, by slice name: the list its
-    /// view's Service shares.
-    groups: HashMap<Key, Group>,
+    /// The EndpointSlices of each Service that has some (by slice name:
+    /// the list its view's Service shares), in the order of the Services'
+    /// keys ([`group_order`]); none is empty.
+    groups: Vec<Group>,
+    /// Whether `services` is in strict key order, so that a Service's place
+    /// can be searched for.
+    ordered: bool,
 }
 
 /// The EndpointSlices of one Service, by name.
@@ -134,22 +144,28 @@ impl Converted {
     ) -> (ClusterView, Vec<Problem>) {
         let index = match self.last.take() {
             Some(mut index) => {
-                if index.update(nodes, services, slices, secrets) {
-                    index
-                } else {
-                    Index::build(nodes, services, slices, secrets)
-                }
+                index.update(nodes, services, slices, secrets);
+                index
             }
             None => Index::build(nodes, services, slices, secrets),
         };
         let mut problems = Vec::new();
-        let converted = index
-            .results
-            .iter()
-            .flatten()
-            .filter_map(|r| r.as_ref().map_err(|p| problems.push((**p).clone())).ok())
-            .cloned()
-            .collect();
+        // Counted first: the view's list is allocated once, to its length.
+        let mut converted = Vec::with_capacity(
+            index
+                .results
+                .iter()
+                .filter(|r| matches!(r, Some(Ok(_))))
+                .count(),
+        );
+        converted.extend(
+            index
+                .results
+                .iter()
+                .flatten()
+                .filter_map(|r| r.as_ref().map_err(|p| problems.push((**p).clone())).ok())
+                .cloned(),
+        );
         let node_map = match &index.node_map {
             Some(map) => Arc::clone(map),
             None => Arc::new(node_map(nodes)),
@@ -159,8 +175,7 @@ impl Converted {
             secrets: index.secret_map.clone(),
             ..assemble(this_node, model, converted)
         };
-        // Two Services of one name: the places cannot be kept.
-        self.last = (index.places.len() == services.len()).then_some(index);
+        self.last = Some(index);
         (view, problems)
     }
 }
@@ -173,24 +188,14 @@ impl Index {
         slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
     ) -> Self {
-        let mut groups: HashMap<Key, Group> = HashMap::new();
-        for group in group_slices(slices).into_values() {
-            let group: Group = group.into_iter().map(Arc::clone).collect();
-            // The key's strings are the first slice's.
-            if let Some(key) = group.first().and_then(|e| slice_key(e)) {
-                groups.insert(key, group);
-            }
-        }
-        let mut places = HashMap::with_capacity(services.len());
+        let mut groups: Vec<Group> = group_slices(slices)
+            .into_values()
+            .map(|group| group.into_iter().map(Arc::clone).collect())
+            .collect();
+        groups.sort_unstable_by(|a, b| group_order(a).cmp(&group_order(b)));
         let results = services
             .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let key = key_of(s);
-                let result = convert(s, groups.get(&key));
-                places.insert(key, i);
-                result
-            })
+            .map(|s| convert(s, find_group(&groups, &s.key)))
             .collect();
         let node_map = node_map(nodes);
         Self {
@@ -201,21 +206,19 @@ impl Index {
             node_map: (node_map.len() == nodes.len()).then(|| Arc::new(node_map)),
             secret_map: secret_map(secrets),
             results,
-            places,
             groups,
+            ordered: in_key_order(services),
         }
     }
 
-    /// Brings the index to these lists, converting what changed; `false`
-    /// when it cannot (two Services of one name), and the index must be
-    /// built again.
+    /// Brings the index to these lists, converting what changed.
     fn update(
         &mut self,
         nodes: &List<stored::Node>,
         services: &List<stored::Service>,
         slices: &List<stored::EndpointSlice>,
         secrets: &List<corev1::Secret>,
-    ) -> bool {
+    ) {
         if !Arc::ptr_eq(&self.nodes, nodes) {
             if let Some(map) = &mut self.node_map {
                 let (gone, new) = changed(span(&self.nodes, nodes));
@@ -242,55 +245,72 @@ impl Index {
         let mut touched = BTreeSet::new();
         if !Arc::ptr_eq(&self.slices, slices) {
             let (gone, new) = changed(span(&self.slices, slices));
-            for e in gone {
+            // Per Service whose slices changed: its group's place (or where
+            // it would be) and its slices now. Every search is made before
+            // the list changes, as a group left empty has no key.
+            type Place = Result<usize, usize>;
+            let mut now: BTreeMap<Key, (Place, Vec<Arc<stored::EndpointSlice>>)> = BTreeMap::new();
+            for (e, added) in gone
+                .iter()
+                .map(|e| (e, false))
+                .chain(new.iter().map(|e| (e, true)))
+            {
                 let Some(key) = slice_key(e) else { continue };
-                if let Some(group) = self.groups.get_mut(&key) {
-                    let kept: Group = group
-                        .iter()
-                        .filter(|g| !Arc::ptr_eq(g, e))
-                        .cloned()
-                        .collect();
-                    if kept.is_empty() {
-                        self.groups.remove(&key);
-                    } else {
-                        *group = kept;
+                let groups = &self.groups;
+                let (_, list) = now.entry(key).or_insert_with_key(|key| {
+                    let at = search_group(groups, key);
+                    let list = at.map_or_else(|_| Vec::new(), |at| groups[at].to_vec());
+                    (at, list)
+                });
+                if added {
+                    list.push(Arc::clone(e));
+                } else {
+                    list.retain(|g| !Arc::ptr_eq(g, e));
+                }
+            }
+            let mut emptied = false;
+            let mut fresh = Vec::new();
+            for (key, (at, mut list)) in now {
+                list.sort_by(|a, b| a.name.cmp(&b.name));
+                match at {
+                    // A group left empty is dropped below.
+                    Ok(at) => {
+                        emptied |= list.is_empty();
+                        self.groups[at] = list.into();
                     }
+                    Err(_) if list.is_empty() => {}
+                    Err(_) => fresh.push(Group::from(list)),
                 }
                 touched.insert(key);
             }
-            for e in new {
-                let Some(key) = slice_key(e) else { continue };
-                let group = self.groups.entry(key.clone()).or_default();
-                let mut list = group.to_vec();
-                list.push(Arc::clone(e));
-                list.sort_by(|a, b| a.name.cmp(&b.name));
-                *group = list.into();
-                touched.insert(key);
+            if emptied {
+                self.groups.retain(|g| !g.is_empty());
+            }
+            if !fresh.is_empty() {
+                // Both in key order: one merge.
+                self.groups.extend(fresh);
+                self.groups
+                    .sort_by(|a, b| group_order(a).cmp(&group_order(b)));
             }
             self.slices = Arc::clone(slices);
         }
         // The Services of the span are converted with their current
-        // slices; the places after it move by the difference in length.
-        let converted = if Arc::ptr_eq(&self.services, services) {
+        // slices; the results after it move with the list (`splice`).
+        let converted = if self.ordered && Arc::ptr_eq(&self.services, services) {
             0..0
         } else {
-            let (old, new) = span_at(&self.services, services);
+            let (mut old, mut new) = span_at(&self.services, services);
+            // Outside the span the list is the last one: in strict key
+            // order if that one was, and then the whole is if the span is
+            // and where it meets them. Otherwise a Service's place cannot be
+            // searched for, and the span is the whole list.
+            let around = new.start.saturating_sub(1)..(new.end + 1).min(services.len());
+            if !self.ordered || !in_key_order(&services[around]) {
+                old = 0..self.services.len();
+                new = 0..services.len();
+                self.ordered = in_key_order(services);
+            }
             let (gone, added) = (&self.services[old.clone()], &services[new.clone()]);
-            for s in gone {
-                self.places.remove(&key_of(s));
-            }
-            if gone.len() != added.len() {
-                for place in self.places.values_mut() {
-                    if *place >= old.end {
-                        *place = *place + added.len() - gone.len();
-                    }
-                }
-            }
-            for (i, s) in added.iter().enumerate() {
-                if self.places.insert(key_of(s), new.start + i).is_some() {
-                    return false;
-                }
-            }
             // An object of the span that was there before (moved by an
             // insertion or a removal before it) keeps its result, unless its
             // slices changed.
@@ -302,12 +322,9 @@ impl Index {
             let groups = &self.groups;
             let results: Vec<Converts> = added
                 .iter()
-                .map(|s| {
-                    let key = key_of(s);
-                    match before.get(&Arc::as_ptr(s).addr()) {
-                        Some(&r) if !touched.contains(&key) => r.clone(),
-                        _ => convert(s, groups.get(&key)),
-                    }
+                .map(|s| match before.get(&Arc::as_ptr(s).addr()) {
+                    Some(&r) if !touched.contains(&s.key) => r.clone(),
+                    _ => convert(s, find_group(groups, &s.key)),
                 })
                 .collect();
             drop(before);
@@ -316,15 +333,14 @@ impl Index {
             new
         };
         for key in touched {
-            let Some(&i) = self.places.get(&key) else {
+            let Ok(i) = services.binary_search_by(|s| order(&s.key).cmp(&order(&key))) else {
                 continue;
             };
             if converted.contains(&i) {
                 continue;
             }
-            self.results[i] = convert(&services[i], self.groups.get(&key));
+            self.results[i] = convert(&services[i], find_group(&self.groups, &key));
         }
-        true
     }
 }
 
@@ -385,9 +401,36 @@ fn convert(s: &Arc<stored::Service>, group: Option<&Group>) -> Converts {
     })
 }
 
-/// A Service's namespace and name.
-fn key_of(s: &stored::Service) -> Key {
-    s.key.clone()
+/// A key's place in the order of the Services' list (the caches'):
+/// namespace, then name.
+fn order(key: &Key) -> (&str, &str) {
+    (&key.namespace, &key.name)
+}
+
+/// Whether the Services are in strict key order (no two of one key).
+fn in_key_order(services: &[Arc<stored::Service>]) -> bool {
+    services
+        .windows(2)
+        .all(|w| order(&w[0].key) < order(&w[1].key))
+}
+
+/// The key of a group's Service, its place in [`Index::groups`]: the
+/// namespace and the Service name of its first slice (a group holds only
+/// slices that name their Service, and is never empty).
+fn group_order(group: &Group) -> (&str, &str) {
+    group.first().map_or(("", ""), |e| {
+        (&*e.namespace, e.service.as_deref().unwrap_or_default())
+    })
+}
+
+/// Where the group of `key` is in `groups`, or would be.
+fn search_group(groups: &[Group], key: &Key) -> Result<usize, usize> {
+    groups.binary_search_by(|g| group_order(g).cmp(&order(key)))
+}
+
+/// The group of `key`, if it has one.
+fn find_group<'a>(groups: &'a [Group], key: &Key) -> Option<&'a Group> {
+    search_group(groups, key).ok().map(|at| &groups[at])
 }
 
 /// The namespace and name of the Service an EndpointSlice belongs to.
@@ -541,8 +584,7 @@ pub fn service<'a>(
 /// The view's Service of a record and its endpoints, unless an ingress IP
 /// did not parse (see [`service`]).
 fn parse(s: Arc<stored::Service>, endpoints: Endpoints) -> Result<Service, Problem> {
-    if let Some(bad) = &s.bad_ingress {
-        let (i, text) = &**bad;
+    if let Some((i, text)) = s.bad_ingress() {
         return Err(Problem {
             kind: "Service",
             name: s.key.to_string(),

@@ -11,7 +11,13 @@
 //! ([`Node::from_watched`]): the Kubernetes source gives the Services and
 //! the EndpointSlices one, so a slice's Service name is its Service's
 //! key's string. The view's Service holds the record itself.
-//! Pure data: no I/O here.
+//!
+//! A Service record is one 160-byte chunk (the record in its `Arc`), plus
+//! its name's string (shared with its slices) and its labels' set; one or
+//! no ingress IP is held inline ([`Ingress`]), its class and
+//! annotations are shared between Services, and a Service that is not a
+//! `LoadBalancer` keeps its key and uid alone (the view reads nothing else
+//! of it). Pure data: no I/O here.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -47,24 +53,156 @@ pub struct Service {
     pub key: ObjectKey,
     /// `metadata.uid`.
     pub uid: Option<Uid>,
-    /// `metadata.labels`.
+    /// `metadata.labels` (advertisements' service selectors read them).
     pub labels: Labels,
     /// MetalLB's annotations.
     pub annotations: Labels,
     /// `spec.type` is `LoadBalancer`.
     pub load_balancer: bool,
-    /// `spec.loadBalancerClass`.
-    pub load_balancer_class: Option<Box<str>>,
+    /// `spec.loadBalancerClass` (shared between the Services of a class).
+    pub load_balancer_class: Option<Arc<str>>,
     /// `spec.externalTrafficPolicy`.
     pub external_traffic_policy: TrafficPolicy,
     /// The IPs of `status.loadBalancer.ingress`, parsed once, in order (the
     /// first one seeds the layer 2 election): an entry with a host name
-    /// only is left out, an IPv4-mapped address is kept as IPv4.
-    pub ingress: Box<[IpAddr]>,
-    /// The first ingress entry whose IP does not parse, if one does not:
-    /// its index and text. The Service is then not announced (MetalLB's
-    /// `invalidIP`); boxed, as few Services have one.
-    pub bad_ingress: Option<Box<(usize, Box<str>)>>,
+    /// only is left out, an IPv4-mapped address is kept as IPv4; and the
+    /// first entry whose IP does not parse, if one does not
+    /// ([`Service::bad_ingress`]).
+    pub ingress: Ingress,
+}
+
+/// The IPs of a Service's `status.loadBalancer.ingress` (a slice, through
+/// `Deref`), and the first entry whose IP did not parse, if one did not.
+/// One IP (most Services) is held inline: 24 bytes in the record, where a
+/// boxed slice took 16 and a 32-byte chunk. Two are equal when their IPs
+/// and bad entries are, however held.
+#[derive(Clone, Default)]
+pub struct Ingress(Ips);
+
+// Issue 18: a record, its `Arc`'s counts and glibc's chunk header fit a
+// 160-byte chunk (on 64-bit targets), one ingress IP inline.
+const _: () = assert!(size_of::<Ingress>() <= 24);
+const _: () = assert!(size_of::<Service>() + 16 + 8 <= 160);
+
+/// How [`Ingress`] holds its IPs.
+#[derive(Clone, Default)]
+enum Ips {
+    /// No IP.
+    #[default]
+    None,
+    /// One IP, inline.
+    One(IpAddr),
+    /// Two or more.
+    Many(Box<[IpAddr]>),
+    /// An entry that did not parse (MetalLB's `invalidIP`: the Service is
+    /// not announced); boxed, as few Services have one.
+    Bad(Box<BadIngress>),
+}
+
+/// The IPs before an ingress entry that did not parse, and that entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BadIngress {
+    /// The IPs of the entries before it.
+    ips: Box<[IpAddr]>,
+    /// Its index in `status.loadBalancer.ingress`.
+    at: usize,
+    /// Its text.
+    text: Box<str>,
+}
+
+impl Ingress {
+    /// These IPs, and `bad`: the index and text of an entry that did not
+    /// parse.
+    fn new(ips: Vec<IpAddr>, bad: Option<(usize, &str)>) -> Self {
+        if let Some((at, text)) = bad {
+            return Self(Ips::Bad(Box::new(BadIngress {
+                ips: ips.into(),
+                at,
+                text: text.into(),
+            })));
+        }
+        Self(match *ips {
+            [] => Ips::None,
+            [ip] => Ips::One(ip),
+            _ => Ips::Many(ips.into()),
+        })
+    }
+
+    /// The IPs, in order.
+    pub fn as_slice(&self) -> &[IpAddr] {
+        match &self.0 {
+            Ips::None => &[],
+            Ips::One(ip) => std::slice::from_ref(ip),
+            Ips::Many(ips) => ips,
+            Ips::Bad(bad) => &bad.ips,
+        }
+    }
+
+    /// The first entry whose IP does not parse, if one does not: its index
+    /// and text.
+    pub fn bad(&self) -> Option<(usize, &str)> {
+        match &self.0 {
+            Ips::Bad(bad) => Some((bad.at, &bad.text)),
+            _ => None,
+        }
+    }
+}
+
+impl std::ops::Deref for Ingress {
+    type Target = [IpAddr];
+
+    fn deref(&self) -> &[IpAddr] {
+        self.as_slice()
+    }
+}
+
+impl<'a> IntoIterator for &'a Ingress {
+    type Item = &'a IpAddr;
+    type IntoIter = std::slice::Iter<'a, IpAddr>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl FromIterator<IpAddr> for Ingress {
+    /// These IPs, none bad.
+    fn from_iter<I: IntoIterator<Item = IpAddr>>(ips: I) -> Self {
+        Self::new(ips.into_iter().collect(), None)
+    }
+}
+
+impl From<Vec<IpAddr>> for Ingress {
+    fn from(ips: Vec<IpAddr>) -> Self {
+        Self::new(ips, None)
+    }
+}
+
+impl<const N: usize> From<[IpAddr; N]> for Ingress {
+    fn from(ips: [IpAddr; N]) -> Self {
+        ips.into_iter().collect()
+    }
+}
+
+impl PartialEq for Ingress {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice() && self.bad() == other.bad()
+    }
+}
+
+impl Eq for Ingress {}
+
+impl fmt::Debug for Ingress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.bad() {
+            None => fmt::Debug::fmt(self.as_slice(), f),
+            Some(bad) => f
+                .debug_struct("Ingress")
+                .field("ips", &self.as_slice())
+                .field("bad", &bad)
+                .finish(),
+        }
+    }
 }
 
 /// A `metadata.uid`. The apiserver writes a UUID in its canonical text
@@ -180,21 +318,37 @@ impl Node {
 impl Service {
     /// The record of a watched object, its strings and sets shared
     /// through `interner`.
+    ///
+    /// A Service that is not a `LoadBalancer` is never announced, and the
+    /// view reads nothing of it but its type: its record keeps its key,
+    /// uid and type alone. The labels' set is not looked up in the
+    /// interner's table of sets (most Services' sets are their own, such
+    /// as a Helm chart's or the loadgen's `app.kubernetes.io/name`: the
+    /// table's slot cost more than the few shared sets saved); its strings
+    /// are shared.
     pub fn from_watched(s: watched::Service, interner: &mut Interner) -> Self {
         let meta = s.metadata;
+        let key = ObjectKey {
+            namespace: interner.string(meta.namespace.as_deref().unwrap_or_default()),
+            name: interner.string(meta.name.as_deref().unwrap_or_default()),
+        };
+        let uid = meta.uid.as_deref().map(Uid::new);
+        if !s.load_balancer {
+            return Self {
+                key,
+                uid,
+                ..Self::default()
+            };
+        }
         Self {
-            key: ObjectKey {
-                namespace: interner.string(meta.namespace.as_deref().unwrap_or_default()),
-                name: interner.string(meta.name.as_deref().unwrap_or_default()),
-            },
-            uid: meta.uid.as_deref().map(Uid::new),
-            labels: interner.labels(&s.labels),
+            key,
+            uid,
+            labels: interner.strings_of(&s.labels),
             annotations: interner.labels(&s.annotations),
             load_balancer: s.load_balancer,
-            load_balancer_class: s.load_balancer_class.map(Into::into),
+            load_balancer_class: s.load_balancer_class.map(|c| interner.string(&c)),
             external_traffic_policy: s.external_traffic_policy,
-            ingress: Box::default(),
-            bad_ingress: None,
+            ingress: Ingress::default(),
         }
         .with_ingress(&s.ingress)
     }
@@ -203,7 +357,7 @@ impl Service {
     /// (`None`: a host name only), parsed.
     pub fn with_ingress<T: AsRef<str>>(mut self, entries: &[Option<T>]) -> Self {
         let mut ips = Vec::with_capacity(entries.len());
-        self.bad_ingress = None;
+        let mut bad = None;
         for (i, entry) in entries.iter().enumerate() {
             let Some(text) = entry.as_ref().map(AsRef::as_ref) else {
                 continue;
@@ -211,13 +365,20 @@ impl Service {
             match text.parse() {
                 Ok(ip) => ips.push(canonical(ip)),
                 Err(_) => {
-                    self.bad_ingress = Some(Box::new((i, text.into())));
+                    bad = Some((i, text));
                     break;
                 }
             }
         }
-        self.ingress = ips.into();
+        self.ingress = Ingress::new(ips, bad);
         self
+    }
+
+    /// The first `status.loadBalancer.ingress` entry whose IP does not
+    /// parse, if one does not: its index and text. The Service is then not
+    /// announced (MetalLB's `invalidIP`).
+    pub fn bad_ingress(&self) -> Option<(usize, &str)> {
+        self.ingress.bad()
     }
 }
 
@@ -267,5 +428,120 @@ pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    /// A watched LoadBalancer Service `ns/web` with labels, MetalLB's
+    /// annotation, a class and these ingress entries.
+    fn watched(ingress: &[Option<&str>]) -> watched::Service {
+        watched::Service {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("web".into()),
+                uid: Some("10000000-0000-0000-0000-000000000001".into()),
+                ..ObjectMeta::default()
+            },
+            labels: [("app", "web")].into_iter().collect(),
+            annotations: [("metallb.io/ip-allocated-from-pool", "p")]
+                .into_iter()
+                .collect(),
+            load_balancer: true,
+            load_balancer_class: Some("ferrolb".into()),
+            external_traffic_policy: TrafficPolicy::Local,
+            ingress: ingress.iter().map(|e| e.map(Into::into)).collect(),
+        }
+    }
+
+    /// However many IPs, the ingress reads as the slice of them; two are
+    /// equal when their IPs and bad entries are.
+    #[test]
+    fn ingress_reads_as_its_ips() {
+        for ips in [
+            vec![],
+            vec![ip("192.0.2.1")],
+            vec![ip("192.0.2.1"), ip("2001:db8::1")],
+        ] {
+            let ingress: Ingress = ips.iter().copied().collect();
+            assert_eq!(&*ingress, ips.as_slice());
+            assert_eq!(ingress.iter().count(), ips.len());
+            assert_eq!((&ingress).into_iter().copied().collect::<Vec<_>>(), ips);
+            assert_eq!(ingress.bad(), None);
+            assert_eq!(format!("{ingress:?}"), format!("{ips:?}"));
+            let bad = Ingress::new(ips.clone(), Some((ips.len(), "x")));
+            assert_eq!(&*bad, ips.as_slice());
+            assert_eq!(bad.bad(), Some((ips.len(), "x")));
+            assert_ne!(bad, ingress);
+            assert_eq!(bad, Ingress::new(ips.clone(), Some((ips.len(), "x"))));
+            assert_ne!(bad, Ingress::new(ips.clone(), Some((ips.len(), "y"))));
+        }
+        assert_eq!(
+            Ingress::from([ip("192.0.2.1")]),
+            [ip("192.0.2.1")].into_iter().collect::<Ingress>()
+        );
+        assert_ne!(Ingress::from([ip("192.0.2.1")]), Ingress::default());
+    }
+
+    /// Entries are parsed in order: a host name only is skipped, a mapped
+    /// address is kept as IPv4, and the first that does not parse ends the
+    /// list and is kept with its index.
+    #[test]
+    fn ingress_entries_parsed() {
+        let s = Service::from(watched(&[
+            None,
+            Some("::ffff:192.0.2.1"),
+            Some("2001:db8::1"),
+        ]));
+        assert_eq!(*s.ingress, [ip("192.0.2.1"), ip("2001:db8::1")]);
+        assert_eq!(s.bad_ingress(), None);
+        let s = Service::from(watched(&[
+            Some("192.0.2.1"),
+            Some("bad"),
+            Some("192.0.2.2"),
+        ]));
+        assert_eq!(*s.ingress, [ip("192.0.2.1")]);
+        assert_eq!(s.bad_ingress(), Some((1, "bad")));
+        let s = s.with_ingress(&[Some("192.0.2.3")]);
+        assert_eq!(*s.ingress, [ip("192.0.2.3")]);
+        assert_eq!(s.bad_ingress(), None);
+    }
+
+    /// The class is one string for the Services of a class; a Service that
+    /// is not a LoadBalancer keeps its key, uid and type alone.
+    #[test]
+    fn class_shared_and_other_types_kept_small() {
+        let mut interner = Interner::default();
+        let a = Service::from_watched(watched(&[Some("192.0.2.1")]), &mut interner);
+        let b = Service::from_watched(watched(&[Some("192.0.2.2")]), &mut interner);
+        let class = |s: &Service| s.load_balancer_class.as_ref().map(Arc::as_ptr);
+        assert_eq!(class(&a), class(&b));
+        assert_eq!(a.labels.get("app"), Some("web"));
+        assert_eq!(
+            a.annotations.get("metallb.io/ip-allocated-from-pool"),
+            Some("p")
+        );
+
+        let cluster_ip = watched::Service {
+            load_balancer: false,
+            ..watched(&[Some("192.0.2.1")])
+        };
+        let s = Service::from_watched(cluster_ip, &mut interner);
+        assert_eq!(
+            s,
+            Service {
+                key: ObjectKey::new("ns", "web"),
+                uid: Some(Uid::new("10000000-0000-0000-0000-000000000001")),
+                ..Service::default()
+            }
+        );
     }
 }

@@ -971,7 +971,6 @@ mod tests {
             load_balancer_class: Some("ferrolb".into()),
             external_traffic_policy: TrafficPolicy::Local,
             ingress: ["192.0.2.1".parse().unwrap()].into(),
-            bad_ingress: None,
         };
         assert_eq!(svc, want);
         // The namespace is one string for the slice and the Service.

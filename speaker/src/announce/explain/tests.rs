@@ -221,7 +221,7 @@ fn each_reason_as_the_decisions_give_it() {
         ),
         (
             "no IP yet",
-            |f| Arc::make_mut(&mut f.services[0]).ingress = Box::default(),
+            |f| Arc::make_mut(&mut f.services[0]).ingress = Default::default(),
             Summary {
                 pool: Err(Skipped::NoIngress),
                 excluded: None,

@@ -107,7 +107,7 @@ fn random_service(rng: &mut SmallRng, name: &str) -> Service {
         .collect();
     let mut s = svc(name, &ips, &endpoints);
     if rng.random_bool(0.2) {
-        s.ingress = Box::default();
+        s.ingress = Default::default();
     }
     if rng.random_bool(0.1) {
         // Outside every pool: a problem, nothing announced.

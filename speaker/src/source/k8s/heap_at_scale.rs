@@ -265,9 +265,10 @@ fn measure(services: u32) -> Vec<i64> {
 fn inline_sizes() -> String {
     use std::mem::size_of;
     format!(
-        "inline bytes: ObjectMeta {}, stored Service {}, EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
+        "inline bytes: ObjectMeta {}, stored Service {} (its ingress {}), EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
         size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
         size_of::<stored::Service>(),
+        size_of::<stored::Ingress>(),
         size_of::<stored::EndpointSlice>(),
         size_of::<stored::Node>(),
         size_of::<crate::announce::Endpoint>(),
