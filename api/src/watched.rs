@@ -247,11 +247,11 @@ impl LabelLookup for Labels {
 }
 
 /// Makes equal label sets, equal strings (label keys and values, node
-/// names of endpoints) and equal endpoints one shared value, as objects
-/// arrive: Services share the loadgen's or a Helm chart's labels, most
-/// Services of a pool carry the same MetalLB annotations, every endpoint
-/// on a node names it, and the endpoints on one node are mostly alike
-/// (ready, serving, not terminating). Pure: the Kubernetes source owns one
+/// names of endpoints in [`Interner::slice`]) and equal endpoints one
+/// shared value, as objects arrive: Services share the loadgen's or a Helm
+/// chart's labels, most Services of a pool carry the same MetalLB
+/// annotations, every endpoint on a node names it, and the endpoints on
+/// one node are mostly alike (ready, serving, not terminating). Pure: the Kubernetes source owns one
 /// per watched kind and runs each arriving object through it.
 ///
 /// What no object holds any more is dropped once the tables have doubled
@@ -298,15 +298,14 @@ impl Interner {
         shared
     }
 
-    /// The shared endpoint equal to `endpoint`, its node name shared too.
+    /// The shared endpoint equal to `endpoint`. Its node name is not put
+    /// in the strings' table: the endpoints alike on a node are one
+    /// already, and a node has few kinds.
     pub fn endpoint(&mut self, endpoint: &Endpoint) -> Arc<Endpoint> {
         if let Some(found) = self.endpoints.get(endpoint) {
             return Arc::clone(found);
         }
-        let shared = Arc::new(Endpoint {
-            node: endpoint.node.as_deref().map(|n| self.string(n)),
-            ..endpoint.clone()
-        });
+        let shared = Arc::new(endpoint.clone());
         self.endpoints.insert(Arc::clone(&shared));
         self.sweep_if_grown();
         shared
@@ -1032,14 +1031,13 @@ mod tests {
         let node = |i: usize| slice.endpoints[i].node.as_ref().map(Arc::as_ptr);
         assert_eq!(node(0), node(1));
 
-        // Equal endpoints are one, their node name the interned string.
+        // Equal endpoints are one.
         let shared = interner.endpoint(&before.endpoints[0]);
         assert_eq!(*shared, before.endpoints[0]);
         assert!(Arc::ptr_eq(
             &shared,
             &interner.endpoint(&before.endpoints[1])
         ));
-        assert_eq!(shared.node.as_ref().map(Arc::as_ptr), node(0));
         let draining = Endpoint {
             ready: Some(false),
             ..before.endpoints[0].clone()

@@ -6,8 +6,8 @@
 //! 240 bytes inline, most of it fields the speaker never reads), which the
 //! watch needs (the resource version) and which these records drop as each
 //! object arrives. Names are `Arc<str>`, shared with the view's
-//! [`ObjectKey`]s; namespaces, label sets, endpoints (and their node
-//! names) and Services' names are shared between objects through an
+//! [`ObjectKey`]s; namespaces, label sets, endpoints and Services'
+//! names are shared between objects through an
 //! [`Interner`] ([`Node::from_watched`]): the Kubernetes source gives the
 //! Services and the EndpointSlices one, so a slice's Service name is its
 //! Service's key's string. An EndpointSlice keeps of its name what is not
