@@ -106,7 +106,7 @@ pub enum TrafficPolicy {
 }
 
 /// One endpoint of an EndpointSlice (discovery.k8s.io/v1).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Endpoint {
     /// The node it runs on: shared, so that the view's copy of the
     /// endpoint and the endpoints on one node (the Kubernetes source
@@ -246,12 +246,13 @@ impl LabelLookup for Labels {
     }
 }
 
-/// Makes equal label sets and equal strings (label keys and values, node
-/// names of endpoints) one shared value, as objects arrive: Services
-/// share the loadgen's or a Helm chart's labels, most Services of a pool
-/// carry the same MetalLB annotations, and every endpoint on a node names
-/// it. Pure: the Kubernetes source owns one per watched kind and runs each
-/// arriving object through it.
+/// Makes equal label sets, equal strings (label keys and values, node
+/// names of endpoints in [`Interner::slice`]) and equal endpoints one
+/// shared value, as objects arrive: Services share the loadgen's or a Helm
+/// chart's labels, most Services of a pool carry the same MetalLB
+/// annotations, every endpoint on a node names it, and the endpoints on
+/// one node are mostly alike (ready, serving, not terminating). Pure: the Kubernetes source owns one
+/// per watched kind and runs each arriving object through it.
 ///
 /// What no object holds any more is dropped once the tables have doubled
 /// since the last sweep, so they stay within twice what is live.
@@ -259,8 +260,9 @@ impl LabelLookup for Labels {
 pub struct Interner {
     sets: HashSet<Labels>,
     strings: HashSet<Arc<str>>,
+    endpoints: HashSet<Arc<Endpoint>>,
     /// The tables' sizes after the last sweep.
-    swept: (usize, usize),
+    swept: (usize, usize, usize),
 }
 
 /// Tables smaller than this are never swept.
@@ -311,18 +313,33 @@ impl Interner {
         shared
     }
 
-    /// Once a table has doubled since the last sweep: drops the sets only
-    /// the interner holds, then the strings only it holds (those of the
-    /// sets just dropped among them).
+    /// The shared endpoint equal to `endpoint`. Its node name is not put
+    /// in the strings' table: the endpoints alike on a node are one
+    /// already, and a node has few kinds.
+    pub fn endpoint(&mut self, endpoint: &Endpoint) -> Arc<Endpoint> {
+        if let Some(found) = self.endpoints.get(endpoint) {
+            return Arc::clone(found);
+        }
+        let shared = Arc::new(endpoint.clone());
+        self.endpoints.insert(Arc::clone(&shared));
+        self.sweep_if_grown();
+        shared
+    }
+
+    /// Once a table has doubled since the last sweep: drops the sets and
+    /// the endpoints only the interner holds, then the strings only it
+    /// holds (those of the sets and endpoints just dropped among them).
     fn sweep_if_grown(&mut self) {
         if self.sets.len() < 2 * self.swept.0.max(SWEEP_FLOOR)
             && self.strings.len() < 2 * self.swept.1.max(SWEEP_FLOOR)
+            && self.endpoints.len() < 2 * self.swept.2.max(SWEEP_FLOOR)
         {
             return;
         }
         self.sets.retain(|s| s.holders() > 1);
+        self.endpoints.retain(|e| Arc::strong_count(e) > 1);
         self.strings.retain(|s| Arc::strong_count(s) > 1);
-        self.swept = (self.sets.len(), self.strings.len());
+        self.swept = (self.sets.len(), self.strings.len(), self.endpoints.len());
     }
 
     /// A Service's labels and annotations, shared.
@@ -340,9 +357,10 @@ impl Interner {
         }
     }
 
-    /// How many sets and strings the tables hold (live or not yet swept).
-    pub fn len(&self) -> (usize, usize) {
-        (self.sets.len(), self.strings.len())
+    /// How many sets, strings and endpoints the tables hold (live or not
+    /// yet swept).
+    pub fn len(&self) -> (usize, usize, usize) {
+        (self.sets.len(), self.strings.len(), self.endpoints.len())
     }
 }
 
@@ -1036,6 +1054,19 @@ mod tests {
         let node = |i: usize| slice.endpoints[i].node.as_ref().map(Arc::as_ptr);
         assert_eq!(node(0), node(1));
 
+        // Equal endpoints are one.
+        let shared = interner.endpoint(&before.endpoints[0]);
+        assert_eq!(*shared, before.endpoints[0]);
+        assert!(Arc::ptr_eq(
+            &shared,
+            &interner.endpoint(&before.endpoints[1])
+        ));
+        let draining = Endpoint {
+            ready: Some(false),
+            ..before.endpoints[0].clone()
+        };
+        assert!(!Arc::ptr_eq(&shared, &interner.endpoint(&draining)));
+
         let mut service = Service {
             labels: set("web"),
             annotations: set("web"),
@@ -1048,13 +1079,22 @@ mod tests {
         // twice what is live.
         for i in 0..5 * SWEEP_FLOOR {
             drop(interner.labels(&set(&format!("gone-{i}"))));
+            drop(interner.endpoint(&Endpoint {
+                node: Some(format!("gone-{i}").into()),
+                ..Endpoint::default()
+            }));
         }
-        let (sets, strings) = interner.len();
+        let (sets, strings, endpoints) = interner.len();
         assert!(sets < 2 * SWEEP_FLOOR, "{sets}");
         assert!(strings < 2 * SWEEP_FLOOR, "{strings}");
+        assert!(endpoints < 2 * SWEEP_FLOOR, "{endpoints}");
         assert!(
             interner.labels(&set("web")).ptr_eq(&a),
             "a live set is kept"
+        );
+        assert!(
+            Arc::ptr_eq(&interner.endpoint(&before.endpoints[0]), &shared),
+            "a live endpoint is kept"
         );
     }
 }

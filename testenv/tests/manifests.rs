@@ -746,7 +746,10 @@ async fn speaker_runs_as_its_service_account() {
         let arrived = [
             snapshot.nodes.iter().any(|o| *o.name == *probe),
             snapshot.services.iter().any(|o| *o.key.name == *probe),
-            snapshot.slices.iter().any(|o| *o.name == *probe),
+            snapshot
+                .slices
+                .iter()
+                .any(|o| o.name().to_string() == *probe),
             snapshot.secrets.iter().any(|o| named(&o.metadata)),
             m.pools.iter().any(|p| p.name == probe),
             m.peers.iter().any(|p| p.name == probe),

@@ -271,7 +271,7 @@ impl Index {
             let mut emptied = false;
             let mut fresh = Vec::new();
             for (key, (at, mut list)) in now {
-                list.sort_by(|a, b| a.name.cmp(&b.name));
+                list.sort_by(|a, b| a.name().cmp(&b.name()));
                 match at {
                     // A group left empty is dropped below.
                     Ok(at) => {
@@ -499,14 +499,14 @@ fn group_slices<E: Borrow<stored::EndpointSlice>>(slices: &[E]) -> HashMap<(&str
         }
     }
     for group in by_service.values_mut() {
-        group.sort_by(|a, b| slice_name(*a).cmp(slice_name(*b)));
+        group.sort_by(|a, b| slice_name(*a).cmp(&slice_name(*b)));
     }
     by_service
 }
 
 /// An EndpointSlice's name.
-fn slice_name<E: Borrow<stored::EndpointSlice>>(e: &E) -> &str {
-    &e.borrow().name
+fn slice_name<E: Borrow<stored::EndpointSlice>>(e: &E) -> stored::Name<'_> {
+    e.borrow().name()
 }
 
 /// Only `LoadBalancer` services are announced, so only they are converted.
@@ -709,12 +709,18 @@ mod tests {
     }
 
     fn slice(ns: &str, service: &str, eps: Vec<discoveryv1::Endpoint>) -> stored::EndpointSlice {
+        slice_named(ns, service, &format!("{service}-abcde"), eps)
+    }
+
+    /// The slice `name` of `service`.
+    fn slice_named(
+        ns: &str,
+        service: &str,
+        name: &str,
+        eps: Vec<discoveryv1::Endpoint>,
+    ) -> stored::EndpointSlice {
         watched::EndpointSlice::from(&discoveryv1::EndpointSlice {
-            metadata: meta(
-                Some(ns),
-                &format!("{service}-abcde"),
-                &[(SERVICE_NAME_LABEL, service)],
-            ),
+            metadata: meta(Some(ns), name, &[(SERVICE_NAME_LABEL, service)]),
             address_type: "IPv4".into(),
             endpoints: Some(eps),
             ports: None,
@@ -783,7 +789,10 @@ mod tests {
             .collect();
         assert_eq!(svc.ingress.to_vec(), ips);
         assert_eq!(
-            svc.endpoints.iter().cloned().collect::<Vec<_>>(),
+            svc.endpoints
+                .iter()
+                .map(|e| (**e).clone())
+                .collect::<Vec<_>>(),
             vec![
                 Endpoint {
                     node: Some("n1".into()),
@@ -1014,8 +1023,7 @@ mod tests {
                                 ep(node, Some(rng.random_bool(0.7)), None, None)
                             })
                             .collect();
-                        let mut new = slice("apps", name, eps);
-                        new.name = slice_name.as_str().into();
+                        let new = slice_named("apps", name, &slice_name, eps);
                         if let Some(old) = slices.insert(slice_name, Arc::new(new)) {
                             touched.insert(service_of(&old));
                         }

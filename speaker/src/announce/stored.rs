@@ -6,11 +6,13 @@
 //! 240 bytes inline, most of it fields the speaker never reads), which the
 //! watch needs (the resource version) and which these records drop as each
 //! object arrives. Names are `Arc<str>`, shared with the view's
-//! [`ObjectKey`]s; namespaces, label sets, endpoints' node names and
-//! Services' names are shared between objects through an [`Interner`]
+//! [`ObjectKey`]s; namespaces, label sets, endpoints and Services' names
+//! are shared between objects through an [`Interner`]
 //! ([`Node::from_watched`]): the Kubernetes source gives the Services and
 //! the EndpointSlices one, so a slice's Service name is its Service's
-//! key's string. The view's Service holds the record itself.
+//! key's string. An EndpointSlice keeps of its name what is not its
+//! Service's ([`EndpointSlice::name`]). The view's Service holds the
+//! record itself.
 //!
 //! A Service record is one 160-byte chunk (the record in its `Arc`), plus
 //! its name's string (shared with its slices) and its labels' set; one or
@@ -19,13 +21,16 @@
 //! `LoadBalancer` keeps its key and uid alone (the view reads nothing else
 //! of it). Pure data: no I/O here.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::net::IpAddr;
+use std::num::NonZeroU8;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use api::watched::Interner;
 
-use super::view::{Endpoint, Labels, ObjectKey, TrafficPolicy};
+use super::view::{Labels, ObjectKey, TrafficPolicy};
 use super::watched;
 
 /// A Node: its name, labels, condition statuses and IP addresses.
@@ -148,7 +153,7 @@ impl Ingress {
     }
 }
 
-impl std::ops::Deref for Ingress {
+impl Deref for Ingress {
     type Target = [IpAddr];
 
     fn deref(&self) -> &[IpAddr] {
@@ -272,18 +277,174 @@ impl fmt::Debug for Uid {
     }
 }
 
-/// An EndpointSlice: its name, the Service it belongs to and its
-/// endpoints.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// An EndpointSlice: its namespace, the Service it belongs to, its name
+/// and its endpoints, in one allocation (its `Arc`'s: 88 bytes, a 96-byte
+/// chunk) when it is as the EndpointSlice controller makes them: named
+/// `<service>-<suffix>` with a short suffix, and at most four endpoints.
+///
+/// 99,824 slices of one to four endpoints took 22.7 MiB (238 bytes each)
+/// as a record of four pointers with the name and the endpoints (24 bytes
+/// each) in allocations of their own (issue 18 §1; 10.5 MiB now). Here
+/// the name is kept as its suffix when it starts with the Service's name
+/// and `-`, the endpoints inline, and an endpoint is a pointer to an
+/// interned one ([`Endpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointSlice {
     /// Namespace.
     pub namespace: Arc<str>,
-    /// Name.
-    pub name: Arc<str>,
     /// The `kubernetes.io/service-name` label.
     pub service: Option<Arc<str>>,
-    /// The endpoints.
-    pub endpoints: Box<[Endpoint]>,
+    /// The name (with `service`) and the endpoints.
+    body: Body,
+}
+
+/// How many endpoints a slice keeps inline.
+const INLINE: usize = 4;
+
+/// An [`EndpointSlice`]'s name and endpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Body {
+    /// Named `<service>-<suffix>`, with at most [`INLINE`] endpoints:
+    /// the suffix and the endpoints inline (`None` past the last).
+    Compact {
+        suffix: Suffix,
+        endpoints: [Option<Endpoint>; INLINE],
+    },
+    /// Any other: the whole name and the endpoints, boxed.
+    Other(Box<Other>),
+}
+
+/// The name and endpoints of an [`EndpointSlice`] not [`Body::Compact`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Other {
+    name: Box<str>,
+    endpoints: Box<[Endpoint]>,
+}
+
+/// Up to [`SUFFIX_MAX`] bytes of text, inline (the EndpointSlice
+/// controller's suffixes are five): its length plus one (so the
+/// [`Body`] enum needs no tag of its own), then the bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Suffix {
+    len: NonZeroU8,
+    bytes: [u8; SUFFIX_MAX],
+}
+
+/// How long a [`Suffix`] can be.
+const SUFFIX_MAX: usize = 7;
+
+impl Suffix {
+    /// The suffix of `name` after `service` and `-`, if it has them and
+    /// it is short enough.
+    fn of(name: &str, service: &str) -> Option<Self> {
+        let suffix = name.strip_prefix(service)?.strip_prefix('-')?;
+        let mut bytes = [0; SUFFIX_MAX];
+        bytes
+            .get_mut(..suffix.len())?
+            .copy_from_slice(suffix.as_bytes());
+        Some(Self {
+            len: NonZeroU8::new(u8::try_from(suffix.len() + 1).ok()?)?,
+            bytes,
+        })
+    }
+
+    fn as_str(&self) -> &str {
+        let len = usize::from(self.len.get() - 1);
+        // Copied from a `str`, whole: always UTF-8.
+        std::str::from_utf8(&self.bytes[..len]).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for Suffix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// An endpoint as the store keeps it: shared with the endpoints equal to
+/// it (the Kubernetes source interns them, [`Interner::endpoint`]): one
+/// pointer, 8 bytes. Read as the watched one (`Deref`): node, conditions,
+/// [`watched::Endpoint::can_serve`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint(Arc<watched::Endpoint>);
+
+impl Deref for Endpoint {
+    type Target = watched::Endpoint;
+
+    fn deref(&self) -> &watched::Endpoint {
+        &self.0
+    }
+}
+
+impl From<watched::Endpoint> for Endpoint {
+    /// An endpoint shared with no other.
+    fn from(e: watched::Endpoint) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// An EndpointSlice's name, as [`EndpointSlice::name`] gives it: the
+/// whole, or a Service's name, `-` and a suffix. Ordered and compared as
+/// the whole name's text.
+#[derive(Clone, Copy, Debug)]
+pub struct Name<'a> {
+    head: &'a str,
+    suffix: Option<&'a str>,
+}
+
+impl<'a> Name<'a> {
+    /// The name `whole`.
+    pub fn whole(whole: &'a str) -> Self {
+        Self {
+            head: whole,
+            suffix: None,
+        }
+    }
+
+    /// The name's bytes.
+    fn bytes(&self) -> impl Iterator<Item = u8> + 'a {
+        let suffix = self.suffix.map(|s| std::iter::once(b'-').chain(s.bytes()));
+        self.head.bytes().chain(suffix.into_iter().flatten())
+    }
+}
+
+impl Ord for Name<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self.suffix, other.suffix) {
+            (None, None) => self.head.cmp(other.head),
+            _ => self.bytes().cmp(other.bytes()),
+        }
+    }
+}
+
+impl PartialOrd for Name<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Name<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Name<'_> {}
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.head)?;
+        match self.suffix {
+            Some(suffix) => write!(f, "-{suffix}"),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Node {
@@ -383,23 +544,71 @@ impl Service {
 }
 
 impl EndpointSlice {
-    /// The record of a watched object, its strings and sets shared
+    /// The record of a watched object, its strings and endpoints shared
     /// through `interner`.
     pub fn from_watched(e: watched::EndpointSlice, interner: &mut Interner) -> Self {
         let meta = e.metadata;
-        Self {
-            namespace: interner.string(meta.namespace.as_deref().unwrap_or_default()),
-            name: meta.name.as_deref().unwrap_or_default().into(),
-            service: e.service.as_deref().map(|s| interner.string(s)),
-            endpoints: e
-                .endpoints
-                .into_iter()
-                .map(|ep| Endpoint {
-                    node: ep.node.as_deref().map(|n| interner.string(n)),
-                    ..ep
-                })
+        Self::new(
+            interner.string(meta.namespace.as_deref().unwrap_or_default()),
+            meta.name.as_deref().unwrap_or_default(),
+            e.service.as_deref().map(|s| interner.string(s)),
+            e.endpoints
+                .iter()
+                .map(|ep| Endpoint(interner.endpoint(ep)))
                 .collect(),
+        )
+    }
+
+    /// The slice `name` in `namespace`, of `service`, with these
+    /// endpoints.
+    pub fn new(
+        namespace: Arc<str>,
+        name: &str,
+        service: Option<Arc<str>>,
+        endpoints: Vec<Endpoint>,
+    ) -> Self {
+        let suffix = service.as_deref().and_then(|s| Suffix::of(name, s));
+        let body = match suffix {
+            Some(suffix) if endpoints.len() <= INLINE => {
+                let mut inline: [Option<Endpoint>; INLINE] = Default::default();
+                for (slot, e) in inline.iter_mut().zip(endpoints) {
+                    *slot = Some(e);
+                }
+                Body::Compact {
+                    suffix,
+                    endpoints: inline,
+                }
+            }
+            _ => Body::Other(Box::new(Other {
+                name: name.into(),
+                endpoints: endpoints.into(),
+            })),
+        };
+        Self {
+            namespace,
+            service,
+            body,
         }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> Name<'_> {
+        match &self.body {
+            Body::Compact { suffix, .. } => Name {
+                head: self.service.as_deref().unwrap_or_default(),
+                suffix: Some(suffix.as_str()),
+            },
+            Body::Other(other) => Name::whole(&other.name),
+        }
+    }
+
+    /// Its endpoints, in order.
+    pub fn endpoints(&self) -> impl Iterator<Item = &Endpoint> + Clone {
+        let (inline, boxed): (&[Option<Endpoint>], &[Endpoint]) = match &self.body {
+            Body::Compact { endpoints, .. } => (&endpoints[..], &[][..]),
+            Body::Other(other) => (&[][..], &other.endpoints[..]),
+        };
+        inline.iter().map_while(Option::as_ref).chain(boxed)
     }
 }
 
@@ -543,5 +752,110 @@ mod tests {
                 ..Service::default()
             }
         );
+    }
+
+    fn endpoint(node: &str, ready: bool) -> Endpoint {
+        watched::Endpoint {
+            node: Some(node.into()),
+            has_address: true,
+            ready: Some(ready),
+            serving: None,
+            terminating: None,
+        }
+        .into()
+    }
+
+    fn slice(name: &str, service: Option<&str>, nodes: usize) -> EndpointSlice {
+        let endpoints = (0..nodes).map(|i| endpoint(&format!("n{i}"), i % 2 == 0));
+        EndpointSlice::new(
+            "ns".into(),
+            name,
+            service.map(Into::into),
+            endpoints.collect(),
+        )
+    }
+
+    /// The sizes the heap figures of issue 18 rest on: a slice as the
+    /// EndpointSlice controller names it, with up to four endpoints, is one
+    /// 96-byte chunk (its `Arc`, 16 bytes of counts, and 72).
+    #[test]
+    fn a_compact_slice_is_one_allocation() {
+        assert_eq!(size_of::<Endpoint>(), 8);
+        assert_eq!(size_of::<Body>(), 40);
+        assert_eq!(size_of::<EndpointSlice>(), 72);
+        assert!(matches!(
+            slice("web-x2b9q", Some("web"), 4).body,
+            Body::Compact { .. }
+        ));
+    }
+
+    /// Every shape gives back the name and endpoints it was made of: a
+    /// suffix of seven bytes or less after `<service>-` (the empty one
+    /// too) and up to four endpoints inline; a longer suffix, another
+    /// Service's name, no Service, five endpoints, whole and boxed.
+    #[test]
+    fn names_and_endpoints_come_back_as_made() {
+        let cases = [
+            ("web-x2b9q", Some("web"), 4, true),
+            ("web-", Some("web"), 0, true),
+            ("web-1234567", Some("web"), 1, true),
+            ("web-12345678", Some("web"), 1, false),
+            ("web-x2b9q", Some("web"), 5, false),
+            ("web-x2b9q", Some("api"), 1, false),
+            ("webx2b9q", Some("web"), 1, false),
+            ("web-x2b9q", None, 2, false),
+            ("wéb-é", Some("wéb"), 1, true),
+        ];
+        for (name, service, n, compact) in cases {
+            let s = slice(name, service, n);
+            assert_eq!(s.name().to_string(), name);
+            assert_eq!(s.name(), Name::whole(name), "{name}");
+            assert_eq!(matches!(s.body, Body::Compact { .. }), compact, "{name}");
+            let nodes: Vec<_> = s.endpoints().map(|e| e.node.clone()).collect();
+            let want: Vec<Option<Arc<str>>> =
+                (0..n).map(|i| Some(format!("n{i}").into())).collect();
+            assert_eq!(nodes, want, "{name}");
+            assert_eq!(s, slice(name, service, n));
+        }
+        assert_ne!(
+            slice("web-a", Some("web"), 1),
+            slice("web-b", Some("web"), 1)
+        );
+        assert_ne!(
+            slice("web-a", Some("web"), 1),
+            slice("web-a", Some("web"), 2)
+        );
+    }
+
+    /// Names in parts order as their text does (the caches' lists are
+    /// sorted by it and searched with whole names).
+    #[test]
+    fn names_order_as_their_text() {
+        let texts = [
+            "", "a", "a-", "a-0", "a-00", "a-1", "a-b", "a0", "a.", "ab-0", "ab-", "b-a", "a-bc-d",
+        ];
+        let heads = ["", "a", "ab", "a-b"];
+        let names: Vec<(String, Name<'_>)> = texts
+            .iter()
+            .map(|&t| (t.to_owned(), Name::whole(t)))
+            .chain(heads.iter().flat_map(|&h| {
+                texts.iter().filter_map(move |&t| {
+                    let suffix = t.strip_prefix(h)?.strip_prefix('-')?;
+                    Some((
+                        t.to_owned(),
+                        Name {
+                            head: h,
+                            suffix: Some(suffix),
+                        },
+                    ))
+                })
+            }))
+            .collect();
+        for (a, na) in &names {
+            for (b, nb) in &names {
+                assert_eq!(na.cmp(nb), a.cmp(b), "{a:?} {b:?}");
+                assert_eq!(na == nb, a == b, "{a:?} {b:?}");
+            }
+        }
     }
 }

@@ -170,13 +170,14 @@ impl Endpoints {
         Self((!slices.is_empty()).then_some(slices))
     }
 
-    /// The endpoints, slice by slice.
-    pub fn iter(&self) -> impl Iterator<Item = &Endpoint> {
+    /// The endpoints, slice by slice: the store's, read as
+    /// [`Endpoint`]s (`Deref`).
+    pub fn iter(&self) -> impl Iterator<Item = &stored::Endpoint> {
         self.0
             .as_deref()
             .unwrap_or_default()
             .iter()
-            .flat_map(|slice| slice.endpoints.iter())
+            .flat_map(|slice| slice.endpoints())
     }
 
     /// Whether there is none.
@@ -189,10 +190,8 @@ impl FromIterator<Endpoint> for Endpoints {
     /// Endpoints held by no EndpointSlice of the store (tests, the
     /// benchmarks): one slice of no name holds them.
     fn from_iter<I: IntoIterator<Item = Endpoint>>(endpoints: I) -> Self {
-        let slice = stored::EndpointSlice {
-            endpoints: endpoints.into_iter().collect(),
-            ..stored::EndpointSlice::default()
-        };
+        let endpoints = endpoints.into_iter().map(stored::Endpoint::from);
+        let slice = stored::EndpointSlice::new("".into(), "", None, endpoints.collect());
         Self::of_slices(Arc::new([Arc::new(slice)]))
     }
 }
@@ -214,7 +213,7 @@ impl fmt::Debug for Endpoints {
 impl Service {
     /// Whether some endpoint, on any node, can serve.
     pub fn has_serving_endpoint(&self) -> bool {
-        self.endpoints.iter().any(Endpoint::can_serve)
+        self.endpoints.iter().any(|e| e.can_serve())
     }
 
     /// Whether an endpoint on `node` can serve.

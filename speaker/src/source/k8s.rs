@@ -848,6 +848,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::announce::stored::Name;
     use crate::announce::watched::SERVICE_NAME_LABEL;
     use crate::announce::{Endpoint, TrafficPolicy};
 
@@ -880,30 +881,31 @@ mod tests {
         assert_eq!(slice.metadata.resource_version.as_deref(), Some("7"));
         let mut interner = Interner::default();
         let slice = stored::EndpointSlice::from_watched(slice, &mut interner);
-        let want = stored::EndpointSlice {
-            namespace: "ns".into(),
-            name: "x".into(),
-            service: Some("web".into()),
-            endpoints: [
+        let want = stored::EndpointSlice::new(
+            "ns".into(),
+            "x",
+            Some("web".into()),
+            vec![
                 Endpoint {
                     node: Some("n1".into()),
                     has_address: true,
                     ready: Some(true),
                     serving: None,
                     terminating: None,
-                },
+                }
+                .into(),
                 Endpoint {
                     node: None,
                     has_address: false,
                     ready: None,
                     serving: Some(false),
                     terminating: Some(true),
-                },
-            ]
-            .into(),
-        };
+                }
+                .into(),
+            ],
+        );
         assert_eq!(slice, want);
-        assert_eq!(slice.order(), ("ns", "x"));
+        assert_eq!(slice.order(), ("ns", Name::whole("x")));
 
         let mut node_meta = meta.clone();
         node_meta["labels"] = json!({"zone": "a"});
@@ -938,7 +940,7 @@ mod tests {
             .into(),
         };
         assert_eq!(node, want);
-        assert_eq!(node.order(), ("", "x"));
+        assert_eq!(node.order(), ("", Name::whole("x")));
 
         let svc: Service = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "9",

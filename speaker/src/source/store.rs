@@ -28,21 +28,21 @@ use tokio::sync::watch;
 
 use super::Shared;
 use crate::announce::ObjectKey;
-use crate::announce::stored::{EndpointSlice, Node, Service};
+use crate::announce::stored::{EndpointSlice, Name, Node, Service};
 
 /// What a cache needs of its records.
 pub trait Record {
     /// Namespace (empty for a cluster-scoped object) and name, by which a
     /// snapshot's list is sorted.
-    fn order(&self) -> (&str, &str);
+    fn order(&self) -> (&str, Name<'_>);
     /// The same as a key of the cache (its strings shared with the record
     /// where it has them).
     fn key(&self) -> ObjectKey;
 }
 
 impl Record for Node {
-    fn order(&self) -> (&str, &str) {
-        ("", &self.name)
+    fn order(&self) -> (&str, Name<'_>) {
+        ("", Name::whole(&self.name))
     }
     fn key(&self) -> ObjectKey {
         ObjectKey {
@@ -53,37 +53,42 @@ impl Record for Node {
 }
 
 impl Record for Service {
-    fn order(&self) -> (&str, &str) {
-        (&self.key.namespace, &self.key.name)
+    fn order(&self) -> (&str, Name<'_>) {
+        (&self.key.namespace, Name::whole(&self.key.name))
     }
     fn key(&self) -> ObjectKey {
         self.key.clone()
     }
 }
 
+/// A slice keeps its name in parts ([`EndpointSlice::name`]): its key's
+/// name is a string of its own, made for the event (an `Apply` or a
+/// `Delete` held until the next list).
 impl Record for EndpointSlice {
-    fn order(&self) -> (&str, &str) {
-        (&self.namespace, &self.name)
+    fn order(&self) -> (&str, Name<'_>) {
+        (&self.namespace, self.name())
     }
     fn key(&self) -> ObjectKey {
         ObjectKey {
             namespace: Arc::clone(&self.namespace),
-            name: Arc::clone(&self.name),
+            name: self.name().to_string().into(),
         }
     }
 }
 
 /// Secrets are few (one namespace, trimmed as they arrive): kept whole.
 impl Record for Secret {
-    fn order(&self) -> (&str, &str) {
+    fn order(&self) -> (&str, Name<'_>) {
         (
             self.metadata.namespace.as_deref().unwrap_or_default(),
-            self.metadata.name.as_deref().unwrap_or_default(),
+            Name::whole(self.metadata.name.as_deref().unwrap_or_default()),
         )
     }
     fn key(&self) -> ObjectKey {
-        let (namespace, name) = self.order();
-        ObjectKey::new(namespace, name)
+        ObjectKey::new(
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
     }
 }
 
@@ -107,7 +112,7 @@ impl<T: Record> State<T> {
         if let Some(now) = self.pending.get(key) {
             return now.as_ref();
         }
-        let at = (&*key.namespace, &*key.name);
+        let at = (&*key.namespace, Name::whole(&key.name));
         let i = self.list.partition_point(|o| o.order() < at);
         self.list.get(i).filter(|o| o.order() == at)
     }
@@ -282,7 +287,7 @@ fn patched<T: Record>(
     let mut out = Vec::with_capacity(last.len() + changes.len());
     let mut from = 0;
     for (key, now) in changes {
-        let at = (&*key.namespace, &*key.name);
+        let at = (&*key.namespace, Name::whole(&key.name));
         let here = from + last[from..].partition_point(|o| o.order() < at);
         out.extend_from_slice(&last[from..here]);
         from = here;

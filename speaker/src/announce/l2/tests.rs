@@ -892,7 +892,12 @@ fn kept_candidates_are_the_best_of_the_whole_order() {
         if i % 3 == 0 {
             s.external_traffic_policy = TrafficPolicy::Local;
             let more = [ready(&names[i * 7 % 40]), ready(&names[(i * 11 + 5) % 40])];
-            s.endpoints = s.endpoints.iter().cloned().chain(more).collect();
+            s.endpoints = s
+                .endpoints
+                .iter()
+                .map(|e| (**e).clone())
+                .chain(more)
+                .collect();
         }
         s
     }));

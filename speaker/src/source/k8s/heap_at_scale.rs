@@ -171,8 +171,8 @@ const STAGES: [&str; 12] = [
 const SUMMED: usize = 8;
 
 /// Live heap in bytes after each step, as differences, in the order of
-/// [`STAGES`].
-fn measure(services: u32) -> Vec<i64> {
+/// [`STAGES`]; and how many EndpointSlices and endpoints were kept.
+fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
     let model = model();
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
@@ -200,6 +200,7 @@ fn measure(services: u32) -> Vec<i64> {
     let nl = nodes.list();
     let sv = svcs.list();
     let sl = slices.list();
+    let counts = (sl.len(), sl.iter().map(|e| e.endpoints().count()).sum());
     let secrets: Shared<Secret> = Arc::default();
     let after_lists = heap();
     let mut converted = Converted::default();
@@ -255,22 +256,25 @@ fn measure(services: u32) -> Vec<i64> {
     ];
     out.extend(parts);
     assert_eq!(out.len(), STAGES.len());
-    out
+    (out, counts)
 }
 
 /// The inline sizes behind the figures: each stored record is one
-/// allocation of its type (in an `Arc`, 16 bytes more); the watched
-/// objects, with their `ObjectMeta`, live only while each is turned into
-/// its record.
+/// allocation of its type (in an `Arc`, 16 bytes more); an EndpointSlice
+/// named `<service>-<suffix>` with up to four endpoints holds them inline,
+/// each a pointer (stored Endpoint) to an interned watched one, shared;
+/// the watched objects, with their `ObjectMeta`, live only while each is
+/// turned into its record.
 fn inline_sizes() -> String {
     use std::mem::size_of;
     format!(
-        "inline bytes: ObjectMeta {}, stored Service {} (its ingress {}), EndpointSlice {}, Node {}, Endpoint {}; view Service {}, Node {}",
+        "inline bytes: ObjectMeta {}, stored Service {} (its ingress {}), EndpointSlice {}, Node {}, Endpoint {} (shared: {}); view Service {}, Node {}",
         size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
         size_of::<stored::Service>(),
         size_of::<stored::Ingress>(),
         size_of::<stored::EndpointSlice>(),
         size_of::<stored::Node>(),
+        size_of::<stored::Endpoint>(),
         size_of::<crate::announce::Endpoint>(),
         size_of::<crate::announce::Service>(),
         size_of::<crate::announce::Node>(),
@@ -294,8 +298,13 @@ fn heap_per_service() {
                 .expect("HEAP_SERVICES: numbers, comma-separated")
         })
         .collect();
+    let mut slices = Vec::new();
     for services in sizes {
-        let parts = measure(services);
+        let (parts, (count, endpoints)) = measure(services);
+        slices.push(format!(
+            "{services}: {count} EndpointSlices, {endpoints} endpoints, {:.0} bytes per slice",
+            parts[2] as f64 / count as f64
+        ));
         let total: i64 = parts[..SUMMED].iter().sum();
         let mib = |b: &i64| format!("{:.1} MiB", *b as f64 / 1_048_576.0);
         println!(
@@ -305,4 +314,5 @@ fn heap_per_service() {
             total as f64 / 1024.0 / f64::from(services)
         );
     }
+    println!("{}", slices.join("; "));
 }

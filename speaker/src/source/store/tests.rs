@@ -8,22 +8,25 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::announce::k8s::Converted;
+use crate::announce::stored::Name;
 use crate::announce::{ClusterView, Endpoint, TrafficPolicy};
 
 fn slice(ns: &str, name: &str, node: &str) -> EndpointSlice {
-    EndpointSlice {
-        namespace: ns.into(),
-        name: name.into(),
-        service: Some(name.split('-').next().unwrap_or_default().into()),
-        endpoints: [Endpoint {
-            node: Some(node.into()),
-            has_address: true,
-            ready: Some(true),
-            serving: None,
-            terminating: None,
-        }]
-        .into(),
-    }
+    EndpointSlice::new(
+        ns.into(),
+        name,
+        Some(name.split('-').next().unwrap_or_default().into()),
+        vec![
+            Endpoint {
+                node: Some(node.into()),
+                has_address: true,
+                ready: Some(true),
+                serving: None,
+                terminating: None,
+            }
+            .into(),
+        ],
+    )
 }
 
 /// The cache's (namespace, name, first endpoint's node) in key order.
@@ -32,10 +35,10 @@ fn contents(store: &Store<EndpointSlice>) -> Vec<(String, String, String)> {
         .state()
         .iter()
         .map(|e| {
-            let node = e.endpoints.first().and_then(|ep| ep.node.as_deref());
+            let node = e.endpoints().next().and_then(|ep| ep.node.as_deref());
             (
                 e.namespace.to_string(),
-                e.name.to_string(),
+                e.name().to_string(),
                 node.unwrap_or_default().to_owned(),
             )
         })
@@ -113,7 +116,7 @@ async fn events_as_kubes_store_applies_them() {
     assert_eq!(
         store
             .get(&ObjectKey::new("a", "web-1"))
-            .map(|e| e.order() == ("a", "web-1")),
+            .map(|e| e.order() == ("a", Name::whole("web-1"))),
         Some(true)
     );
     assert_eq!(store.get(&ObjectKey::new("b", "api-1")), None);
@@ -162,7 +165,7 @@ fn caches_and_their_lists_are_a_model_map() {
     type Model<T> = BTreeMap<(String, String), T>;
     fn model_key<T: Record>(o: &T) -> (String, String) {
         let (ns, name) = o.order();
-        (ns.to_owned(), name.to_owned())
+        (ns.to_owned(), name.to_string())
     }
     fn same<T>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
@@ -181,22 +184,29 @@ fn caches_and_their_lists_are_a_model_map() {
         let ns = ["a", "b"][rng.random_range(0..2)];
         (ns, format!("s{}", rng.random_range(0..6)))
     };
+    // Names of both shapes a record keeps (`<service>-<short suffix>`,
+    // or whole), in one order; up to six endpoints (four are inline).
     let random_slice = |rng: &mut SmallRng| {
         let (ns, svc) = names(rng);
-        EndpointSlice {
-            namespace: ns.into(),
-            name: format!("{svc}-{}", rng.random_range(0..3)).into(),
-            service: Some(svc.into()),
-            endpoints: (0..rng.random_range(0..3))
-                .map(|_| Endpoint {
+        let k = rng.random_range(0..3);
+        let name = match rng.random_range(0..4) {
+            0 => format!("{svc}{k}"),
+            1 => format!("{svc}-longer-than-seven-{k}"),
+            _ => format!("{svc}-{k}"),
+        };
+        let endpoints = (0..rng.random_range(0..7))
+            .map(|_| {
+                Endpoint {
                     node: Some(format!("n{}", rng.random_range(0..3)).into()),
                     has_address: true,
                     ready: Some(rng.random_bool(0.7)),
                     serving: None,
                     terminating: None,
-                })
-                .collect(),
-        }
+                }
+                .into()
+            })
+            .collect();
+        EndpointSlice::new(ns.into(), &name, Some(svc.into()), endpoints)
     };
     let random_service = |rng: &mut SmallRng| {
         let (ns, name) = names(rng);
