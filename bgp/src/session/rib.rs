@@ -149,6 +149,10 @@ pub struct AdjRibOut {
     /// was sent (`None`: nothing). A prefix absent here was sent as
     /// desired (or is neither desired nor sent).
     unsent: BTreeMap<IpPrefix, Option<Arc<RouteAttrs>>>,
+    /// Whether the peer may have routes from us. Until a flush sends one
+    /// (a new session, a peer that is down) it has none, and `unsent` is
+    /// empty rather than a `None` per desired route.
+    sent_any: bool,
     /// Prefixes changed one by one since the last flush.
     changed: BTreeSet<IpPrefix>,
     /// Everything may differ: the next flush compares whole tables.
@@ -162,6 +166,10 @@ impl AdjRibOut {
             return;
         }
         let old = std::mem::replace(&mut self.desired, routes);
+        self.full = true;
+        if !self.sent_any {
+            return;
+        }
         // What was sent stays: each prefix whose desired route changed
         // keeps its sent route in `unsent`, unless that is the new one.
         for (prefix, attrs) in &old {
@@ -202,6 +210,9 @@ impl AdjRibOut {
     /// what was sent for it (`before`, unless `unsent` had it already),
     /// or forgets it when it is now the desired one.
     fn keep_sent(&mut self, prefix: IpPrefix, before: Option<&Arc<RouteAttrs>>) {
+        if !self.sent_any {
+            return;
+        }
         let sent = match self.unsent.get(&prefix) {
             Some(sent) => sent.clone(),
             None => before.cloned(),
@@ -220,6 +231,9 @@ impl AdjRibOut {
 
     /// The route the peer has from us for `prefix`.
     pub fn sent_route(&self, prefix: &IpPrefix) -> Option<&Arc<RouteAttrs>> {
+        if !self.sent_any {
+            return None;
+        }
         match self.unsent.get(prefix) {
             Some(sent) => sent.as_ref(),
             None => self.desired.get(prefix),
@@ -228,6 +242,9 @@ impl AdjRibOut {
 
     /// The routes the peer has from us (a table built for the asking).
     pub fn sent(&self) -> BTreeMap<IpPrefix, Arc<RouteAttrs>> {
+        if !self.sent_any {
+            return BTreeMap::new();
+        }
         let mut sent = self.desired.clone();
         for (prefix, route) in &self.unsent {
             match route {
@@ -240,6 +257,9 @@ impl AdjRibOut {
 
     /// How many routes the peer has from us.
     pub fn sent_len(&self) -> usize {
+        if !self.sent_any {
+            return 0;
+        }
         let mut n = self.desired.len();
         for (prefix, route) in &self.unsent {
             match (route, self.desired.contains_key(prefix)) {
@@ -258,13 +278,18 @@ impl AdjRibOut {
 
     /// Marks the peer as having nothing (new session).
     pub(crate) fn reset_sent(&mut self) {
-        self.unsent = self.desired.keys().map(|p| (*p, None)).collect();
+        self.unsent.clear();
+        self.sent_any = false;
         self.full = true;
     }
 
     /// Forgets that `family` was sent, so the next flush re-sends it (a
     /// ROUTE-REFRESH, RFC 2918 §4).
     pub(crate) fn resend(&mut self, family: Family) {
+        self.full = true;
+        if !self.sent_any {
+            return;
+        }
         // Sent and not desired: now neither.
         self.unsent
             .retain(|p, _| p.family() != family || self.desired.contains_key(p));
@@ -297,7 +322,9 @@ impl AdjRibOut {
             return stats;
         }
         let changed = std::mem::take(&mut self.changed);
-        let full = std::mem::take(&mut self.full);
+        // With nothing sent, the changes one by one are the whole table
+        // (each desired route was set or announced since): compared whole.
+        let full = std::mem::take(&mut self.full) || !self.sent_any;
         let enc = UpdateEncoder::new(*ctx);
         let (desired, unsent) = (&self.desired, &self.unsent);
         let mut gone4 = Vec::new();
@@ -308,7 +335,9 @@ impl AdjRibOut {
         };
         // The routes to send, in prefix order.
         let mut wanted: Vec<(IpPrefix, &Arc<RouteAttrs>)> = Vec::new();
-        if full {
+        if full && !self.sent_any {
+            wanted.extend(desired.iter().map(|(p, a)| (*p, a)));
+        } else if full {
             // Every prefix whose sent route is not the desired one.
             for (prefix, _) in unsent
                 .iter()
@@ -413,8 +442,21 @@ impl AdjRibOut {
         }
         stats.skipped += skipped.len();
         // Sent as desired now.
-        for prefix in &sent_now {
-            self.unsent.remove(prefix);
+        if self.sent_any {
+            for prefix in &sent_now {
+                self.unsent.remove(prefix);
+            }
+        } else if !sent_now.is_empty() {
+            // The first routes sent: those desired and not sent (skipped)
+            // are the difference.
+            sent_now.sort_unstable();
+            self.unsent = self
+                .desired
+                .keys()
+                .filter(|p| sent_now.binary_search(p).is_err())
+                .map(|p| (*p, None))
+                .collect();
+            self.sent_any = true;
         }
         stats
     }
@@ -724,6 +766,29 @@ mod tests {
         assert_eq!(stats.announced, 1);
         assert_eq!(rib.sent(), *rib.desired());
         assert_eq!(rib.sent_len(), 1);
+    }
+
+    /// A peer that has nothing from us (down, or a new session) costs no
+    /// table beside the desired one, whatever is desired; after the first
+    /// flush sent it all, none either.
+    #[test]
+    fn nothing_sent_keeps_no_difference() {
+        let host = |n: u32| IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0000 + n)));
+        let mut rib = AdjRibOut::default();
+        rib.set((0..100).map(|n| (host(n), attrs(1))).collect());
+        rib.announce(host(1000), attrs(2));
+        rib.resend(Family::Ipv4Unicast);
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent_len(), 0);
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(stats.announced, 101);
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent(), *rib.desired());
+        assert_eq!(rib.sent_len(), 101);
+        rib.reset_sent();
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent_len(), 0);
     }
 
     #[test]
