@@ -340,15 +340,15 @@ struct Known {
     /// The kind's prefix, which names generated from it start with.
     prefix: &'static str,
     /// Per service: its object's name after the prefix, packed in a word
-    /// ([`pack`]), and the status digest. 16 bytes beside the key, where
+    /// (`pack`), and the status digest. 16 bytes beside the key, where
     /// a `String` and the digest took 32 and the name a heap chunk of
     /// its own (32 bytes) per service.
     objects: BTreeMap<ObjectKey, (u64, u64)>,
-    /// The names that do not pack ([`LONG`] in `objects`), whole.
+    /// The names that do not pack (`LONG` in `objects`), whole.
     long: BTreeMap<ObjectKey, Box<str>>,
 }
 
-/// A packed name that is kept whole in [`Known::long`]. No name packs to
+/// A packed name that is kept whole in `Known::long`. No name packs to
 /// it: its bytes (0xff) are not UTF-8.
 const LONG: u64 = u64::MAX;
 
@@ -365,7 +365,7 @@ fn pack(prefix: &str, name: &str) -> Option<u64> {
     Some(u64::from_le_bytes(word))
 }
 
-/// The name [`pack`] packed.
+/// The name `pack` packed.
 fn unpack(prefix: &str, packed: u64) -> String {
     let bytes = packed.to_le_bytes();
     let len = bytes.iter().position(|b| *b == 0).unwrap_or(8);
@@ -661,7 +661,7 @@ impl Kind {
 }
 
 /// Keeps `key` itself in `known` in place of an equal one read from a
-/// list ([`Known::share_key`]).
+/// list (`Known::share_key`).
 fn share_key<V>(known: &mut BTreeMap<ObjectKey, V>, key: &ObjectKey) {
     let listed = known.get_key_value(key).is_some_and(|(k, _)| {
         !Arc::ptr_eq(&k.name, &key.name) || !Arc::ptr_eq(&k.namespace, &key.namespace)

@@ -138,7 +138,7 @@ pub struct Keyed {
     deferred: BTreeMap<ObjectKey, Deferral>,
     /// Incremented by every update; entries not seen in it are gone.
     /// Never 0 once an update began: the entries' marks are reset to 0
-    /// when it wraps ([`Keyed::next_generation`]).
+    /// when it wraps (`Keyed::next_generation`).
     generation: u32,
     /// The addresses of the last view's services, in its order, when each
     /// is the `Arc` its own entry holds (no two services had one key): a
@@ -275,7 +275,7 @@ type Announced = (Option<Vec<String>>, Vec<Arc<str>>);
 /// One service and what was decided for it.
 /// Sized to its slot in the services' set (40 bytes, 64 before): slices
 /// rather than vectors (exactly as long as they are), no key beside it,
-/// its problems in [`Keyed::with_problems`] (nearly every service has
+/// its problems in `Keyed::with_problems` (nearly every service has
 /// none), the update marks 32 bits each.
 #[derive(Debug)]
 struct Entry {
