@@ -18,7 +18,6 @@
 //! lists again, so nothing is lost and the loop is never blocked.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -329,10 +328,129 @@ struct Kind {
     prefix: &'static str,
     /// Its place in [`KINDS`] (the counters').
     index: usize,
-    /// This node's objects by service: (name, status). `None`: list first.
-    /// The status is kept as a digest: a thousand services' JSON bodies
-    /// would cost more than the rest of this task.
-    known: Option<BTreeMap<ObjectKey, (String, u64)>>,
+    /// This node's objects by service. `None`: list first.
+    known: Option<Known>,
+}
+
+/// This node's objects of one kind, by service: each one's name and a
+/// digest of its status (a thousand services' JSON bodies would cost
+/// more than the rest of this task).
+#[derive(Debug)]
+struct Known {
+    /// The kind's prefix, which names generated from it start with.
+    prefix: &'static str,
+    /// Per service: its object's name after the prefix, packed in a word
+    /// (`pack`), and the status digest. 16 bytes beside the key, where
+    /// a `String` and the digest took 32 and the name a heap chunk of
+    /// its own (32 bytes) per service.
+    objects: BTreeMap<ObjectKey, (u64, u64)>,
+    /// The names that do not pack (`LONG` in `objects`), whole.
+    long: BTreeMap<ObjectKey, Box<str>>,
+}
+
+/// A packed name that is kept whole in `Known::long`. No name packs to
+/// it: its bytes (0xff) are not UTF-8.
+const LONG: u64 = u64::MAX;
+
+/// `name` after `prefix`, its bytes in a word (little-endian, the rest
+/// zero), when it starts with `prefix` and at most 8 bytes follow, none of
+/// them zero: a generated name is the prefix and 5 characters.
+fn pack(prefix: &str, name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(prefix)?.as_bytes();
+    if rest.len() > 8 || rest.contains(&0) {
+        return None;
+    }
+    let mut word = [0u8; 8];
+    word[..rest.len()].copy_from_slice(rest);
+    Some(u64::from_le_bytes(word))
+}
+
+/// The name `pack` packed.
+fn unpack(prefix: &str, packed: u64) -> String {
+    let bytes = packed.to_le_bytes();
+    let len = bytes.iter().position(|b| *b == 0).unwrap_or(8);
+    let mut name = String::with_capacity(prefix.len() + len);
+    name.push_str(prefix);
+    name.push_str(std::str::from_utf8(&bytes[..len]).unwrap_or_default());
+    name
+}
+
+impl Known {
+    fn new(prefix: &'static str) -> Self {
+        Self {
+            prefix,
+            objects: BTreeMap::new(),
+            long: BTreeMap::new(),
+        }
+    }
+
+    /// The service's object: its name and status digest.
+    fn get(&self, key: &ObjectKey) -> Option<(String, u64)> {
+        let &(packed, digest) = self.objects.get(key)?;
+        Some((self.name(key, packed), digest))
+    }
+
+    fn name(&self, key: &ObjectKey, packed: u64) -> String {
+        if packed == LONG {
+            self.long
+                .get(key)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        } else {
+            unpack(self.prefix, packed)
+        }
+    }
+
+    fn contains(&self, key: &ObjectKey) -> bool {
+        self.objects.contains_key(key)
+    }
+
+    fn insert(&mut self, key: ObjectKey, name: &str, digest: u64) {
+        let packed = match pack(self.prefix, name) {
+            Some(packed) => {
+                self.long.remove(&key);
+                packed
+            }
+            None => {
+                self.long.insert(key.clone(), name.into());
+                LONG
+            }
+        };
+        self.objects.insert(key, (packed, digest));
+    }
+
+    /// Forgets the service's object; returns its name.
+    fn remove(&mut self, key: &ObjectKey) -> Option<String> {
+        let (packed, _) = self.objects.remove(key)?;
+        if packed == LONG {
+            return self.long.remove(key).map(String::from);
+        }
+        Some(unpack(self.prefix, packed))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.keys()
+    }
+
+    /// Keeps `key` itself (the Service's key, whose strings the caches
+    /// share) in place of an equal one read from a list, which holds
+    /// strings of its own (two allocations per Service after a start
+    /// that finds this node's objects).
+    fn share_key(&mut self, key: &ObjectKey) {
+        share_key(&mut self.objects, key);
+        share_key(&mut self.long, key);
+    }
+
+    /// Filled in key order, the B-trees' nodes are about half full (each
+    /// split leaves six of eleven slots behind): rebuilt from the sorted
+    /// entries, full.
+    fn repacked(self) -> Self {
+        Self {
+            prefix: self.prefix,
+            objects: self.objects.into_iter().collect(),
+            long: self.long.into_iter().collect(),
+        }
+    }
 }
 
 impl Kind {
@@ -359,14 +477,11 @@ impl Kind {
     /// a time: one response of 13,141 objects, managed fields and all,
     /// was most of the speaker's heap at its peak. Duplicates for one
     /// service are deleted.
-    async fn list(
-        &self,
-        opts: &Options,
-    ) -> Result<BTreeMap<ObjectKey, (String, u64)>, kube::Error> {
+    async fn list(&self, opts: &Options) -> Result<Known, kube::Error> {
         let mut lp = ListParams::default()
             .labels(&format!("{LABEL_NODE}={}", opts.node))
             .limit(LIST_PAGE);
-        let mut known = BTreeMap::new();
+        let mut known = Known::new(self.prefix);
         loop {
             let page = self.api.list(&lp).await?;
             let next = page.metadata.continue_.filter(|c| !c.is_empty());
@@ -382,7 +497,7 @@ impl Kind {
     async fn take_page(
         &self,
         items: Vec<DynamicObject>,
-        known: &mut BTreeMap<ObjectKey, (String, u64)>,
+        known: &mut Known,
     ) -> Result<(), kube::Error> {
         for o in items {
             let labels = o.metadata.labels.clone().unwrap_or_default();
@@ -396,11 +511,10 @@ impl Kind {
                     .map_or_else(Arc::default, |n| n.as_str().into()),
             };
             let status = digest(o.data.get("status").unwrap_or(&Value::Null));
-            match known.entry(key) {
-                Entry::Occupied(_) => self.delete(&name).await?,
-                Entry::Vacant(v) => {
-                    v.insert((name, status));
-                }
+            if known.contains(&key) {
+                self.delete(&name).await?;
+            } else {
+                known.insert(key, &name, status);
             }
         }
         Ok(())
@@ -431,10 +545,9 @@ impl Kind {
                 self.put(opts, &mut known, key, &status).await?;
             }
         }
-        // Filled in key order, the B-tree's nodes are about half full
-        // (each split leaves six of eleven slots behind): rebuilt from
-        // the sorted entries, full, in this pass over every service.
-        self.known = Some(known.into_iter().collect());
+        // Filled in key order: rebuilt full, in this pass over every
+        // service.
+        self.known = Some(known.repacked());
         Ok(())
     }
 
@@ -459,12 +572,8 @@ impl Kind {
     }
 
     /// Deletes the service's object, if there is one.
-    async fn remove(
-        &self,
-        known: &mut BTreeMap<ObjectKey, (String, u64)>,
-        key: &ObjectKey,
-    ) -> Result<(), kube::Error> {
-        if let Some((name, _)) = known.remove(key) {
+    async fn remove(&self, known: &mut Known, key: &ObjectKey) -> Result<(), kube::Error> {
+        if let Some(name) = known.remove(key) {
             self.delete(&name).await?;
             debug!(kind = self.resource.kind, service = %key, name, "status deleted");
         }
@@ -476,17 +585,17 @@ impl Kind {
     async fn put(
         &self,
         opts: &Options,
-        known: &mut BTreeMap<ObjectKey, (String, u64)>,
+        known: &mut Known,
         key: &ObjectKey,
         status: &Value,
     ) -> Result<(), kube::Error> {
         let want = digest(status);
         let name = match known.get(key) {
-            Some((_, have)) if *have == want => {
-                share_key(known, key);
+            Some((_, have)) if have == want => {
+                known.share_key(key);
                 return Ok(());
             }
-            Some((name, _)) => name.clone(),
+            Some((name, _)) => name,
             None => self.create(opts, key).await?,
         };
         // A list that became empty is removed, not left behind.
@@ -501,7 +610,7 @@ impl Kind {
         self.api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        known.insert(key.clone(), (name, want));
+        known.insert(key.clone(), &name, want);
         Ok(())
     }
 
@@ -551,10 +660,8 @@ impl Kind {
     }
 }
 
-/// Keeps `key` itself (the Service's key, whose strings the caches
-/// share) in `known` in place of an equal one read from a list, which
-/// holds strings of its own (two allocations per Service after a start
-/// that finds this node's objects).
+/// Keeps `key` itself in `known` in place of an equal one read from a
+/// list (`Known::share_key`).
 fn share_key<V>(known: &mut BTreeMap<ObjectKey, V>, key: &ObjectKey) {
     let listed = known.get_key_value(key).is_some_and(|(k, _)| {
         !Arc::ptr_eq(&k.name, &key.name) || !Arc::ptr_eq(&k.namespace, &key.namespace)
@@ -815,20 +922,70 @@ mod tests {
     }
 
     /// A key read from a list is replaced by the Service's own (the same
-    /// strings as the caches'); the entry's value stays.
+    /// strings as the caches'); the entry's value stays, in both maps.
     #[test]
     fn known_keys_share_the_services_strings() {
-        let listed = ObjectKey::new("ns", "web");
-        let mut known = BTreeMap::from([(listed.clone(), ("bgp-abcde".to_owned(), 7u64))]);
-        let svc = ObjectKey::new("ns", "web");
-        share_key(&mut known, &svc);
-        let (k, v) = known.get_key_value(&svc).unwrap_or_else(|| panic!("kept"));
-        assert!(Arc::ptr_eq(&k.name, &svc.name) && Arc::ptr_eq(&k.namespace, &svc.namespace));
-        assert!(!Arc::ptr_eq(&k.name, &listed.name));
-        assert_eq!(v, &("bgp-abcde".to_owned(), 7));
-        assert_eq!(known.len(), 1);
-        // Absent: nothing added.
-        share_key(&mut known, &ObjectKey::new("ns", "other"));
-        assert_eq!(known.len(), 1);
+        for name in ["bgp-abcde", "another-name-kept-whole"] {
+            let listed = ObjectKey::new("ns", "web");
+            let mut known = Known::new("bgp-");
+            known.insert(listed.clone(), name, 7);
+            let svc = ObjectKey::new("ns", "web");
+            known.share_key(&svc);
+            let (k, _) = known
+                .objects
+                .get_key_value(&svc)
+                .unwrap_or_else(|| panic!("kept"));
+            assert!(Arc::ptr_eq(&k.name, &svc.name) && Arc::ptr_eq(&k.namespace, &svc.namespace));
+            assert!(!Arc::ptr_eq(&k.name, &listed.name));
+            if let Some((k, _)) = known.long.get_key_value(&svc) {
+                assert!(Arc::ptr_eq(&k.name, &svc.name), "{name}");
+            }
+            assert_eq!(known.get(&svc), Some((name.to_owned(), 7)));
+            assert_eq!(known.objects.len(), 1);
+            // Absent: nothing added.
+            known.share_key(&ObjectKey::new("ns", "other"));
+            assert_eq!(known.objects.len(), 1);
+        }
+    }
+
+    /// Names are given back as they were put, packed or not: a generated
+    /// name (the prefix and 5 characters) and any up to 8 bytes after the
+    /// prefix in the word, others whole; a name that changes from one
+    /// form to the other leaves nothing of the first.
+    #[test]
+    fn known_names_come_back_as_put() {
+        let cases = [
+            ("bgp-x7k2q", true),
+            ("bgp-", true),
+            ("bgp-12345678", true),
+            ("bgp-123456789", false),
+            ("l2-abcde", false),
+            ("bg", false),
+            ("bgp-\u{e9}t\u{e9}", true),
+        ];
+        let mut known = Known::new("bgp-");
+        for (i, (name, packs)) in cases.iter().enumerate() {
+            assert_eq!(pack("bgp-", name).is_some(), *packs, "{name}");
+            let key = ObjectKey::new("ns", format!("s{i}"));
+            known.insert(key.clone(), name, i as u64);
+            assert_eq!(known.get(&key), Some(((*name).to_owned(), i as u64)));
+            assert_eq!(known.long.contains_key(&key), !packs, "{name}");
+        }
+        let key = ObjectKey::new("ns", "s4");
+        known.insert(key.clone(), "bgp-abcde", 9);
+        assert!(!known.long.contains_key(&key));
+        known.insert(key.clone(), "long-name-again", 10);
+        assert_eq!(known.get(&key), Some(("long-name-again".to_owned(), 10)));
+        assert_eq!(known.remove(&key).as_deref(), Some("long-name-again"));
+        assert!(!known.long.contains_key(&key) && !known.contains(&key));
+        let key = ObjectKey::new("ns", "s0");
+        assert_eq!(known.remove(&key).as_deref(), Some("bgp-x7k2q"));
+        assert_eq!(known.remove(&key), None);
+        let left: Vec<_> = known.keys().map(ToString::to_string).collect();
+        let repacked = known.repacked();
+        assert_eq!(
+            repacked.keys().map(ToString::to_string).collect::<Vec<_>>(),
+            left
+        );
     }
 }

@@ -137,10 +137,22 @@ type Group = (Vec<Nlri<Ipv4Prefix>>, Vec<Nlri<Ipv6Prefix>>);
 /// only at the prefixes they named, so a change to one route of a large
 /// table costs that route, not the table; [`AdjRibOut::set`], a new
 /// session and a ROUTE-REFRESH compare everything.
+///
+/// What was sent is kept as its difference from what is desired: once a
+/// flush has sent the table, the two are the same but for the routes
+/// that could not be sent, and a second table as large as the first (a
+/// B-tree slot per route) is not kept beside it.
 #[derive(Debug, Default)]
 pub struct AdjRibOut {
     desired: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
-    sent: BTreeMap<IpPrefix, Arc<RouteAttrs>>,
+    /// The prefixes whose sent route is not the desired one, with what
+    /// was sent (`None`: nothing). A prefix absent here was sent as
+    /// desired (or is neither desired nor sent).
+    unsent: BTreeMap<IpPrefix, Option<Arc<RouteAttrs>>>,
+    /// Whether the peer may have routes from us. Until a flush sends one
+    /// (a new session, a peer that is down) it has none, and `unsent` is
+    /// empty rather than a `None` per desired route.
+    sent_any: bool,
     /// Prefixes changed one by one since the last flush.
     changed: BTreeSet<IpPrefix>,
     /// Everything may differ: the next flush compares whole tables.
@@ -150,24 +162,65 @@ pub struct AdjRibOut {
 impl AdjRibOut {
     /// Replaces the desired routes.
     pub fn set(&mut self, routes: BTreeMap<IpPrefix, Arc<RouteAttrs>>) {
-        if routes != self.desired {
-            self.desired = routes;
-            self.full = true;
+        if routes == self.desired {
+            return;
         }
+        let old = std::mem::replace(&mut self.desired, routes);
+        self.full = true;
+        if !self.sent_any {
+            return;
+        }
+        // What was sent stays: each prefix whose desired route changed
+        // keeps its sent route in `unsent`, unless that is the new one.
+        for (prefix, attrs) in &old {
+            if self.desired.get(prefix) != Some(attrs) {
+                self.keep_sent(*prefix, Some(attrs));
+            }
+        }
+        let added: Vec<IpPrefix> = self
+            .desired
+            .keys()
+            .filter(|p| !old.contains_key(p))
+            .copied()
+            .collect();
+        for prefix in added {
+            self.keep_sent(prefix, None);
+        }
+        self.full = true;
     }
 
     /// Adds or changes one desired route.
     pub fn announce(&mut self, prefix: IpPrefix, attrs: Arc<RouteAttrs>) {
         if self.desired.get(&prefix) != Some(&attrs) {
-            self.desired.insert(prefix, attrs);
+            let before = self.desired.insert(prefix, attrs);
+            self.keep_sent(prefix, before.as_ref());
             self.changed.insert(prefix);
         }
     }
 
     /// Removes one desired route.
     pub fn withdraw(&mut self, prefix: &IpPrefix) {
-        if self.desired.remove(prefix).is_some() {
+        if let Some(before) = self.desired.remove(prefix) {
+            self.keep_sent(*prefix, Some(&before));
             self.changed.insert(*prefix);
+        }
+    }
+
+    /// After the desired route of `prefix` changed from `before`: keeps
+    /// what was sent for it (`before`, unless `unsent` had it already),
+    /// or forgets it when it is now the desired one.
+    fn keep_sent(&mut self, prefix: IpPrefix, before: Option<&Arc<RouteAttrs>>) {
+        if !self.sent_any {
+            return;
+        }
+        let sent = match self.unsent.get(&prefix) {
+            Some(sent) => sent.clone(),
+            None => before.cloned(),
+        };
+        if sent.as_ref() == self.desired.get(&prefix) {
+            self.unsent.remove(&prefix);
+        } else {
+            self.unsent.insert(prefix, sent);
         }
     }
 
@@ -176,9 +229,46 @@ impl AdjRibOut {
         &self.desired
     }
 
-    /// The routes the peer has from us.
-    pub fn sent(&self) -> &BTreeMap<IpPrefix, Arc<RouteAttrs>> {
-        &self.sent
+    /// The route the peer has from us for `prefix`.
+    pub fn sent_route(&self, prefix: &IpPrefix) -> Option<&Arc<RouteAttrs>> {
+        if !self.sent_any {
+            return None;
+        }
+        match self.unsent.get(prefix) {
+            Some(sent) => sent.as_ref(),
+            None => self.desired.get(prefix),
+        }
+    }
+
+    /// The routes the peer has from us (a table built for the asking).
+    pub fn sent(&self) -> BTreeMap<IpPrefix, Arc<RouteAttrs>> {
+        if !self.sent_any {
+            return BTreeMap::new();
+        }
+        let mut sent = self.desired.clone();
+        for (prefix, route) in &self.unsent {
+            match route {
+                Some(attrs) => sent.insert(*prefix, Arc::clone(attrs)),
+                None => sent.remove(prefix),
+            };
+        }
+        sent
+    }
+
+    /// How many routes the peer has from us.
+    pub fn sent_len(&self) -> usize {
+        if !self.sent_any {
+            return 0;
+        }
+        let mut n = self.desired.len();
+        for (prefix, route) in &self.unsent {
+            match (route, self.desired.contains_key(prefix)) {
+                (Some(_), false) => n += 1,
+                (None, true) => n -= 1,
+                _ => {}
+            }
+        }
+        n
     }
 
     /// Whether desired and sent may differ.
@@ -188,14 +278,34 @@ impl AdjRibOut {
 
     /// Marks the peer as having nothing (new session).
     pub(crate) fn reset_sent(&mut self) {
-        self.sent.clear();
+        self.unsent.clear();
+        self.sent_any = false;
         self.full = true;
     }
 
     /// Forgets that `family` was sent, so the next flush re-sends it (a
     /// ROUTE-REFRESH, RFC 2918 §4).
     pub(crate) fn resend(&mut self, family: Family) {
-        self.sent.retain(|p, _| p.family() != family);
+        self.full = true;
+        if !self.sent_any {
+            return;
+        }
+        // Sent and not desired: now neither.
+        self.unsent
+            .retain(|p, _| p.family() != family || self.desired.contains_key(p));
+        for (prefix, sent) in self.unsent.iter_mut() {
+            if prefix.family() == family {
+                *sent = None;
+            }
+        }
+        let sent_as_desired: Vec<IpPrefix> = self
+            .desired
+            .keys()
+            .filter(|p| p.family() == family && !self.unsent.contains_key(p))
+            .copied()
+            .collect();
+        self.unsent
+            .extend(sent_as_desired.into_iter().map(|p| (p, None)));
         self.full = true;
     }
 
@@ -212,9 +322,11 @@ impl AdjRibOut {
             return stats;
         }
         let changed = std::mem::take(&mut self.changed);
-        let full = std::mem::take(&mut self.full);
+        // With nothing sent, the changes one by one are the whole table
+        // (each desired route was set or announced since): compared whole.
+        let full = std::mem::take(&mut self.full) || !self.sent_any;
         let enc = UpdateEncoder::new(*ctx);
-        let (desired, sent) = (&self.desired, &self.sent);
+        let (desired, unsent) = (&self.desired, &self.unsent);
         let mut gone4 = Vec::new();
         let mut gone6 = Vec::new();
         let mut gone = |prefix: &IpPrefix| match prefix {
@@ -223,18 +335,24 @@ impl AdjRibOut {
         };
         // The routes to send, in prefix order.
         let mut wanted: Vec<(IpPrefix, &Arc<RouteAttrs>)> = Vec::new();
-        if full {
-            for prefix in sent.keys().filter(|p| !desired.contains_key(p)) {
+        if full && !self.sent_any {
+            wanted.extend(desired.iter().map(|(p, a)| (*p, a)));
+        } else if full {
+            // Every prefix whose sent route is not the desired one.
+            for (prefix, _) in unsent
+                .iter()
+                .filter(|(p, sent)| sent.is_some() && !desired.contains_key(p))
+            {
                 gone(prefix);
             }
-            for (prefix, attrs) in desired {
-                if sent.get(prefix) != Some(attrs) {
+            for prefix in unsent.keys() {
+                if let Some(attrs) = desired.get(prefix) {
                     wanted.push((*prefix, attrs));
                 }
             }
         } else {
             for prefix in &changed {
-                match (desired.get(prefix), sent.get(prefix)) {
+                match (desired.get(prefix), self.sent_route(prefix)) {
                     (None, Some(_)) => gone(prefix),
                     (Some(attrs), before) if before != Some(attrs) => {
                         wanted.push((*prefix, attrs));
@@ -245,11 +363,12 @@ impl AdjRibOut {
         }
 
         // Withdrawals first, so a route that moved never exists twice.
+        // (Neither sent nor desired now.)
         for n in &gone4 {
-            self.sent.remove(&IpPrefix::V4(n.prefix));
+            self.unsent.remove(&IpPrefix::V4(n.prefix));
         }
         for n in &gone6 {
-            self.sent.remove(&IpPrefix::V6(n.prefix));
+            self.unsent.remove(&IpPrefix::V6(n.prefix));
         }
         stats.withdrawn = gone4.len() + gone6.len();
         if !gone4.is_empty() {
@@ -282,7 +401,7 @@ impl AdjRibOut {
                 IpPrefix::V6(p) => entry.1.push(Nlri::new(p)),
             }
         }
-        let mut sent_now = Vec::new();
+        let mut sent_now: Vec<IpPrefix> = Vec::new();
         for attrs in order {
             let Some((v4, v6)) = groups.get(attrs) else {
                 continue;
@@ -309,16 +428,10 @@ impl AdjRibOut {
                         stats.announced += count;
                         match family {
                             Family::Ipv4Unicast => {
-                                sent_now.extend(
-                                    v4.iter()
-                                        .map(|n| (IpPrefix::V4(n.prefix), Arc::clone(attrs))),
-                                );
+                                sent_now.extend(v4.iter().map(|n| IpPrefix::V4(n.prefix)));
                             }
                             Family::Ipv6Unicast => {
-                                sent_now.extend(
-                                    v6.iter()
-                                        .map(|n| (IpPrefix::V6(n.prefix), Arc::clone(attrs))),
-                                );
+                                sent_now.extend(v6.iter().map(|n| IpPrefix::V6(n.prefix)));
                             }
                         }
                     }
@@ -328,15 +441,22 @@ impl AdjRibOut {
             }
         }
         stats.skipped += skipped.len();
-        let refill = sent_now.len() * 2 >= self.sent.len() + sent_now.len();
-        self.sent.extend(sent_now);
-        if refill {
-            // Added in prefix order, the B-tree's nodes are about half full
-            // (each split of a full node leaves six of its eleven slots
-            // behind); after a flush that sent most of the table (a new
-            // session, a ROUTE-REFRESH) it is rebuilt from the sorted
-            // routes, its nodes full, in one more pass over what was sent.
-            self.sent = std::mem::take(&mut self.sent).into_iter().collect();
+        // Sent as desired now.
+        if self.sent_any {
+            for prefix in &sent_now {
+                self.unsent.remove(prefix);
+            }
+        } else if !sent_now.is_empty() {
+            // The first routes sent: those desired and not sent (skipped)
+            // are the difference.
+            sent_now.sort_unstable();
+            self.unsent = self
+                .desired
+                .keys()
+                .filter(|p| sent_now.binary_search(p).is_err())
+                .map(|p| (*p, None))
+                .collect();
+            self.sent_any = true;
         }
         stats
     }
@@ -637,6 +757,38 @@ mod tests {
         assert_eq!(stats.skipped, 1);
         assert!(out.is_empty());
         assert!(rib.sent().is_empty());
+        assert_eq!(rib.sent_len(), 0);
+        // Desired, not sent: the next full flush (a new session that has
+        // the family) sends it.
+        rib.reset_sent();
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(stats.announced, 1);
+        assert_eq!(rib.sent(), *rib.desired());
+        assert_eq!(rib.sent_len(), 1);
+    }
+
+    /// A peer that has nothing from us (down, or a new session) costs no
+    /// table beside the desired one, whatever is desired; after the first
+    /// flush sent it all, none either.
+    #[test]
+    fn nothing_sent_keeps_no_difference() {
+        let host = |n: u32| IpPrefix::V4(Ipv4Prefix::host(Ipv4Addr::from(0x0a00_0000 + n)));
+        let mut rib = AdjRibOut::default();
+        rib.set((0..100).map(|n| (host(n), attrs(1))).collect());
+        rib.announce(host(1000), attrs(2));
+        rib.resend(Family::Ipv4Unicast);
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent_len(), 0);
+        let mut out = BytesMut::new();
+        let stats = rib.flush(&EncodeCtx::default(), &egress(false), &mut out);
+        assert_eq!(stats.announced, 101);
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent(), *rib.desired());
+        assert_eq!(rib.sent_len(), 101);
+        rib.reset_sent();
+        assert!(rib.unsent.is_empty());
+        assert_eq!(rib.sent_len(), 0);
     }
 
     #[test]
@@ -701,6 +853,14 @@ mod tests {
             assert_eq!(one_by_one, all, "round {round}");
             assert_eq!(a, b, "round {round}");
             assert_eq!(keyed.sent(), whole.sent(), "round {round}");
+            // Every route could be sent: nothing is kept beside the
+            // desired table.
+            assert_eq!(keyed.sent(), *keyed.desired(), "round {round}");
+            assert!(
+                keyed.unsent.is_empty() && whole.unsent.is_empty(),
+                "round {round}"
+            );
+            assert_eq!(keyed.sent_len(), keyed.desired().len(), "round {round}");
             assert!(!keyed.is_dirty());
             sent_something += usize::from(!a.is_empty());
         }

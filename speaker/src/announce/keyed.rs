@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use api::model::{Model, Secrets};
 use bgp::session::{IpPrefix, RouteAttrs};
@@ -106,8 +106,10 @@ pub struct Keyed {
     /// kept a copy of it beside each entry: 32 of the 112 bytes of a slot,
     /// in a table of up to twice as many slots as services).
     services: HashSet<Entry>,
-    /// Services with problems, so listing problems does not walk them all.
-    with_problems: BTreeSet<ObjectKey>,
+    /// The problems of the services that have some, by key: kept here,
+    /// not in every service's entry (16 bytes of each slot, nearly always
+    /// an empty slice), and listing problems does not walk the services.
+    with_problems: BTreeMap<ObjectKey, Box<[Problem]>>,
     /// Per peer and prefix, what each service asks and the result.
     routes: BTreeMap<Arc<str>, BTreeMap<IpPrefix, Prefix>>,
     /// The prefixes withheld for a LOCAL_PREF conflict.
@@ -135,7 +137,9 @@ pub struct Keyed {
     yielded: BTreeMap<ObjectKey, String>,
     deferred: BTreeMap<ObjectKey, Deferral>,
     /// Incremented by every update; entries not seen in it are gone.
-    generation: u64,
+    /// Never 0 once an update began: the entries' marks are reset to 0
+    /// when it wraps (`Keyed::next_generation`).
+    generation: u32,
     /// The addresses of the last view's services, in its order, when each
     /// is the `Arc` its own entry holds (no two services had one key): a
     /// view whose list differs from it in some places only is decided in
@@ -269,8 +273,10 @@ type RouteAsk = ((Arc<str>, IpPrefix), Arc<Pending>);
 type Announced = (Option<Vec<String>>, Vec<Arc<str>>);
 
 /// One service and what was decided for it.
-/// Sized to its slot in the services' set (64 bytes): slices rather than
-/// vectors (exactly as long as they are), no key beside it.
+/// Sized to its slot in the services' set (40 bytes, 64 before): slices
+/// rather than vectors (exactly as long as they are), no key beside it,
+/// its problems in `Keyed::with_problems` (nearly every service has
+/// none), the update marks 32 bits each.
 #[derive(Debug)]
 struct Entry {
     svc: Arc<Service>,
@@ -278,18 +284,22 @@ struct Entry {
     /// Boxed: most services are BGP's alone, and it would make every
     /// slot of the services' set larger.
     l2: Option<Box<ServiceL2>>,
-    problems: Box<[Problem]>,
     /// The update that last saw the service in its view: set through a
     /// shared reference, as the set gives its elements (an update that
     /// finds a service unchanged touches nothing else of it).
-    seen: AtomicU64,
-    /// The update that last decided it.
-    decided: u64,
+    seen: AtomicU32,
+    /// The update that last decided it (set through a shared reference
+    /// too, when the marks are reset).
+    decided: AtomicU32,
 }
 
 impl Entry {
-    fn seen(&self) -> u64 {
+    fn seen(&self) -> u32 {
         self.seen.load(Ordering::Relaxed)
+    }
+
+    fn decided(&self) -> u32 {
+        self.decided.load(Ordering::Relaxed)
     }
 }
 
@@ -353,7 +363,7 @@ impl Keyed {
     /// memberlist, and is off without L2Advertisements).
     pub fn update(&mut self, view: &ClusterView, l2: bool) -> Changes {
         self.apply_announcements();
-        self.generation += 1;
+        self.next_generation();
         let same = self.context.as_ref().is_some_and(|c| c.same(view, l2));
         // Other nodes changed and nothing else: only layer 2 elections can
         // move, and only those the changed nodes win, lose or could now
@@ -428,6 +438,21 @@ impl Keyed {
         self.announce(touched.services, &mut changes);
         self.compact(&changes);
         changes
+    }
+
+    /// Starts the next update's generation. When the counter would wrap,
+    /// every entry's marks go back to 0 first (once in 2^32 updates, a
+    /// pass over the services), so that no mark left from an update long
+    /// ago can equal a current generation.
+    fn next_generation(&mut self) {
+        if self.generation == u32::MAX {
+            for e in &self.services {
+                e.seen.store(0, Ordering::Relaxed);
+                e.decided.store(0, Ordering::Relaxed);
+            }
+            self.generation = 0;
+        }
+        self.generation += 1;
     }
 
     /// Rebuilds, packed ([`sorted::repack`]), the peers' route tables
@@ -508,7 +533,7 @@ impl Keyed {
         let moved: Vec<Arc<Service>> = self
             .services
             .iter()
-            .filter(|e| e.decided != self.generation)
+            .filter(|e| e.decided() != self.generation)
             .filter(|e| {
                 e.l2.as_ref().is_some_and(|l2| {
                     let mut problems = Vec::new();
@@ -547,7 +572,7 @@ impl Keyed {
             if e.svc == *svc {
                 // An equal object: the entry holds the view's from now on.
                 if let Some(mut e) = self.services.take(&svc.key) {
-                    e.seen = AtomicU64::new(self.generation);
+                    e.seen = AtomicU32::new(self.generation);
                     e.svc = Arc::clone(svc);
                     self.services.insert(e);
                 }
@@ -577,25 +602,27 @@ impl Keyed {
         changes.decided += 1;
         self.replace(
             &svc.key,
-            Some(Entry {
-                svc: Arc::clone(svc),
-                routes: routes.into_boxed_slice(),
-                l2,
-                problems: problems.into_boxed_slice(),
-                seen: AtomicU64::new(self.generation),
-                decided: self.generation,
-            }),
+            Some((
+                Entry {
+                    svc: Arc::clone(svc),
+                    routes: routes.into_boxed_slice(),
+                    l2,
+                    seen: AtomicU32::new(self.generation),
+                    decided: AtomicU32::new(self.generation),
+                },
+                problems,
+            )),
             touched,
             changes,
         );
     }
 
-    /// Puts a service's new decision in place of its old one (`None`: the
-    /// service is gone), noting what that touches.
+    /// Puts a service's new decision and its problems in place of its old
+    /// one (`None`: the service is gone), noting what that touches.
     fn replace(
         &mut self,
         key: &ObjectKey,
-        new: Option<Entry>,
+        new: Option<(Entry, Vec<Problem>)>,
         touched: &mut Touched,
         changes: &mut Changes,
     ) {
@@ -617,7 +644,7 @@ impl Keyed {
             }
         }
         self.with_problems.remove(key);
-        let Some(mut e) = new else {
+        let Some((mut e, problems)) = new else {
             self.yielded.remove(key);
             self.deferred.remove(key);
             return;
@@ -661,8 +688,9 @@ impl Keyed {
                 changes.deferred.push((key.clone(), why.clone()));
             }
         }
-        if !e.problems.is_empty() {
-            self.with_problems.insert(key.clone());
+        if !problems.is_empty() {
+            self.with_problems
+                .insert(key.clone(), problems.into_boxed_slice());
         }
         self.services.insert(e);
     }
@@ -920,10 +948,8 @@ impl Keyed {
     /// service (by key), then LOCAL_PREF conflicts (by peer and prefix).
     pub fn problems(&self) -> Vec<Problem> {
         let mut out = self.shared_problems.clone();
-        for key in &self.with_problems {
-            if let Some(e) = self.services.get(key) {
-                out.extend(e.problems.iter().cloned());
-            }
+        for problems in self.with_problems.values() {
+            out.extend(problems.iter().cloned());
         }
         for (peer, prefix) in &self.conflicts {
             if let Some(Some(Err(problem))) = self

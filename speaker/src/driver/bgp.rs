@@ -883,7 +883,7 @@ impl PeerDriver {
         let status = PeerStatus {
             state: Some(self.session.state()),
             stats: *self.session.stats(),
-            advertised: self.session.rib().sent().len(),
+            advertised: self.session.rib().sent_len(),
             unsent: self
                 .conns
                 .values()

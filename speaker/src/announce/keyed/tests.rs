@@ -287,6 +287,12 @@ fn keyed_matches_whole_plans() {
         let mut l2_on = true;
         let mut ready_alone = false;
         let mut keyed = Keyed::new();
+        // Every other history crosses the update counter's wrap halfway
+        // (its marks are 32 bits): it must decide as the others do.
+        let wraps = seed % 2 == 1;
+        if wraps {
+            keyed.generation = u32::MAX - STEPS as u32 / 2;
+        }
         let mut applied = Applied::default();
         let mut report = None;
         for step in 0..STEPS {
@@ -402,6 +408,13 @@ fn keyed_matches_whole_plans() {
                 // Two steps in three read the announcements; the third's
                 // are applied by the next update.
                 (step % 3 != 1).then_some(&mut report),
+            );
+        }
+        if wraps {
+            assert!(
+                keyed.generation < STEPS as u32,
+                "seed {seed}: the counter did not wrap ({})",
+                keyed.generation
             );
         }
     }
