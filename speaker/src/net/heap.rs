@@ -38,7 +38,7 @@ pub(crate) fn live_bytes() -> Option<u64> {
 /// starting value, 128 KiB.
 pub(crate) const MAP_FROM: usize = 128 << 10;
 
-/// Keeps large allocations in mappings of their own ([`MAP_FROM`]), which
+/// Keeps large allocations in mappings of their own (`MAP_FROM`, 128 KiB), which
 /// free returns to the kernel at once. By default glibc raises the
 /// threshold to the size of each mapped chunk freed (up to 32 MiB), so the
 /// next ones of that size come from the heap, whose pages stay resident
