@@ -138,9 +138,12 @@ struct Args {
     /// Milliseconds after a change to give the memory allocator's free
     /// pages back to the kernel (glibc's malloc_trim), at most once per
     /// such period, so that the resident memory follows what is in use
-    /// after a burst instead of keeping every page it touched. 0: never.
-    /// Each trim's time is in ferrolb_heap_trim_seconds_total. Builds on
-    /// another allocator (musl) ignore it.
+    /// after a burst instead of keeping every page it touched. Also, at
+    /// most once per period, when a burst with no change behind it (the
+    /// status writes after a start, a re-list) grew the anonymous resident
+    /// memory by more than a sixteenth (and 2 MiB) since the last trim. 0: never. Each trim's time is in
+    /// ferrolb_heap_trim_seconds_total. Builds on another allocator (musl)
+    /// ignore it.
     #[arg(long, default_value_t = 10_000)]
     heap_trim_ms: u64,
     /// Run memberlist on this ADDR:PORT (UDP and TCP), for fast layer 2

@@ -584,7 +584,7 @@ pub fn render_trims(trims: Option<HeapTrims>) -> String {
     };
     let micros = t.micros;
     format!(
-        "# HELP ferrolb_heap_trims_total Times the memory allocator was asked to give its free pages back to the kernel (glibc malloc_trim, --heap-trim-ms after a change)\n\
+        "# HELP ferrolb_heap_trims_total Times the memory allocator was asked to give its free pages back to the kernel (glibc malloc_trim, --heap-trim-ms after a change, or when free pages built up)\n\
          # TYPE ferrolb_heap_trims_total counter\n\
          ferrolb_heap_trims_total {}\n\
          # HELP ferrolb_heap_trims_released_total Trims that gave memory back\n\

@@ -138,6 +138,7 @@ pub async fn run(
         kube,
         peer_retry: None,
         trim_at: None,
+        trimmed_at: std::time::Instant::now(),
     };
     let mut refresh = tokio::time::interval(METRICS_REFRESH);
     tokio::pin!(shutdown);
@@ -185,6 +186,7 @@ pub async fn run(
             }
             () = sleep_opt(r.trim_at) => {
                 r.trim_at = None;
+                r.trimmed_at = std::time::Instant::now();
                 crate::net::heap::trim();
             }
             () = sleep_opt(r.membership.l2_hold) => {
@@ -226,7 +228,10 @@ pub async fn run(
                     break;
                 }
             },
-            _ = refresh.tick() => r.refresh_metrics().await,
+            _ = refresh.tick() => {
+                r.refresh_metrics().await;
+                r.trim_grown();
+            }
         }
     }
     tasks.stop();
@@ -277,6 +282,8 @@ struct Reconciler {
     /// When to trim the heap next ([`Options::heap_trim`]): set by the
     /// first reconcile after a trim.
     trim_at: Option<std::time::Instant>,
+    /// When the heap was last trimmed (or the loop started).
+    trimmed_at: std::time::Instant,
 }
 
 /// What memberlist says, as the decisions read it.
@@ -523,6 +530,22 @@ impl Reconciler {
             self.trim_at = self.opts.heap_trim.map(|after| start + after);
         }
         debug!(took_us = start.elapsed().as_micros(), "reconcile done");
+    }
+
+    /// Trims the heap when a burst with no change behind it (the status
+    /// writer's pass, a re-list) grew the resident memory
+    /// (`net::heap::trim_if_grown`): checked each metrics refresh, with no
+    /// trim scheduled, at most once per `--heap-trim-ms`.
+    fn trim_grown(&mut self) {
+        let Some(period) = self.opts.heap_trim else {
+            return;
+        };
+        if self.trim_at.is_none()
+            && self.trimmed_at.elapsed() >= period
+            && crate::net::heap::trim_if_grown()
+        {
+            self.trimmed_at = std::time::Instant::now();
+        }
     }
 
     /// Reports the configuration result (Kubernetes mode).
