@@ -552,8 +552,16 @@ impl Lab {
             dir = dir.display(),
             conf = conf.display(),
         );
-        let reloader =
-            n.ns.spawn_command(n.ns.command("bash").args(["-c", &script]));
+        // SIGHUP's default action restored first: a shell cannot trap a
+        // signal ignored when it started, and one that the test's parent
+        // ignores (a run under `nohup`) is inherited ignored, so MetalLB's
+        // HUP would be dropped and FRR never configured (coreutils' env).
+        let reloader = n.ns.spawn_command(n.ns.command("env").args([
+            "--default-signal=HUP",
+            "bash",
+            "-c",
+            &script,
+        ]));
         let pid_file = pid.clone();
         self.wait("the reloader's pid file", || {
             std::fs::read_to_string(&pid_file)
