@@ -180,7 +180,9 @@ fn only_the_selected_keys_are_kept() {
     ]
     .into_iter()
     .collect();
-    let cases: [(&[&str], &[(&str, &str)]); 4] = [
+    /// Keys, and the pairs kept.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: [Case<'_>; 4] = [
         (&[], &[]),
         (&["tier", "zone"], &[("tier", "front")]),
         (
