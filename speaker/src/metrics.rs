@@ -538,6 +538,7 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
             render_heap(crate::net::heap::live_bytes()),
             render_trims(crate::net::heap::trims()),
             crate::publish::render_writes(),
+            crate::source::k8s::render_relists(),
             shell::procfs::render(),
             shell::http::review::render(),
         ];

@@ -1993,3 +1993,170 @@ fn capture_from_speaker(ns: &Netns, filter: &str, path: &std::path::Path) -> tes
         path,
     )
 }
+
+/// How many times the speaker's log says it started and stopped
+/// announcing `service` (`namespace/name`): its `announce` and `withdraw`
+/// lines, one per (protocol, service, IP) that started or ended.
+fn announce_record(log: &std::path::Path, service: &str) -> (usize, usize) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let count = |what: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!(": {what} ")))
+            .filter(|l| log_field(l, "service") == Some(service))
+            .count()
+    };
+    (count("announce"), count("withdraw"))
+}
+
+/// Issue 18 §1: a stored Service keeps only the labels whose keys the
+/// advertisements' `serviceSelectors` name (none here at first). A
+/// configuration that names a new key makes the speaker list the Services
+/// again, and it keeps deciding with the configuration before until that
+/// list is whole: a Service the new selectors select is never withdrawn
+/// in between, one they do not select is never announced for a label the
+/// records lacked (`NotIn` and `DoesNotExist` would read it as absent),
+/// and one they no longer select is withdrawn. What the speaker did is
+/// its announce record (its log's `announce` and `withdraw` lines); what
+/// the router has, FRR's table.
+#[test]
+fn a_new_service_selector_key_lists_the_services_again_and_withdraws_nothing_still_selected() {
+    let cluster = Cluster::with_class("sel");
+    let run = RunDir::new("speaker-k8s-selectors");
+    let bridge = Bridge::new("lan");
+    let router = Netns::new("rtr");
+    bridge.attach(&router, "eth0");
+    router.add_addr("eth0", "10.0.0.1/24");
+    let frr = Frr::start(
+        &router,
+        "
+router bgp 64500
+ bgp router-id 10.0.0.1
+ no bgp ebgp-requires-policy
+ neighbor 10.0.0.2 remote-as 64512
+",
+    );
+    let system = cluster.system.clone();
+    cluster.apply(cluster.node_object("node1", "10.0.0.2", json!({})));
+    let pool = |name: &str, range: &str| {
+        json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+               "metadata": {"name": name, "namespace": system},
+               "spec": {"addresses": [range]}})
+    };
+    cluster.apply(pool("sel-a", "198.51.100.0/25"));
+    cluster.apply(pool("sel-b", "198.51.100.128/25"));
+    cluster.apply(
+        json!({"apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+        "metadata": {"name": "router", "namespace": system},
+        "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": "10.0.0.1",
+                 "holdTime": "9s", "connectTime": "1s"}}),
+    );
+    let advertisement = |name: &str, pool: &str, selectors: Value| {
+        json!({"apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": name, "namespace": system},
+               "spec": {"ipAddressPools": [pool], "serviceSelectors": selectors}})
+    };
+    // Pool a: every Service announced; pool b: none (no advertisement).
+    cluster.apply(advertisement("all", "sel-a", json!([])));
+    let services = [
+        (
+            "front",
+            "198.51.100.10",
+            json!({"tier": "front", "app": "web"}),
+        ),
+        ("back", "198.51.100.11", json!({"tier": "back"})),
+        ("b-front", "198.51.100.130", json!({"tier": "front"})),
+        ("b-back", "198.51.100.131", json!({"tier": "back"})),
+        (
+            "b-canary",
+            "198.51.100.132",
+            json!({"tier": "front", "canary": "yes"}),
+        ),
+    ];
+    for (name, ip, labels) in &services {
+        cluster.apply(cluster.endpoints(name, &["node1"]));
+        let mut svc = cluster.service(name, "Cluster");
+        svc["metadata"]["labels"] = labels.clone();
+        svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+        cluster.apply(svc);
+    }
+    let nodes = vec![Node::start(
+        &cluster,
+        &bridge,
+        "node1",
+        "10.0.0.2",
+        &[],
+        &run,
+    )];
+    frr.wait_established("10.0.0.2", T);
+    let at_frr = |ip: &str| !paths(&frr, &format!("{ip}/32")).is_empty();
+    eventually("front and back announced", T, &nodes, || {
+        (at_frr("198.51.100.10") && at_frr("198.51.100.11")).then_some(())
+    });
+    let relists = || {
+        let text = nodes[0].metrics();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("ferrolb_services_relists_total ")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no ferrolb_services_relists_total in:\n{text}"))
+    };
+    assert_eq!(
+        relists(),
+        0,
+        "no selector names a key: one list, at the start"
+    );
+
+    // Pool b gains an advertisement for the Services that are not `back`
+    // and not canaries: `tier` and `canary` are new keys. b-front goes up
+    // once the Services are listed again; b-back and b-canary, which the
+    // records as they were (no labels) would have let through, never.
+    cluster.apply(advertisement(
+        "b",
+        "sel-b",
+        json!([{"matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["back"]},
+            {"key": "canary", "operator": "DoesNotExist"}]}]),
+    ));
+    eventually("b-front announced", CHANGE, &nodes, || {
+        at_frr("198.51.100.130").then_some(())
+    });
+    eventually("one list again", CHANGE, &nodes, || {
+        (relists() == 1).then_some(())
+    });
+
+    // Pool a's advertisement now selects `app: web` alone, a new key:
+    // `back` is withdrawn (after the list), `front` never is.
+    cluster.apply(advertisement(
+        "all",
+        "sel-a",
+        json!([{"matchLabels": {"app": "web"}}]),
+    ));
+    eventually("back withdrawn", CHANGE, &nodes, || {
+        (!at_frr("198.51.100.11")).then_some(())
+    });
+    eventually("two lists again", CHANGE, &nodes, || {
+        (relists() == 2).then_some(())
+    });
+    assert!(at_frr("198.51.100.10") && at_frr("198.51.100.130"));
+    assert!(!at_frr("198.51.100.131") && !at_frr("198.51.100.132"));
+
+    let record = |name: &str| announce_record(&nodes[0].log, &format!("{}/{name}", cluster.apps));
+    let got: Vec<(&str, (usize, usize))> = services
+        .iter()
+        .map(|(name, ..)| (*name, record(name)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("front", (1, 0)),
+            ("back", (1, 1)),
+            ("b-front", (1, 0)),
+            ("b-back", (0, 0)),
+            ("b-canary", (0, 0)),
+        ],
+        "(announce, withdraw) lines per Service"
+    );
+}

@@ -375,6 +375,7 @@ fn speaker_exposition() -> String {
         + &speaker::metrics::render_heap(Some(0))
         + &speaker::metrics::render_trims(Some(speaker::metrics::HeapTrims::default()))
         + &speaker::publish::render_writes()
+        + &speaker::source::k8s::render_relists()
 }
 
 /// The controller's exposition with one pool.

@@ -161,6 +161,24 @@ impl Selectors {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The label keys these selectors read ([`Selector::keys`]).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().flat_map(Selector::keys)
+    }
+}
+
+impl Selector {
+    /// The label keys the selector reads: its `matchLabels` keys and the
+    /// key of each requirement, whatever its operator (`NotIn` and
+    /// `DoesNotExist` read a key's absence: a set without the key is not
+    /// the same answer as a set whose key was not kept).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.match_labels
+            .keys()
+            .chain(self.requirements.iter().map(|r| &r.key))
+            .map(String::as_str)
+    }
 }
 
 impl fmt::Display for Selector {

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -48,6 +49,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::selected::{self, Keys, Selected, Step};
 use super::store::{self, Record};
 use super::{Rejected, Reload, Snapshot, file, trim_meta, trim_secret};
 use crate::announce::stored;
@@ -106,10 +108,14 @@ pub fn start(
     // One interner for Services and EndpointSlices: a slice's Service name
     // is then the string of the Service's key (issue 18).
     let interner = Arc::new(Mutex::new(Interner::default()));
-    let shared = Arc::clone(&interner);
-    let services = keep::<Service, _>(tasks, Api::all(c.clone()), ch, Feed::Services, move |s| {
-        stored::Service::from_watched(s, &mut lock(&shared))
-    });
+    let labels = Labelled::new();
+    let services = keep_services(
+        tasks,
+        Api::all(c.clone()),
+        ch,
+        &labels,
+        Arc::clone(&interner),
+    );
     let slices = keep::<EndpointSlice, _>(tasks, Api::all(c.clone()), ch, Feed::Slices, move |e| {
         stored::EndpointSlice::from_watched(e, &mut lock(&interner))
     });
@@ -141,7 +147,10 @@ pub fn start(
         profiles,
         communities,
     };
-    tasks.spawn("configuration source", snapshots(caches, changed, tx));
+    tasks.spawn(
+        "configuration source",
+        snapshots(caches, labels, changed, tx),
+    );
     if let (Some(labels), Some(seeds)) = (&opts.memberlist_labels, seeds) {
         tasks.spawn(
             "memberlist pod seeds",
@@ -172,6 +181,16 @@ struct Caches {
 }
 
 impl Caches {
+    /// Waits until the metallb.io kinds are listed.
+    async fn configured(&self) -> bool {
+        self.pools.wait_until_ready().await.is_ok()
+            && self.peers.wait_until_ready().await.is_ok()
+            && self.bgp_ads.wait_until_ready().await.is_ok()
+            && self.l2_ads.wait_until_ready().await.is_ok()
+            && self.profiles.wait_until_ready().await.is_ok()
+            && self.communities.wait_until_ready().await.is_ok()
+    }
+
     async fn ready(&self) -> bool {
         self.nodes.wait_until_ready().await
             && self.services.wait_until_ready().await
@@ -267,9 +286,17 @@ where
 /// the cache.
 async fn snapshots(
     caches: Caches,
+    labels: Labelled,
     mut changed: watch::Receiver<Generations>,
     tx: mpsc::Sender<Reload>,
 ) {
+    // The Services' watch starts once the configuration tells which label
+    // keys their records keep.
+    if !caches.configured().await {
+        return;
+    }
+    let mut selected = Selected::default();
+    labels.apply(&selected.step(caches.configuration().ok().as_ref(), None));
     if !caches.ready().await {
         return;
     }
@@ -292,14 +319,28 @@ async fn snapshots(
             Some((_, v)) if !revalidate => v.clone(),
             _ => caches.configuration(),
         };
+        // Before the Services' list: one swapped in after this is newer.
+        let listed = labels.listed();
+        let step = selected.step(configuration.as_ref().ok(), listed);
+        labels.apply(&step);
         let snap = caches.cluster();
         last = Some((now, configuration.clone()));
-        let reload = match configuration {
-            Ok(model) => Ok(Snapshot { model, ..snap }),
-            Err(problems) => Err(Rejected {
+        let reload = match (configuration, step.model) {
+            (Ok(_), Some(model)) => Ok(Snapshot { model, ..snap }),
+            (Err(problems), _) => Err(Rejected {
                 errors: problems.into_iter().map(file::Error::Invalid).collect(),
                 cluster: Some(Box::new(snap)),
             }),
+            // No configuration in force yet, the first valid one waiting
+            // for its list: nothing to send.
+            (Ok(_), None) => {
+                drop(permit);
+                if changed.changed().await.is_err() {
+                    return;
+                }
+                woken = Instant::now();
+                continue;
+            }
         };
         let built = start.elapsed();
         permit.send(reload);
@@ -339,7 +380,7 @@ where
     T: Record + PartialEq + Send + Sync + 'static,
 {
     let (reader, mut writer) = store::store();
-    watch_events(tasks, api, changed, feed, move |event| {
+    watch_events(tasks, api, changed, feed, None, move |event| {
         writer.apply(match event {
             watcher::Event::Apply(o) => watcher::Event::Apply(record(o)),
             watcher::Event::Delete(o) => watcher::Event::Delete(record(o)),
@@ -349,6 +390,148 @@ where
         })
     });
     reader
+}
+
+/// What the snapshot task and the Services' watch share of the label keys
+/// a Service's record keeps ([`Selected`]).
+#[derive(Clone)]
+struct Labelled {
+    state: Arc<Mutex<LabelState>>,
+    /// The generation of keys the Services' watch lists with: it starts
+    /// at the first, and lists again at each later one sent.
+    restart: Arc<watch::Sender<u64>>,
+}
+
+#[derive(Default)]
+struct LabelState {
+    /// The keys records are made with now, and their generation.
+    keep: (u64, Keys),
+    /// The generation of keys of the last whole list, set once it is
+    /// swapped into the cache.
+    listed: Option<u64>,
+}
+
+impl Labelled {
+    fn new() -> Self {
+        Self {
+            state: Arc::default(),
+            restart: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, LabelState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The generation of keys of the Services' last whole list.
+    fn listed(&self) -> Option<u64> {
+        self.state().listed
+    }
+
+    /// Makes the records with the step's keys from now on, and starts the
+    /// Services' list again when it asks to.
+    fn apply(&self, step: &Step) {
+        let Some((generation, keys)) = &step.keep else {
+            return;
+        };
+        self.state().keep = (*generation, Arc::clone(keys));
+        if step.relist {
+            if *generation > 1 {
+                RELISTS.fetch_add(1, Ordering::Relaxed);
+                info!(
+                    keys = ?keys,
+                    "the configuration reads a Service label key the Services' records lack: listing the Services again; the configuration in force stays until then"
+                );
+            }
+            self.restart.send_replace(*generation);
+        } else {
+            debug!(keys = ?keys, "Service label keys kept");
+        }
+    }
+}
+
+/// Times the Services were listed again because the configuration named
+/// a label key their records lack (`ferrolb_services_relists_total`).
+static RELISTS: AtomicU64 = AtomicU64::new(0);
+
+/// `ferrolb_services_relists_total`: what the metrics page shows of the
+/// Services' lists for new label keys.
+pub fn render_relists() -> String {
+    format!(
+        "# HELP ferrolb_services_relists_total Times the Services were listed again because the configuration's serviceSelectors named a label key the speaker did not keep\n\
+         # TYPE ferrolb_services_relists_total counter\n\
+         ferrolb_services_relists_total {}\n",
+        RELISTS.load(Ordering::Relaxed)
+    )
+}
+
+/// Runs the Services' watch into their cache through a [`ServicesFeed`];
+/// the watch starts at the first generation of keys and lists again at
+/// each later one.
+fn keep_services(
+    tasks: &Spawner,
+    api: Api<Service>,
+    changed: &watch::Sender<Generations>,
+    labels: &Labelled,
+    interner: Arc<Mutex<Interner>>,
+) -> store::Store<stored::Service> {
+    let (reader, writer) = store::store();
+    let mut feed = ServicesFeed {
+        writer,
+        labels: labels.clone(),
+        interner,
+        listing: 0,
+    };
+    let restart = labels.restart.subscribe();
+    watch_events(
+        tasks,
+        api,
+        changed,
+        Feed::Services,
+        Some(restart),
+        move |event| feed.apply(event),
+    );
+    reader
+}
+
+/// The Services' watch events into their cache ([`keep`]'s work, and
+/// more): each record keeps only the labels whose keys the shared
+/// [`Labelled`] names now ([`selected::only`]); a whole list, once swapped
+/// in, reports the generation of keys it was made with.
+struct ServicesFeed {
+    writer: store::Writer<stored::Service>,
+    labels: Labelled,
+    interner: Arc<Mutex<Interner>>,
+    /// The generation of keys the list being read is made with.
+    listing: u64,
+}
+
+impl ServicesFeed {
+    /// Applies one event; true when what the cache shows changed.
+    fn apply(&mut self, event: watcher::Event<Service>) -> bool {
+        let (generation, keys) = self.labels.state().keep.clone();
+        let interner = &self.interner;
+        let record = |mut s: Service| {
+            s.labels = selected::only(&s.labels, &keys);
+            stored::Service::from_watched(s, &mut lock(interner))
+        };
+        match event {
+            watcher::Event::Apply(o) => self.writer.apply(watcher::Event::Apply(record(o))),
+            watcher::Event::Delete(o) => self.writer.apply(watcher::Event::Delete(record(o))),
+            watcher::Event::InitApply(o) => self.writer.apply(watcher::Event::InitApply(record(o))),
+            watcher::Event::Init => {
+                self.listing = generation;
+                self.writer.apply(watcher::Event::Init)
+            }
+            watcher::Event::InitDone => {
+                let swapped = self.writer.apply(watcher::Event::InitDone);
+                // After the swap: the snapshot task reads this before the
+                // list.
+                self.labels.state().listed = Some(self.listing);
+                swapped
+            }
+        }
+    }
 }
 
 /// The interner the Services' and EndpointSlices' watches share (a panic
@@ -366,28 +549,38 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, mut writer) = reflector::store();
-    watch_events(tasks, api, changed, Feed::Configuration, move |event| {
-        let event = event.modify(|o| {
-            let meta = o.meta_mut();
-            meta.managed_fields = None;
-            if let Some(a) = meta.annotations.as_mut() {
-                a.remove(LAST_APPLIED);
-            }
-        });
-        writer.apply_watcher_event(&event);
-        // The store swaps in a (re)list at InitDone, not before.
-        !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
-    });
+    watch_events(
+        tasks,
+        api,
+        changed,
+        Feed::Configuration,
+        None,
+        move |event| {
+            let event = event.modify(|o| {
+                let meta = o.meta_mut();
+                meta.managed_fields = None;
+                if let Some(a) = meta.annotations.as_mut() {
+                    a.remove(LAST_APPLIED);
+                }
+            });
+            writer.apply_watcher_event(&event);
+            // The store swaps in a (re)list at InitDone, not before.
+            !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
+        },
+    );
     reader
 }
 
 /// Runs one watch: hands each event to `apply`, and pings the snapshot
 /// task under `feed` when `apply` says it changed what a cache shows.
+/// With `restart`, the watch starts once its value is not 0, and starts
+/// again (a whole list) whenever it changes.
 fn watch_events<K>(
     tasks: &Spawner,
     api: Api<K>,
     changed: &watch::Sender<Generations>,
     feed: Feed,
+    mut restart: Option<watch::Receiver<u64>>,
     mut apply: impl FnMut(watcher::Event<K>) -> bool + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -395,11 +588,35 @@ fn watch_events<K>(
 {
     let changed = changed.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let start = move || watcher(api.clone(), watcher::Config::default()).default_backoff();
     tasks.spawn(format!("reflector {kind}"), async move {
-        let mut stream = std::pin::pin!(stream);
+        if let Some(rx) = restart.as_mut() {
+            let started = rx.wait_for(|g| *g > 0).await.is_ok();
+            if !started {
+                return;
+            }
+        }
+        let mut stream = std::pin::pin!(start());
         loop {
-            match stream.try_next().await {
+            let next = match restart.as_mut() {
+                Some(rx) => tokio::select! {
+                    next = stream.try_next() => Some(next),
+                    r = rx.changed() => {
+                        if r.is_err() {
+                            return;
+                        }
+                        None
+                    }
+                },
+                None => Some(stream.try_next().await),
+            };
+            let Some(next) = next else {
+                // A new list, from a watch of its own.
+                debug!(kind, "watch restarted");
+                stream.set(start());
+                continue;
+            };
+            match next {
                 Ok(Some(ev)) => {
                     if apply(ev) {
                         debug!(kind, "watch event");
@@ -845,7 +1062,7 @@ mod heap_at_scale;
 #[cfg(test)]
 mod tests {
     use kube::runtime::reflector::store::Writer;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::announce::stored::Name;
@@ -981,8 +1198,10 @@ mod tests {
 
     /// Caches fed by hand instead of by watches.
     struct Lab {
-        services: store::Writer<stored::Service>,
+        services: ServicesFeed,
         pools: Writer<IPAddressPool>,
+        l2_ads: Writer<L2Advertisement>,
+        labels: Labelled,
         changed: watch::Sender<Generations>,
     }
 
@@ -1012,6 +1231,8 @@ mod tests {
         fn start() -> (Self, mpsc::Receiver<Reload>) {
             let (services, services_w) = listed();
             let (pools, pools_w) = reflected();
+            let (l2_ads, l2_ads_w) = reflected();
+            let labels = Labelled::new();
             let caches = Caches {
                 nodes: listed().0,
                 services,
@@ -1020,30 +1241,68 @@ mod tests {
                 pools,
                 peers: reflected().0,
                 bgp_ads: reflected().0,
-                l2_ads: reflected().0,
+                l2_ads,
                 profiles: reflected().0,
                 communities: reflected().0,
             };
             let (changed, rx) = watch::channel(Generations::default());
             let (tx, reloads) = mpsc::channel(1);
-            tokio::spawn(snapshots(caches, rx, tx));
+            tokio::spawn(snapshots(caches, labels.clone(), rx, tx));
             let lab = Self {
-                services: services_w,
+                services: ServicesFeed {
+                    writer: services_w,
+                    labels: labels.clone(),
+                    interner: Arc::default(),
+                    listing: 0,
+                },
                 pools: pools_w,
+                l2_ads: l2_ads_w,
+                labels,
                 changed,
             };
             (lab, reloads)
         }
 
         fn service(&mut self, name: &str) {
-            let s: Service = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "apps"},
+            self.labelled(name, &json!({}));
+        }
+
+        /// A LoadBalancer Service `apps/name` with these labels.
+        fn watched(name: &str, labels: &Value) -> Service {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "apps", "labels": labels},
                 "spec": {"type": "LoadBalancer"},
             }))
-            .unwrap_or_else(|e| panic!("{e}"));
-            let record = stored::Service::from(s);
-            assert!(self.services.apply(watcher::Event::Apply(record)));
+            .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        fn labelled(&mut self, name: &str, labels: &Value) {
+            let s = Self::watched(name, labels);
+            assert!(self.services.apply(watcher::Event::Apply(s)));
             ping(&self.changed, Feed::Services);
+        }
+
+        /// The Services listed again, as the watch does when restarted.
+        fn relist(&mut self, services: &[(&str, Value)]) {
+            self.services.apply(watcher::Event::Init);
+            for (name, labels) in services {
+                let s = Self::watched(name, labels);
+                self.services.apply(watcher::Event::InitApply(s));
+            }
+            assert!(self.services.apply(watcher::Event::InitDone));
+            ping(&self.changed, Feed::Services);
+        }
+
+        /// The L2Advertisement `l2` with these `serviceSelectors`.
+        fn l2_advertisement(&mut self, selectors: &Value) {
+            let a: L2Advertisement = serde_json::from_value(json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+                "metadata": {"name": "l2", "namespace": "metallb-system"},
+                "spec": {"serviceSelectors": selectors},
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            self.l2_ads.apply_watcher_event(&watcher::Event::Apply(a));
+            ping(&self.changed, Feed::Configuration);
         }
 
         fn pool(&mut self, name: &str, addresses: &str) {
@@ -1148,6 +1407,59 @@ mod tests {
         assert!(errors.iter().any(|e| e.contains("bad")), "{errors:?}");
         lab.service("db");
         assert_eq!(refused(next(&mut reloads).await), (errors, 2));
+    }
+
+    /// Issue 18 §1: a configuration that names a Service label key the
+    /// records were not made with is not sent until the Services are
+    /// listed again with it (the watch is told to restart); snapshots
+    /// meanwhile carry the configuration before, over records that keep
+    /// the new key from then on. The label keys no selector names are not
+    /// kept.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_label_key_holds_the_configuration_until_the_services_are_listed_again() {
+        let (mut lab, mut reloads) = Lab::start();
+        lab.pool("pool", "198.51.100.0/24");
+        lab.l2_advertisement(&json!([]));
+        lab.labelled("web", &json!({"app": "web", "team": "a"}));
+        let first = accepted(next(&mut reloads).await);
+        assert_eq!(first.services.len(), 1);
+        assert!(first.services[0].labels.is_empty(), "no selector: no label");
+        assert_eq!(*lab.labels.restart.borrow(), 1);
+
+        lab.l2_advertisement(&json!([{"matchLabels": {"app": "web"}}]));
+        let held = accepted(next(&mut reloads).await);
+        assert!(
+            Arc::ptr_eq(&held.model, &first.model),
+            "held: {:?}",
+            held.model
+        );
+        assert_eq!(*lab.labels.restart.borrow(), 2, "the watch lists again");
+        assert!(held.services[0].labels.is_empty());
+        // A Service that changes meanwhile: its record keeps `app` now,
+        // and the configuration before still decides.
+        lab.labelled("db", &json!({"app": "db", "team": "b"}));
+        let meanwhile = accepted(next(&mut reloads).await);
+        assert!(Arc::ptr_eq(&meanwhile.model, &first.model));
+        assert_eq!(meanwhile.services[0].labels.get("app"), Some("db"));
+        assert_eq!(meanwhile.services[1].labels.get("app"), None);
+
+        lab.relist(&[
+            ("db", json!({"app": "db", "team": "b"})),
+            ("web", json!({"app": "web", "team": "a"})),
+        ]);
+        let now = accepted(next(&mut reloads).await);
+        assert_eq!(
+            now.model.service_label_keys(),
+            BTreeSet::from(["app".to_owned()])
+        );
+        let kept: Vec<Vec<(&str, &str)>> = now
+            .services
+            .iter()
+            .map(|s| s.labels.iter().collect())
+            .collect();
+        assert_eq!(kept, [[("app", "db")], [("app", "web")]]);
+        assert_eq!(*lab.labels.restart.borrow(), 2, "one list again");
+        assert_eq!(RELISTS.load(Ordering::Relaxed), 1);
     }
 
     #[test]

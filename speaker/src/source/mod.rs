@@ -11,6 +11,7 @@ pub mod excludel2;
 pub mod file;
 pub mod k8s;
 pub mod keyring;
+pub mod selected;
 pub mod store;
 
 use std::collections::BTreeMap;

@@ -14,8 +14,18 @@
 //! split by part; and what the run loop builds from them: the desired
 //! Adj-RIB-Out of one BGP session, the status writer's report.
 //!
+//! The configuration is the live benchmark's (`bench/src/lib.rs`): no
+//! advertisement has `serviceSelectors`, so the Services' records keep no
+//! label, as the Kubernetes source keeps them ([`selected::only`] with the
+//! model's [`Model::service_label_keys`]).
+//!
 //! glibc's live heap (`mallinfo2`, the `ferrolb_heap_live_bytes` gauge) is
-//! read after each step; the figures are the differences. One command:
+//! read after each step; the figures are the differences. Then what one
+//! list of the Services again costs (a configuration that names a new
+//! label key, `app.kubernetes.io/name`): the time to read the Services
+//! into records and swap them in, and the view and decisions made again
+//! over them; and the heap the new records take while the old list is
+//! still held. One command:
 //!
 //! ```sh
 //! cargo test -p speaker --lib heap_per_service -- --ignored --nocapture
@@ -130,7 +140,14 @@ where
     store
 }
 
+/// The live benchmark's configuration: no `serviceSelectors`.
 fn model() -> Arc<Model> {
+    model_with("")
+}
+
+/// The same, its BGPAdvertisement's spec `spec` (YAML flow mapping
+/// entries, or empty).
+fn model_with(spec: &str) -> Arc<Model> {
     let mut y = String::new();
     for p in 0..POOLS {
         y.push_str(&format!(
@@ -139,6 +156,9 @@ fn model() -> Arc<Model> {
         ));
     }
     y.push_str("---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: bgp, namespace: metallb-system}\n");
+    if !spec.is_empty() {
+        y.push_str(&format!("spec: {{{spec}}}\n"));
+    }
     y.push_str("---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n");
     y.push_str("---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: r1, namespace: metallb-system}\nspec: {myASN: 64512, peerASN: 64500, peerAddress: 192.168.0.1}\n");
     let (model, problems) = config(&Config::from_yaml(&y).unwrap());
@@ -182,7 +202,9 @@ fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
     });
     let after_nodes = heap();
     let mut interner = Interner::default();
-    let svcs = stored((0..services).map(service), |s| {
+    let keys = model.service_label_keys();
+    let svcs = stored((0..services).map(service), |mut s: Service| {
+        s.labels = selected::only(&s.labels, &keys);
         stored::Service::from_watched(s, &mut interner)
     });
     let after_services = heap();
@@ -259,6 +281,76 @@ fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
     (out, counts)
 }
 
+/// One list of the Services again at `services`, as a configuration that
+/// names a new label key makes the Kubernetes source read it (the
+/// BGPAdvertisement selects the Services with `app.kubernetes.io/name`,
+/// `Exists`: every one still): the time to read the Services (JSON bytes
+/// as the apiserver sends them) into records with the new keys and swap
+/// them into the cache; the time to make the view and the keyed decisions
+/// again over them (every Service is a new record); and the live heap the
+/// new records take while the old list is still held by the view (the
+/// peak of a list again, over the steady state).
+fn relist(services: u32) -> (Duration, Duration, i64) {
+    use std::time::Instant;
+    let model = model();
+    let mut rng = SmallRng::seed_from_u64(18);
+    let mut interner = Interner::default();
+    let nodes = stored((0..NODES).map(node), |n| {
+        stored::Node::from_watched(n, &mut interner)
+    });
+    let values: Vec<Vec<u8>> = (0..services)
+        .map(|i| serde_json::to_vec(&service(i)).unwrap())
+        .collect();
+    let read = |writer: &mut store::Writer<stored::Service>,
+                keys: &BTreeSet<String>,
+                interner: &mut Interner| {
+        writer.apply(watcher::Event::Init);
+        for v in &values {
+            let mut s: Service = serde_json::from_slice(v).unwrap();
+            s.labels = selected::only(&s.labels, keys);
+            let record = stored::Service::from_watched(s, interner);
+            writer.apply(watcher::Event::InitApply(record));
+        }
+        writer.apply(watcher::Event::InitDone);
+    };
+    let mut interner = Interner::default();
+    let (svcs, mut writer) = store::store();
+    read(&mut writer, &model.service_label_keys(), &mut interner);
+    let slices = stored(
+        (0..services).flat_map(|i| {
+            let count = rng.random_range(1..=3);
+            (0..count)
+                .map(|k| slice(i, k, &mut rng))
+                .collect::<Vec<_>>()
+        }),
+        |e| stored::EndpointSlice::from_watched(e, &mut interner),
+    );
+    let (nl, sl, sv) = (nodes.list(), slices.list(), svcs.list());
+    let secrets: Shared<Secret> = Arc::default();
+    let mut converted = Converted::default();
+    let (view, _) = converted.view("node-00000", model, &nl, &sv, &sl, &secrets);
+    let mut keyed = Keyed::new();
+    drop(keyed.update(&view, false));
+    let named = model_with(
+        "serviceSelectors: [{matchExpressions: [{key: app.kubernetes.io/name, operator: Exists}]}]",
+    );
+    let before = heap();
+    let t = Instant::now();
+    read(&mut writer, &named.service_label_keys(), &mut interner);
+    let again = svcs.list();
+    let listed = t.elapsed();
+    let bytes = heap() - before;
+    let t = Instant::now();
+    let (view_again, problems) = converted.view("node-00000", named, &nl, &again, &sl, &secrets);
+    assert!(problems.is_empty(), "{problems:?}");
+    let changes = keyed.update(&view_again, false);
+    let decided = t.elapsed();
+    assert_eq!(changes.decided, usize::try_from(services).unwrap());
+    assert!(again.iter().all(|s| s.labels.len() == 1));
+    drop((changes, view, sv));
+    (listed, decided, bytes)
+}
+
 /// The inline sizes behind the figures: each stored record is one
 /// allocation of its type (in an `Arc`, 16 bytes more); an EndpointSlice
 /// named `<service>-<suffix>` with up to four endpoints holds them inline,
@@ -299,6 +391,7 @@ fn heap_per_service() {
         })
         .collect();
     let mut slices = Vec::new();
+    let sizes_again = sizes.clone();
     for services in sizes {
         let (parts, (count, endpoints)) = measure(services);
         slices.push(format!(
@@ -315,4 +408,11 @@ fn heap_per_service() {
         );
     }
     println!("{}", slices.join("; "));
+    for services in sizes_again {
+        let (listed, decided, bytes) = relist(services);
+        println!(
+            "listing {services} Services again for a new label key: read and swapped in {listed:.2?}, view and decisions again {decided:.2?}, {:.1} MiB of new records while the old are held",
+            bytes as f64 / 1_048_576.0
+        );
+    }
 }
