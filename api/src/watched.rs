@@ -122,6 +122,20 @@ pub struct Endpoint {
     pub terminating: Option<bool>,
 }
 
+/// Where a record is, behind one thin pointer: its namespace, and its
+/// name when the record does not keep the name itself. An EndpointSlice
+/// named as the EndpointSlice controller names them keeps a suffix of its
+/// own and shares its namespace's place with the slices of that namespace
+/// ([`Interner::place`]); one named otherwise has a place of its own, with
+/// the whole name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Place {
+    /// The namespace.
+    pub namespace: Arc<str>,
+    /// The whole name, when the record does not keep it.
+    pub name: Option<Box<str>>,
+}
+
 impl Endpoint {
     /// Whether traffic may be sent to this endpoint: MetalLB's
     /// `EndpointCanServe`, ready (or unset) or serving.
@@ -261,6 +275,8 @@ pub struct Interner {
     sets: HashSet<Labels>,
     strings: HashSet<Arc<str>>,
     endpoints: HashSet<Arc<Endpoint>>,
+    /// The namespaces' places (few: swept with the other tables).
+    places: HashSet<Arc<Place>>,
     /// The tables' sizes after the last sweep.
     swept: (usize, usize, usize),
 }
@@ -326,9 +342,24 @@ impl Interner {
         shared
     }
 
-    /// Once a table has doubled since the last sweep: drops the sets and
-    /// the endpoints only the interner holds, then the strings only it
-    /// holds (those of the sets and endpoints just dropped among them).
+    /// The shared place of `namespace` (no name of its own): the records
+    /// of a namespace hold one pointer to it.
+    pub fn place(&mut self, namespace: &str) -> Arc<Place> {
+        let place = Place {
+            namespace: self.string(namespace),
+            name: None,
+        };
+        if let Some(found) = self.places.get(&place) {
+            return Arc::clone(found);
+        }
+        let shared = Arc::new(place);
+        self.places.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// Once a table has doubled since the last sweep: drops the sets, the
+    /// endpoints and the places only the interner holds, then the strings
+    /// only it holds (those of the values just dropped among them).
     fn sweep_if_grown(&mut self) {
         if self.sets.len() < 2 * self.swept.0.max(SWEEP_FLOOR)
             && self.strings.len() < 2 * self.swept.1.max(SWEEP_FLOOR)
@@ -338,6 +369,7 @@ impl Interner {
         }
         self.sets.retain(|s| s.holders() > 1);
         self.endpoints.retain(|e| Arc::strong_count(e) > 1);
+        self.places.retain(|p| Arc::strong_count(p) > 1);
         self.strings.retain(|s| Arc::strong_count(s) > 1);
         self.swept = (self.sets.len(), self.strings.len(), self.endpoints.len());
     }
@@ -1067,6 +1099,14 @@ mod tests {
         };
         assert!(!Arc::ptr_eq(&shared, &interner.endpoint(&draining)));
 
+        // A namespace's place is one, its namespace the table's string.
+        let place = interner.place("ns");
+        assert!(Arc::ptr_eq(&place, &interner.place("ns")));
+        assert!(!Arc::ptr_eq(&place, &interner.place("other")));
+        assert!(Arc::ptr_eq(&place.namespace, &interner.string("ns")));
+        assert_eq!(place.name, None);
+        let gone_place = Arc::downgrade(&interner.place("gone"));
+
         let mut service = Service {
             labels: set("web"),
             annotations: set("web"),
@@ -1096,5 +1136,10 @@ mod tests {
             Arc::ptr_eq(&interner.endpoint(&before.endpoints[0]), &shared),
             "a live endpoint is kept"
         );
+        assert!(
+            Arc::ptr_eq(&interner.place("ns"), &place),
+            "a live place is kept"
+        );
+        assert!(gone_place.upgrade().is_none(), "a dead place is swept");
     }
 }

@@ -128,7 +128,7 @@ struct World {
     model: Arc<api::model::Model>,
     nodes: Arc<[Arc<stored::Node>]>,
     services: Arc<[Arc<stored::Service>]>,
-    slices: Arc<[Arc<stored::EndpointSlice>]>,
+    slices: Arc<[stored::EndpointSlice]>,
     secrets: Arc<[Arc<Secret>]>,
     converted: Converted,
     keyed: Keyed,

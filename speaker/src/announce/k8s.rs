@@ -12,7 +12,7 @@ use api::model::{Md5Key, Model, Secrets};
 use api::validate::Problem;
 use k8s_openapi::api::core::v1 as corev1;
 
-use super::stored;
+use super::stored::{self, Held, List};
 use super::view::{ClusterView, Endpoints, Node, ObjectKey, Service};
 
 impl ClusterView {
@@ -52,10 +52,7 @@ impl ClusterView {
         };
         // Owned objects: the view's Service holds copies in `Arc`s.
         objects.view(this_node, model, |s, group| {
-            let slices: Arc<[_]> = group
-                .iter()
-                .map(|e| Arc::new((*e).borrow().clone()))
-                .collect();
+            let slices: Arc<[_]> = group.iter().map(|e| (*e).borrow().clone()).collect();
             parse(Arc::new(s.borrow().clone()), Endpoints::of_slices(slices)).map(Arc::new)
         })
     }
@@ -96,9 +93,6 @@ pub struct Converted {
 /// Service it belongs to (the records' strings, shared).
 type Key = ObjectKey;
 
-/// A list of shared objects, itself shared (as a snapshot holds them).
-type List<T> = Arc<[Arc<T>]>;
-
 /// The lists the last view was converted from, and what they gave.
 #[derive(Debug)]
 struct Index {
@@ -122,7 +116,7 @@ struct Index {
 }
 
 /// The EndpointSlices of one Service, by name.
-type Group = Arc<[Arc<stored::EndpointSlice>]>;
+type Group = Arc<[stored::EndpointSlice]>;
 
 /// What a Service object gives: `None` when it is not a LoadBalancer. A
 /// problem is boxed: one result is kept per Service, and a `Problem` (four
@@ -190,7 +184,7 @@ impl Index {
     ) -> Self {
         let mut groups: Vec<Group> = group_slices(slices)
             .into_values()
-            .map(|group| group.into_iter().map(Arc::clone).collect())
+            .map(|group| group.into_iter().cloned().collect())
             .collect();
         groups.sort_unstable_by(|a, b| group_order(a).cmp(&group_order(b)));
         let results = services
@@ -249,7 +243,7 @@ impl Index {
             // it would be) and its slices now. Every search is made before
             // the list changes, as a group left empty has no key.
             type Place = Result<usize, usize>;
-            let mut now: BTreeMap<Key, (Place, Vec<Arc<stored::EndpointSlice>>)> = BTreeMap::new();
+            let mut now: BTreeMap<Key, (Place, Vec<stored::EndpointSlice>)> = BTreeMap::new();
             for (e, added) in gone
                 .iter()
                 .map(|e| (e, false))
@@ -263,9 +257,9 @@ impl Index {
                     (at, list)
                 });
                 if added {
-                    list.push(Arc::clone(e));
+                    list.push((*e).clone());
                 } else {
-                    list.retain(|g| !Arc::ptr_eq(g, e));
+                    list.retain(|g| g.addr() != e.addr());
                 }
             }
             let mut emptied = false;
@@ -347,7 +341,7 @@ impl Index {
 /// The parts of `old` and `new` between their longest common prefix and
 /// their longest common suffix (objects compared by pointer): `new` is
 /// `old` with the first part replaced by the second.
-fn span<'a, T>(old: &'a [Arc<T>], new: &'a [Arc<T>]) -> (&'a [Arc<T>], &'a [Arc<T>]) {
+fn span<'a, P: Held>(old: &'a [P], new: &'a [P]) -> (&'a [P], &'a [P]) {
     let (o, n) = span_at(old, new);
     (&old[o], &new[n])
 }
@@ -358,33 +352,27 @@ fn span<'a, T>(old: &'a [Arc<T>], new: &'a [Arc<T>]) -> (&'a [Arc<T>], &'a [Arc<
 /// unchanged; at 16,745 Services a churn step that moved two slices so made
 /// every Service between them "touched", converted again (27 of 134
 /// reconciles, 0.3-0.5 s each), and held twice until the old view went.
-fn changed<'a, T>((old, new): (&'a [Arc<T>], &'a [Arc<T>])) -> (Vec<&'a Arc<T>>, Vec<&'a Arc<T>>) {
-    let addrs = |list: &[Arc<T>]| -> HashSet<usize> {
-        list.iter().map(|o| Arc::as_ptr(o).addr()).collect()
-    };
+fn changed<'a, P: Held>((old, new): (&'a [P], &'a [P])) -> (Vec<&'a P>, Vec<&'a P>) {
+    let addrs = |list: &[P]| -> HashSet<usize> { list.iter().map(Held::addr).collect() };
     let (in_old, in_new) = (addrs(old), addrs(new));
     (
-        old.iter()
-            .filter(|o| !in_new.contains(&Arc::as_ptr(o).addr()))
-            .collect(),
-        new.iter()
-            .filter(|o| !in_old.contains(&Arc::as_ptr(o).addr()))
-            .collect(),
+        old.iter().filter(|o| !in_new.contains(&o.addr())).collect(),
+        new.iter().filter(|o| !in_old.contains(&o.addr())).collect(),
     )
 }
 
 /// [`span`], as the ranges of `old` and `new`.
-fn span_at<T>(old: &[Arc<T>], new: &[Arc<T>]) -> (Range<usize>, Range<usize>) {
+fn span_at<P: Held>(old: &[P], new: &[P]) -> (Range<usize>, Range<usize>) {
     let prefix = old
         .iter()
         .zip(new)
-        .take_while(|(a, b)| Arc::ptr_eq(a, b))
+        .take_while(|(a, b)| a.addr() == b.addr())
         .count();
     let suffix = old[prefix..]
         .iter()
         .rev()
         .zip(new[prefix..].iter().rev())
-        .take_while(|(a, b)| Arc::ptr_eq(a, b))
+        .take_while(|(a, b)| a.addr() == b.addr())
         .count();
     (prefix..old.len() - suffix, prefix..new.len() - suffix)
 }
@@ -419,7 +407,7 @@ fn in_key_order(services: &[Arc<stored::Service>]) -> bool {
 /// slices that name their Service, and is never empty).
 fn group_order(group: &Group) -> (&str, &str) {
     group.first().map_or(("", ""), |e| {
-        (&*e.namespace, e.service.as_deref().unwrap_or_default())
+        (&**e.namespace(), e.service().map_or("", |s| &**s))
     })
 }
 
@@ -436,8 +424,8 @@ fn find_group<'a>(groups: &'a [Group], key: &Key) -> Option<&'a Group> {
 /// The namespace and name of the Service an EndpointSlice belongs to.
 fn slice_key(e: &stored::EndpointSlice) -> Option<Key> {
     Some(ObjectKey {
-        namespace: Arc::clone(&e.namespace),
-        name: Arc::clone(e.service.as_ref()?),
+        namespace: Arc::clone(e.namespace()),
+        name: Arc::clone(e.service()?),
     })
 }
 
@@ -493,8 +481,8 @@ fn group_slices<E: Borrow<stored::EndpointSlice>>(slices: &[E]) -> HashMap<(&str
     let mut by_service: HashMap<(&str, &str), Vec<&E>> = HashMap::with_capacity(slices.len());
     for e in slices {
         let slice = e.borrow();
-        let ns = &*slice.namespace;
-        if let Some(name) = slice.service.as_deref() {
+        let ns = &**slice.namespace();
+        if let Some(name) = slice.service().map(|s| &**s) {
             by_service.entry((ns, name)).or_default().push(e);
         }
     }
@@ -568,14 +556,12 @@ pub fn node(n: &stored::Node) -> Node {
 /// it (`invalidIP`).
 pub fn service<'a>(
     s: &Arc<stored::Service>,
-    slices: impl IntoIterator<Item = &'a Arc<stored::EndpointSlice>>,
+    slices: impl IntoIterator<Item = &'a stored::EndpointSlice>,
 ) -> Result<Service, Problem> {
     let key = &s.key;
     let slices: Group = slices
         .into_iter()
-        .filter(|slice| {
-            *slice.namespace == *key.namespace && slice.service.as_deref() == Some(&*key.name)
-        })
+        .filter(|slice| **slice.namespace() == *key.namespace && slice.service() == Some(&key.name))
         .cloned()
         .collect();
     parse(Arc::clone(s), Endpoints::of_slices(slices))
@@ -762,8 +748,7 @@ mod tests {
             // Another service, and the same name in another namespace.
             slice("web", "back", vec![ep("n3", None, None, None)]),
             slice("other", "front", vec![ep("n4", None, None, None)]),
-        ]
-        .map(Arc::new);
+        ];
         let svc = service(
             &Arc::new(k8s_service(&[
                 "192.0.2.10",
@@ -960,8 +945,9 @@ mod tests {
     }
 
     /// `list` again when `objects` are not its objects in its order.
-    fn relist<T>(list: &mut Arc<[Arc<T>]>, objects: Vec<Arc<T>>) {
-        if list.len() != objects.len() || list.iter().zip(&objects).any(|(a, b)| !Arc::ptr_eq(a, b))
+    fn relist<P: Held>(list: &mut Arc<[P]>, objects: Vec<P>) {
+        if list.len() != objects.len()
+            || list.iter().zip(&objects).any(|(a, b)| a.addr() != b.addr())
         {
             *list = objects.into();
         }
@@ -982,7 +968,7 @@ mod tests {
         for seed in 0..30 {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut services: BTreeMap<&str, Arc<stored::Service>> = BTreeMap::new();
-            let mut slices: BTreeMap<String, Arc<stored::EndpointSlice>> = BTreeMap::new();
+            let mut slices: BTreeMap<String, stored::EndpointSlice> = BTreeMap::new();
             let mut nodes: BTreeMap<&str, Arc<stored::Node>> = BTreeMap::new();
             let mut converted = Converted::default();
             let mut last: BTreeMap<ObjectKey, Arc<Service>> = BTreeMap::new();
@@ -990,7 +976,7 @@ mod tests {
             // As the Kubernetes source does, each list is handed on as it
             // was while none of its objects changed.
             let mut sv: Arc<[Arc<stored::Service>]> = Arc::default();
-            let mut sl: Arc<[Arc<stored::EndpointSlice>]> = Arc::default();
+            let mut sl: Arc<[stored::EndpointSlice]> = Arc::default();
             let mut nl: Arc<[Arc<stored::Node>]> = Arc::default();
             let mut secrets: Arc<[Arc<corev1::Secret>]> = Arc::default();
             let mut was_shuffled = false;
@@ -1024,7 +1010,7 @@ mod tests {
                             })
                             .collect();
                         let new = slice_named("apps", name, &slice_name, eps);
-                        if let Some(old) = slices.insert(slice_name, Arc::new(new)) {
+                        if let Some(old) = slices.insert(slice_name, new) {
                             touched.insert(service_of(&old));
                         }
                     }
@@ -1131,9 +1117,8 @@ mod tests {
             s.key = ObjectKey::new("apps", name);
             Arc::new(s)
         };
-        let slice_of = |name: &str, node: &str| {
-            Arc::new(slice("apps", name, vec![ep(node, Some(true), None, None)]))
-        };
+        let slice_of =
+            |name: &str, node: &str| slice("apps", name, vec![ep(node, Some(true), None, None)]);
         let node_named = |name: &str, status: &str| {
             let n = corev1::Node {
                 metadata: meta(None, name, &[]),
@@ -1154,7 +1139,7 @@ mod tests {
         let mut nl: Vec<_> = names.iter().map(|n| node_named(n, "False")).collect();
         let secrets: Arc<[Arc<corev1::Secret>]> = Arc::default();
         let mut converted = Converted::default();
-        let lists = |sl: &[Arc<stored::EndpointSlice>], nl: &[Arc<stored::Node>]| {
+        let lists = |sl: &[stored::EndpointSlice], nl: &[Arc<stored::Node>]| {
             (Arc::<[_]>::from(sl.to_vec()), Arc::<[_]>::from(nl.to_vec()))
         };
         let (sl0, nl0) = lists(&sl, &nl);
@@ -1187,7 +1172,7 @@ mod tests {
 
     /// The name of the service an EndpointSlice belongs to.
     fn service_of(slice: &stored::EndpointSlice) -> &'static str {
-        let name = slice.service.as_deref().unwrap_or_default();
+        let name = slice.service().map_or("", |s| &**s);
         ["a", "b", "c", "d", "e", "f"]
             .into_iter()
             .find(|n| *n == name)

@@ -11,8 +11,11 @@
 //! ([`Node::from_watched`]): the Kubernetes source gives the Services and
 //! the EndpointSlices one, so a slice's Service name is its Service's
 //! key's string. An EndpointSlice keeps of its name what is not its
-//! Service's ([`EndpointSlice::name`]). The view's Service holds the
-//! record itself.
+//! Service's ([`EndpointSlice::name`]), its namespace behind a pointer
+//! shared by the slices of the namespace, and its endpoints at the end of
+//! its one allocation: it is a thin pointer of its own, which the caches,
+//! the snapshots and the view hold as it is ([`Holds`]: the other records
+//! are held in an `Arc`). The view's Service holds the record itself.
 //!
 //! A Service record is one 160-byte chunk (the record in its `Arc`), plus
 //! its name's string (shared with its slices) and its labels' set; one or
@@ -21,6 +24,7 @@
 //! `LoadBalancer` keeps its key and uid alone (the view reads nothing else
 //! of it). Pure data: no I/O here.
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::net::IpAddr;
@@ -28,7 +32,9 @@ use std::num::NonZeroU8;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use api::watched::Interner;
+use api::watched::{Interner, Place};
+use k8s_openapi::api::core::v1::Secret;
+use triomphe::ThinArc;
 
 use super::view::{Labels, ObjectKey, TrafficPolicy};
 use super::watched;
@@ -277,53 +283,46 @@ impl fmt::Debug for Uid {
     }
 }
 
-/// An EndpointSlice: its namespace, the Service it belongs to, its name
-/// and its endpoints, in one allocation (its `Arc`'s: 88 bytes, a 96-byte
-/// chunk) when it is as the EndpointSlice controller makes them: named
-/// `<service>-<suffix>` with a short suffix, and at most four endpoints.
+/// An EndpointSlice: where it is ([`Place`]: its namespace), the Service
+/// it belongs to, its name and its endpoints, in one allocation behind one
+/// thin pointer (8 bytes in the caches' lists and the view's groups; a
+/// clone is a count). The allocation is a `triomphe` `ThinArc`: a count
+/// (no weak count: 8 bytes), the header (32: the place, the Service's
+/// name, the suffix), the endpoints' count (8) and the endpoints at its
+/// end (8 each): 56 + 8 bytes an endpoint, a 64-byte chunk for one
+/// endpoint, 80 for two or three, 96 for four, however many it has.
+///
+/// A slice named as the EndpointSlice controller names them
+/// (`<service>-<suffix>`, a suffix of up to seven bytes) keeps its suffix
+/// inline and shares its namespace's place with the other slices of the
+/// namespace ([`Interner::place`]); any other has a place of its own with
+/// its whole name.
 ///
 /// 99,824 slices of one to four endpoints took 22.7 MiB (238 bytes each)
 /// as a record of four pointers with the name and the endpoints (24 bytes
-/// each) in allocations of their own (issue 18 §1; 10.5 MiB now). Here
-/// the name is kept as its suffix when it starts with the Service's name
-/// and `-`, the endpoints inline, and an endpoint is a pointer to an
-/// interned one ([`Endpoint`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndpointSlice {
-    /// Namespace.
-    pub namespace: Arc<str>,
+/// each) in allocations of their own (issue 18 §1), then 10.5 MiB (110
+/// bytes each) as one 96-byte chunk, a `std::sync::Arc` (two counts) of a
+/// 72-byte record with four endpoints inline.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EndpointSlice(ThinArc<Header, Endpoint>);
+
+/// The fixed part of an [`EndpointSlice`]'s allocation.
+#[derive(PartialEq, Eq)]
+struct Header {
+    /// Its namespace, and its whole name unless `suffix` has it.
+    place: Arc<Place>,
     /// The `kubernetes.io/service-name` label.
-    pub service: Option<Arc<str>>,
-    /// The name (with `service`) and the endpoints.
-    body: Body,
+    service: Option<Arc<str>>,
+    /// Its name after `<service>-`, when the place holds no name.
+    suffix: Option<Suffix>,
 }
 
-/// How many endpoints a slice keeps inline.
-const INLINE: usize = 4;
-
-/// An [`EndpointSlice`]'s name and endpoints.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Body {
-    /// Named `<service>-<suffix>`, with at most [`INLINE`] endpoints:
-    /// the suffix and the endpoints inline (`None` past the last).
-    Compact {
-        suffix: Suffix,
-        endpoints: [Option<Endpoint>; INLINE],
-    },
-    /// Any other: the whole name and the endpoints, boxed.
-    Other(Box<Other>),
-}
-
-/// The name and endpoints of an [`EndpointSlice`] not [`Body::Compact`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Other {
-    name: Box<str>,
-    endpoints: Box<[Endpoint]>,
-}
+// Issue 18: the header is four pointers (on 64-bit targets).
+const _: () = assert!(size_of::<Header>() <= 32);
 
 /// Up to [`SUFFIX_MAX`] bytes of text, inline (the EndpointSlice
-/// controller's suffixes are five): its length plus one (so the
-/// [`Body`] enum needs no tag of its own), then the bytes.
+/// controller's suffixes are five): its length plus one (so that an
+/// `Option` of it needs no tag of its own), then the bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Suffix {
     len: NonZeroU8,
@@ -360,6 +359,81 @@ impl fmt::Debug for Suffix {
         fmt::Debug::fmt(self.as_str(), f)
     }
 }
+
+impl fmt::Debug for EndpointSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointSlice")
+            .field("namespace", self.namespace())
+            .field("name", &self.name().to_string())
+            .field("service", &self.service())
+            .field("endpoints", &self.endpoints())
+            .finish()
+    }
+}
+
+/// How the caches, the snapshots and the view hold a record: shared (a
+/// clone is a count) and told apart by address (the view finds what
+/// changed by pointer).
+pub trait Held: Clone {
+    /// The record held.
+    type Record;
+    /// The record.
+    fn record(&self) -> &Self::Record;
+    /// The shared record's address.
+    fn addr(&self) -> usize;
+}
+
+impl<T> Held for Arc<T> {
+    type Record = T;
+    fn record(&self) -> &T {
+        self
+    }
+    fn addr(&self) -> usize {
+        Self::as_ptr(self).addr()
+    }
+}
+
+impl Held for EndpointSlice {
+    type Record = Self;
+    fn record(&self) -> &Self {
+        self
+    }
+    fn addr(&self) -> usize {
+        self.0.ptr().addr()
+    }
+}
+
+/// A record and how it is held: in an `Arc`, or (an [`EndpointSlice`],
+/// shared already) itself.
+pub trait Holds: Sized {
+    /// What holds it.
+    type Held: Held<Record = Self> + Borrow<Self> + fmt::Debug + Send + Sync;
+    /// Held, shared from now on.
+    fn hold(self) -> Self::Held;
+}
+
+macro_rules! held_in_arc {
+    ($($kind:ty),*) => {$(
+        impl Holds for $kind {
+            type Held = Arc<Self>;
+            fn hold(self) -> Arc<Self> {
+                Arc::new(self)
+            }
+        }
+    )*};
+}
+held_in_arc!(Node, Service, Secret);
+
+impl Holds for EndpointSlice {
+    type Held = Self;
+    fn hold(self) -> Self {
+        self
+    }
+}
+
+/// A list of held records, itself shared: a cache's contents, as a
+/// snapshot and the view take them.
+pub type List<T> = Arc<[<T as Holds>::Held]>;
 
 /// An endpoint as the store keeps it: shared with the endpoints equal to
 /// it (the Kubernetes source interns them, [`Interner::endpoint`]): one
@@ -544,23 +618,27 @@ impl Service {
 }
 
 impl EndpointSlice {
-    /// The record of a watched object, its strings and endpoints shared
-    /// through `interner`.
+    /// The record of a watched object, its strings, place and endpoints
+    /// shared through `interner`.
     pub fn from_watched(e: watched::EndpointSlice, interner: &mut Interner) -> Self {
         let meta = e.metadata;
-        Self::new(
-            interner.string(meta.namespace.as_deref().unwrap_or_default()),
-            meta.name.as_deref().unwrap_or_default(),
-            e.service.as_deref().map(|s| interner.string(s)),
-            e.endpoints
-                .iter()
-                .map(|ep| Endpoint(interner.endpoint(ep)))
-                .collect(),
-        )
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let service = e.service.as_deref().map(|s| interner.string(s));
+        let suffix = service.as_deref().and_then(|s| Suffix::of(name, s));
+        let place = match suffix {
+            Some(_) => interner.place(namespace),
+            None => Arc::new(Place {
+                namespace: interner.string(namespace),
+                name: Some(name.into()),
+            }),
+        };
+        let endpoints = e.endpoints.iter().map(|ep| Endpoint(interner.endpoint(ep)));
+        Self::of_parts(place, service, suffix, endpoints)
     }
 
     /// The slice `name` in `namespace`, of `service`, with these
-    /// endpoints.
+    /// endpoints (its place its own).
     pub fn new(
         namespace: Arc<str>,
         name: &str,
@@ -568,47 +646,58 @@ impl EndpointSlice {
         endpoints: Vec<Endpoint>,
     ) -> Self {
         let suffix = service.as_deref().and_then(|s| Suffix::of(name, s));
-        let body = match suffix {
-            Some(suffix) if endpoints.len() <= INLINE => {
-                let mut inline: [Option<Endpoint>; INLINE] = Default::default();
-                for (slot, e) in inline.iter_mut().zip(endpoints) {
-                    *slot = Some(e);
-                }
-                Body::Compact {
-                    suffix,
-                    endpoints: inline,
-                }
-            }
-            _ => Body::Other(Box::new(Other {
-                name: name.into(),
-                endpoints: endpoints.into(),
-            })),
-        };
-        Self {
+        let place = Arc::new(Place {
             namespace,
+            name: suffix.is_none().then(|| name.into()),
+        });
+        Self::of_parts(place, service, suffix, endpoints.into_iter())
+    }
+
+    /// One allocation of these parts (`suffix` only when `place` has no
+    /// name).
+    fn of_parts(
+        place: Arc<Place>,
+        service: Option<Arc<str>>,
+        suffix: Option<Suffix>,
+        endpoints: impl ExactSizeIterator<Item = Endpoint>,
+    ) -> Self {
+        let header = Header {
+            place,
             service,
-            body,
-        }
+            suffix,
+        };
+        Self(ThinArc::from_header_and_iter(header, endpoints))
+    }
+
+    fn header(&self) -> &Header {
+        &self.0.header.header
+    }
+
+    /// Its namespace.
+    pub fn namespace(&self) -> &Arc<str> {
+        &self.header().place.namespace
+    }
+
+    /// The `kubernetes.io/service-name` label.
+    pub fn service(&self) -> Option<&Arc<str>> {
+        self.header().service.as_ref()
     }
 
     /// Its name.
     pub fn name(&self) -> Name<'_> {
-        match &self.body {
-            Body::Compact { suffix, .. } => Name {
-                head: self.service.as_deref().unwrap_or_default(),
+        let h = self.header();
+        match (&h.place.name, h.service.as_deref(), &h.suffix) {
+            (None, Some(service), Some(suffix)) => Name {
+                head: service,
                 suffix: Some(suffix.as_str()),
             },
-            Body::Other(other) => Name::whole(&other.name),
+            (whole, ..) => Name::whole(whole.as_deref().unwrap_or_default()),
         }
     }
 
     /// Its endpoints, in order.
-    pub fn endpoints(&self) -> impl Iterator<Item = &Endpoint> + Clone {
-        let (inline, boxed): (&[Option<Endpoint>], &[Endpoint]) = match &self.body {
-            Body::Compact { endpoints, .. } => (&endpoints[..], &[][..]),
-            Body::Other(other) => (&[][..], &other.endpoints[..]),
-        };
-        inline.iter().map_while(Option::as_ref).chain(boxed)
+    pub fn endpoints(&self) -> std::slice::Iter<'_, Endpoint> {
+        self.0.slice.iter()
     }
 }
 
@@ -775,24 +864,67 @@ mod tests {
         )
     }
 
-    /// The sizes the heap figures of issue 18 rest on: a slice as the
-    /// EndpointSlice controller names it, with up to four endpoints, is one
-    /// 96-byte chunk (its `Arc`, 16 bytes of counts, and 72).
+    /// The sizes the heap figures of issue 18 rest on: a slice is one thin
+    /// pointer to one allocation of a count (8 bytes), a 32-byte header,
+    /// the endpoints' count (8) and 8 bytes an endpoint, whatever its name
+    /// and however many endpoints it has.
     #[test]
-    fn a_compact_slice_is_one_allocation() {
+    fn a_slice_is_one_thin_allocation() {
         assert_eq!(size_of::<Endpoint>(), 8);
-        assert_eq!(size_of::<Body>(), 40);
-        assert_eq!(size_of::<EndpointSlice>(), 72);
-        assert!(matches!(
-            slice("web-x2b9q", Some("web"), 4).body,
-            Body::Compact { .. }
-        ));
+        assert_eq!(size_of::<EndpointSlice>(), 8);
+        assert_eq!(size_of::<Option<EndpointSlice>>(), 8);
+        assert_eq!(size_of::<Header>(), 32);
+        for n in 0..6 {
+            for (name, service) in [("web-x2b9q", Some("web")), ("other", None)] {
+                let s = slice(name, service, n);
+                // What the allocation holds past its count.
+                let size = std::alloc::Layout::for_value(&*s.0).size();
+                assert_eq!(size, 32 + 8 + 8 * n, "{name} {n}");
+            }
+        }
+    }
+
+    /// The slices of a namespace named as the EndpointSlice controller
+    /// names them share their namespace's place (one pointer, the
+    /// interner's); a slice named otherwise has a place of its own with
+    /// its whole name. Both give back their namespace, Service and name.
+    #[test]
+    fn a_namespace_place_is_shared() {
+        let mut interner = Interner::default();
+        let watched = |name: &str, service: Option<&str>| watched::EndpointSlice {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            service: service.map(Into::into),
+            endpoints: vec![watched::Endpoint::default()],
+        };
+        let a = EndpointSlice::from_watched(watched("web-a", Some("web")), &mut interner);
+        let b = EndpointSlice::from_watched(watched("api-b", Some("api")), &mut interner);
+        let c = EndpointSlice::from_watched(watched("by-hand", Some("web")), &mut interner);
+        assert!(Arc::ptr_eq(&a.header().place, &b.header().place));
+        assert!(!Arc::ptr_eq(&a.header().place, &c.header().place));
+        assert!(Arc::ptr_eq(a.namespace(), c.namespace()));
+        assert_eq!(c.header().place.name.as_deref(), Some("by-hand"));
+        assert_eq!(a.header().place.name, None);
+        for (s, name, service) in [
+            (&a, "web-a", "web"),
+            (&b, "api-b", "api"),
+            (&c, "by-hand", "web"),
+        ] {
+            assert_eq!(&**s.namespace(), "ns");
+            assert_eq!(s.service().map(|s| &**s), Some(service));
+            assert_eq!(s.name(), Name::whole(name));
+            assert_eq!(s.endpoints().len(), 1);
+        }
+        assert!(Arc::ptr_eq(a.service().unwrap(), c.service().unwrap()));
     }
 
     /// Every shape gives back the name and endpoints it was made of: a
     /// suffix of seven bytes or less after `<service>-` (the empty one
-    /// too) and up to four endpoints inline; a longer suffix, another
-    /// Service's name, no Service, five endpoints, whole and boxed.
+    /// too) kept inline, whatever the endpoints; a longer suffix, another
+    /// Service's name, no Service, whole in a place of its own.
     #[test]
     fn names_and_endpoints_come_back_as_made() {
         let cases = [
@@ -800,7 +932,8 @@ mod tests {
             ("web-", Some("web"), 0, true),
             ("web-1234567", Some("web"), 1, true),
             ("web-12345678", Some("web"), 1, false),
-            ("web-x2b9q", Some("web"), 5, false),
+            ("web-x2b9q", Some("web"), 5, true),
+            ("web-x2b9q", Some("web"), 0, true),
             ("web-x2b9q", Some("api"), 1, false),
             ("webx2b9q", Some("web"), 1, false),
             ("web-x2b9q", None, 2, false),
@@ -810,7 +943,8 @@ mod tests {
             let s = slice(name, service, n);
             assert_eq!(s.name().to_string(), name);
             assert_eq!(s.name(), Name::whole(name), "{name}");
-            assert_eq!(matches!(s.body, Body::Compact { .. }), compact, "{name}");
+            assert_eq!(s.header().suffix.is_some(), compact, "{name}");
+            assert_eq!(s.header().place.name.is_none(), compact, "{name}");
             let nodes: Vec<_> = s.endpoints().map(|e| e.node.clone()).collect();
             let want: Vec<Option<Arc<str>>> =
                 (0..n).map(|i| Some(format!("n{i}").into())).collect();

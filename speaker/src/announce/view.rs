@@ -162,11 +162,11 @@ impl DerefMut for Service {
 /// store, in the order of the slices' names. Two are equal when their
 /// endpoints are, in order, whatever slices hold them.
 #[derive(Clone, Default)]
-pub struct Endpoints(Option<Arc<[Arc<stored::EndpointSlice>]>>);
+pub struct Endpoints(Option<Arc<[stored::EndpointSlice]>>);
 
 impl Endpoints {
     /// The endpoints of these slices, in this order.
-    pub fn of_slices(slices: Arc<[Arc<stored::EndpointSlice>]>) -> Self {
+    pub fn of_slices(slices: Arc<[stored::EndpointSlice]>) -> Self {
         Self((!slices.is_empty()).then_some(slices))
     }
 
@@ -192,7 +192,7 @@ impl FromIterator<Endpoint> for Endpoints {
     fn from_iter<I: IntoIterator<Item = Endpoint>>(endpoints: I) -> Self {
         let endpoints = endpoints.into_iter().map(stored::Endpoint::from);
         let slice = stored::EndpointSlice::new("".into(), "", None, endpoints.collect());
-        Self::of_slices(Arc::new([Arc::new(slice)]))
+        Self::of_slices(Arc::new([slice]))
     }
 }
 

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::{Rejected, Reload, Shared, Snapshot, trim_secret};
-use crate::announce::stored;
+use crate::announce::stored::{self, Holds};
 use crate::announce::watched::{self, Interner};
 
 /// Why a directory's contents cannot be used. The last good snapshot stays
@@ -192,14 +192,14 @@ struct Objects {
 }
 
 /// The records of `objects`, in their order.
-fn records<W, T>(
+fn records<W, T: Holds>(
     objects: Vec<W>,
     interner: &mut Interner,
     record: impl Fn(W, &mut Interner) -> T,
 ) -> Shared<T> {
     objects
         .into_iter()
-        .map(|o| Arc::new(record(o, interner)))
+        .map(|o| record(o, interner).hold())
         .collect()
 }
 

@@ -1193,7 +1193,7 @@ mod tests {
         };
         assert_eq!(svc, want);
         // The namespace is one string for the slice and the Service.
-        assert!(Arc::ptr_eq(&svc.key.namespace, &slice.namespace));
+        assert!(Arc::ptr_eq(&svc.key.namespace, slice.namespace()));
     }
 
     /// Caches fed by hand instead of by watches.

@@ -46,8 +46,9 @@ pub struct Snapshot {
     pub secrets: Shared<corev1::Secret>,
 }
 
-/// A list of shared objects, itself shared.
-pub type Shared<T> = Arc<[Arc<T>]>;
+/// A list of shared objects, itself shared ([`stored::List`]: each in an
+/// `Arc`, an EndpointSlice its own thin pointer).
+pub type Shared<T> = stored::List<T>;
 
 /// A result of the configuration source: what it sends the reconcile loop.
 pub type Reload = Result<Snapshot, Rejected>;

@@ -28,10 +28,11 @@ use tokio::sync::watch;
 
 use super::Shared;
 use crate::announce::ObjectKey;
-use crate::announce::stored::{EndpointSlice, Name, Node, Service};
+use crate::announce::stored::{EndpointSlice, Held, Holds, Name, Node, Service};
 
-/// What a cache needs of its records.
-pub trait Record {
+/// What a cache needs of its records (held as [`Holds`] says: an
+/// EndpointSlice is its own thin pointer, the others are in an `Arc`).
+pub trait Record: Holds {
     /// Namespace (empty for a cluster-scoped object) and name, by which a
     /// snapshot's list is sorted.
     fn order(&self) -> (&str, Name<'_>);
@@ -66,11 +67,11 @@ impl Record for Service {
 /// `Delete` held until the next list).
 impl Record for EndpointSlice {
     fn order(&self) -> (&str, Name<'_>) {
-        (&self.namespace, self.name())
+        (self.namespace(), self.name())
     }
     fn key(&self) -> ObjectKey {
         ObjectKey {
-            namespace: Arc::clone(&self.namespace),
+            namespace: Arc::clone(self.namespace()),
             name: self.name().to_string().into(),
         }
     }
@@ -97,36 +98,36 @@ static CLUSTER: LazyLock<Arc<str>> = LazyLock::new(|| "".into());
 
 /// The contents, shared by the [`Writer`] and the readers.
 #[derive(Debug)]
-struct State<T> {
+struct State<T: Record> {
     /// Every record in key order as of the last [`Store::list`]: the list
     /// the snapshot task took, shared with it (the cache holds no other
     /// index of its records).
     list: Shared<T>,
     /// What changed since, by key: the record now, or `None` (deleted).
-    pending: BTreeMap<ObjectKey, Option<Arc<T>>>,
+    pending: BTreeMap<ObjectKey, Option<T::Held>>,
 }
 
 impl<T: Record> State<T> {
     /// The record of `key` now.
-    fn get(&self, key: &ObjectKey) -> Option<&Arc<T>> {
+    fn get(&self, key: &ObjectKey) -> Option<&T::Held> {
         if let Some(now) = self.pending.get(key) {
             return now.as_ref();
         }
         let at = (&*key.namespace, Name::whole(&key.name));
-        let i = self.list.partition_point(|o| o.order() < at);
-        self.list.get(i).filter(|o| o.order() == at)
+        let i = self.list.partition_point(|o| o.record().order() < at);
+        self.list.get(i).filter(|o| o.record().order() == at)
     }
 }
 
 /// The reading side of a cache: the snapshot task's lists, the status
 /// writer's lookups.
 #[derive(Debug)]
-pub struct Store<T> {
+pub struct Store<T: Record> {
     state: Arc<Mutex<State<T>>>,
     ready: watch::Receiver<bool>,
 }
 
-impl<T> Clone for Store<T> {
+impl<T: Record> Clone for Store<T> {
     fn clone(&self) -> Self {
         Self {
             state: Arc::clone(&self.state),
@@ -137,15 +138,15 @@ impl<T> Clone for Store<T> {
 
 /// The writing side: the watch task applies its events here.
 #[derive(Debug)]
-pub struct Writer<T> {
+pub struct Writer<T: Record> {
     state: Arc<Mutex<State<T>>>,
     ready: watch::Sender<bool>,
     /// A (re)list being read, swapped in at `InitDone`.
-    relist: Option<Vec<Arc<T>>>,
+    relist: Option<Vec<T::Held>>,
 }
 
 /// An empty cache, not ready until its writer has seen a whole list.
-pub fn store<T>() -> (Store<T>, Writer<T>) {
+pub fn store<T: Record>() -> (Store<T>, Writer<T>) {
     let state = Arc::new(Mutex::new(State {
         list: Arc::default(),
         pending: BTreeMap::new(),
@@ -166,7 +167,7 @@ pub fn store<T>() -> (Store<T>, Writer<T>) {
 
 /// The lock of a cache; a panic while it was held (no code under it
 /// panics) leaves contents that are still whole.
-fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
+fn lock<T: Record>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -179,10 +180,10 @@ impl<T: Record + PartialEq> Writer<T> {
             Event::Apply(o) => {
                 let key = o.key();
                 let mut state = lock(&self.state);
-                if state.get(&key).is_some_and(|held| **held == o) {
+                if state.get(&key).is_some_and(|held| *held.record() == o) {
                     return false;
                 }
-                state.pending.insert(key, Some(Arc::new(o)));
+                state.pending.insert(key, Some(o.hold()));
                 true
             }
             Event::Delete(o) => {
@@ -199,11 +200,11 @@ impl<T: Record + PartialEq> Writer<T> {
                 false
             }
             Event::InitApply(o) => {
-                self.relist.get_or_insert_default().push(Arc::new(o));
+                self.relist.get_or_insert_default().push(o.hold());
                 false
             }
             Event::InitDone => {
-                let listed = sorted(self.relist.take().unwrap_or_default());
+                let listed = sorted::<T>(self.relist.take().unwrap_or_default());
                 let old = {
                     let mut state = lock(&self.state);
                     state.pending.clear();
@@ -220,20 +221,20 @@ impl<T: Record + PartialEq> Writer<T> {
 
 /// A list as the watch sent it, in key order; of two records of one key,
 /// the later.
-fn sorted<T: Record>(mut list: Vec<Arc<T>>) -> Shared<T> {
+fn sorted<T: Record>(mut list: Vec<T::Held>) -> Shared<T> {
     // Stable: of one key, the records stay in the order they came.
-    list.sort_by(|a, b| a.order().cmp(&b.order()));
-    let mut out: Vec<Arc<T>> = Vec::with_capacity(list.len());
+    list.sort_by(|a, b| a.record().order().cmp(&b.record().order()));
+    let mut out: Vec<T::Held> = Vec::with_capacity(list.len());
     for o in list {
         match out.last_mut() {
-            Some(last) if last.order() == o.order() => *last = o,
+            Some(last) if last.record().order() == o.record().order() => *last = o,
             _ => out.push(o),
         }
     }
     out.into()
 }
 
-impl<T> Store<T> {
+impl<T: Record> Store<T> {
     /// Waits until the cache has seen its first whole list; false if its
     /// writer went away before.
     pub async fn wait_until_ready(&self) -> bool {
@@ -246,15 +247,15 @@ impl<T> Store<T> {
 
 impl<T: Record> Store<T> {
     /// The record of `key`, if the cache holds one.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<T>> {
+    pub fn get(&self, key: &ObjectKey) -> Option<T::Held> {
         lock(&self.state).get(key).cloned()
     }
 
     /// Every record, in key order, without taking the changes in (what
     /// [`Store::list`] would give).
-    pub fn state(&self) -> Vec<Arc<T>> {
+    pub fn state(&self) -> Vec<T::Held> {
         let state = lock(&self.state);
-        patched(&state.list, &state.pending)
+        patched::<T>(&state.list, &state.pending)
     }
 
     /// Whether the cache holds no record.
@@ -271,7 +272,7 @@ impl<T: Record> Store<T> {
         let mut state = lock(&self.state);
         if !state.pending.is_empty() {
             let pending = std::mem::take(&mut state.pending);
-            state.list = patched(&state.list, &pending).into();
+            state.list = patched::<T>(&state.list, &pending).into();
         }
         Arc::clone(&state.list)
     }
@@ -281,17 +282,17 @@ impl<T: Record> Store<T> {
 /// put in (`None`: taken out), in the same order: a binary search per key
 /// and a copy of the pointers between them.
 fn patched<T: Record>(
-    last: &[Arc<T>],
-    changes: &BTreeMap<ObjectKey, Option<Arc<T>>>,
-) -> Vec<Arc<T>> {
+    last: &[T::Held],
+    changes: &BTreeMap<ObjectKey, Option<T::Held>>,
+) -> Vec<T::Held> {
     let mut out = Vec::with_capacity(last.len() + changes.len());
     let mut from = 0;
     for (key, now) in changes {
         let at = (&*key.namespace, Name::whole(&key.name));
-        let here = from + last[from..].partition_point(|o| o.order() < at);
+        let here = from + last[from..].partition_point(|o| o.record().order() < at);
         out.extend_from_slice(&last[from..here]);
         from = here;
-        if last.get(from).is_some_and(|o| o.order() == at) {
+        if last.get(from).is_some_and(|o| o.record().order() == at) {
             from += 1;
         }
         out.extend(now.iter().cloned());

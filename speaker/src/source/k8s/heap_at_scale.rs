@@ -192,7 +192,8 @@ const SUMMED: usize = 8;
 
 /// Live heap in bytes after each step, as differences, in the order of
 /// [`STAGES`]; and how many EndpointSlices and endpoints were kept.
-fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
+#[allow(clippy::type_complexity)]
+fn measure(services: u32) -> (Vec<i64>, (usize, usize), (i64, (usize, usize, usize))) {
     let model = model();
     let start = heap();
     let mut rng = SmallRng::seed_from_u64(18);
@@ -263,9 +264,14 @@ fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
         parts.push(before - now);
         before = now;
     });
-    drop((
-        rib, view, converted, nl, sv, sl, nodes, svcs, slices, interner,
-    ));
+    // The Services' and slices' interner's tables alone (the strings,
+    // sets and endpoints they point to are the records' too): what
+    // dropping it frees while the records live.
+    let tables = interner.len();
+    let before_interner = heap();
+    drop(interner);
+    let interner_bytes = before_interner - heap();
+    drop((rib, view, converted, nl, sv, sl, nodes, svcs, slices));
     let mut out = vec![
         after_nodes - start,
         after_services - after_nodes,
@@ -278,7 +284,7 @@ fn measure(services: u32) -> (Vec<i64>, (usize, usize)) {
     ];
     out.extend(parts);
     assert_eq!(out.len(), STAGES.len());
-    (out, counts)
+    (out, counts, (interner_bytes, tables))
 }
 
 /// One list of the Services again at `services`, as a configuration that
@@ -352,11 +358,11 @@ fn relist(services: u32) -> (Duration, Duration, i64) {
 }
 
 /// The inline sizes behind the figures: each stored record is one
-/// allocation of its type (in an `Arc`, 16 bytes more); an EndpointSlice
-/// named `<service>-<suffix>` with up to four endpoints holds them inline,
-/// each a pointer (stored Endpoint) to an interned watched one, shared;
-/// the watched objects, with their `ObjectMeta`, live only while each is
-/// turned into its record.
+/// allocation of its type (in an `Arc`, 16 bytes more), but an
+/// EndpointSlice, a thin pointer to one allocation of a count, its header,
+/// and its endpoints at the end, each a pointer (stored Endpoint) to an
+/// interned watched one, shared; the watched objects, with their
+/// `ObjectMeta`, live only while each is turned into its record.
 fn inline_sizes() -> String {
     use std::mem::size_of;
     format!(
@@ -393,10 +399,13 @@ fn heap_per_service() {
     let mut slices = Vec::new();
     let sizes_again = sizes.clone();
     for services in sizes {
-        let (parts, (count, endpoints)) = measure(services);
+        let (parts, (count, endpoints), (tables, (sets, strings, shared))) = measure(services);
         slices.push(format!(
-            "{services}: {count} EndpointSlices, {endpoints} endpoints, {:.0} bytes per slice",
-            parts[2] as f64 / count as f64
+            "{services}: {count} EndpointSlices, {endpoints} endpoints, {:.0} bytes per slice; \
+             the Services' and slices' interner's tables {tables} bytes ({:.1} per Service: \
+             {strings} strings, {shared} endpoints, {sets} sets)",
+            parts[2] as f64 / count as f64,
+            tables as f64 / f64::from(services)
         ));
         let total: i64 = parts[..SUMMED].iter().sum();
         let mib = |b: &i64| format!("{:.1} MiB", *b as f64 / 1_048_576.0);

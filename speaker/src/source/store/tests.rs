@@ -37,7 +37,7 @@ fn contents(store: &Store<EndpointSlice>) -> Vec<(String, String, String)> {
         .map(|e| {
             let node = e.endpoints().next().and_then(|ep| ep.node.as_deref());
             (
-                e.namespace.to_string(),
+                e.namespace().to_string(),
                 e.name().to_string(),
                 node.unwrap_or_default().to_owned(),
             )
@@ -87,7 +87,7 @@ async fn events_as_kubes_store_applies_them() {
     let second = store.list();
     assert!(!Arc::ptr_eq(&second, &first));
     // The record that did not change is the same `Arc`.
-    assert!(Arc::ptr_eq(&second[0], &first[0]));
+    assert_eq!(second[0].addr(), first[0].addr());
     assert!(Arc::ptr_eq(&store.list(), &second));
 
     // A relist: the old contents stay visible until InitDone swaps the
@@ -167,8 +167,8 @@ fn caches_and_their_lists_are_a_model_map() {
         let (ns, name) = o.order();
         (ns.to_owned(), name.to_string())
     }
-    fn same<T>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+    fn same<P: Held>(a: &[P], b: &[P]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.addr() == y.addr())
     }
     fn check<T: Record + PartialEq + std::fmt::Debug>(
         store: &Store<T>,
@@ -177,7 +177,7 @@ fn caches_and_their_lists_are_a_model_map() {
     ) {
         let held = store.state();
         let want: Vec<&T> = model.values().collect();
-        let got: Vec<&T> = held.iter().map(|o| &**o).collect();
+        let got: Vec<&T> = held.iter().map(Held::record).collect();
         assert_eq!(got, want, "{at}");
     }
     let names = |rng: &mut SmallRng| {
@@ -185,7 +185,7 @@ fn caches_and_their_lists_are_a_model_map() {
         (ns, format!("s{}", rng.random_range(0..6)))
     };
     // Names of both shapes a record keeps (`<service>-<short suffix>`,
-    // or whole), in one order; up to six endpoints (four are inline).
+    // or whole), in one order; up to six endpoints.
     let random_slice = |rng: &mut SmallRng| {
         let (ns, svc) = names(rng);
         let k = rng.random_range(0..3);
