@@ -316,3 +316,6 @@ fn heap_per_service() {
     }
     println!("{}", slices.join("; "));
 }
+
+#[cfg(test)]
+mod metrics_announced;
