@@ -5,17 +5,26 @@
 //! [`Snapshot::render`] is pure (values in, exposition text out); the
 //! reconcile loop refreshes the [`Snapshot`] behind [`Shared`], and
 //! [`serve`] only moves bytes.
+//!
+//! `metallb_speaker_announced` has a line per announced IP (51,746 lines,
+//! 5.5 MB, at 50,000 Services). Its lines are read from what the keyed
+//! plans hold anyway ([`Announced`]: their announcements' map and the
+//! last view's services, shared), not from a set of their own (56 bytes
+//! an IP), and written as the response is sent, a chunk at a time
+//! ([`Snapshot::exposition`], [`shell::http::Text`]), not into one
+//! `String` under the lock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use shell::health::{Health, State};
-use shell::http::{Config, Handle, Routes, Server};
+use shell::http::{Chunks, Config, Handle, Routes, Server, Text};
 use shell::metrics::escape;
 
-use crate::announce::{ObjectKey, Via};
+use crate::announce::{Announcements, ObjectKey, Service, ServiceAnnouncement, Via};
 
 /// The values the metrics report, refreshed by the reconcile loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,10 +33,9 @@ pub struct Snapshot {
     pub node: String,
     /// Per BGP peer address.
     pub peers: BTreeMap<String, PeerMetrics>,
-    /// What this node announces: (protocol, service, ip). The service's
-    /// key shares its strings with the caches (a `String` per entry
-    /// before).
-    pub announced: BTreeSet<(Via, ObjectKey, IpAddr)>,
+    /// What this node announces, per (protocol, service, IP): the keyed
+    /// plans' own tables, shared.
+    pub announced: Announced,
     /// MetalLB's `metallb_layer2_requests_received`,
     /// `metallb_layer2_responses_sent` and `metallb_layer2_gratuitous_sent`,
     /// per address this node ever announced (label `ip`).
@@ -77,6 +85,206 @@ pub struct Snapshot {
     /// was full) and `send_failed` (replies the kernel refused). Empty:
     /// layer 2 does not run.
     pub l2_dropped: BTreeMap<&'static str, u64>,
+}
+
+/// What this node announces, as `metallb_speaker_announced` reports it:
+/// a line per (protocol, service, IP), for each service in
+/// `announcements` by each of its protocols (BGP when it has peers,
+/// layer 2 when it has interfaces), for each IP of its record in
+/// `services`. Both are the reconcile loop's, shared: the keyed plans'
+/// map (which the status writer's report shares too) and the services of
+/// the view it last decided (whose records the keyed plans hold), so the
+/// metrics copy nothing per service or IP. A scrape clones the two `Arc`s
+/// under the lock and renders from them after it; the reconcile loop
+/// swaps in new ones after each update.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// Per service, what this node announces.
+    pub announcements: Arc<Announcements>,
+    /// The services the announcements were decided from (their IPs), in
+    /// the view's order: by key, as the caches list them.
+    pub services: Arc<Vec<Arc<Service>>>,
+}
+
+impl Announced {
+    /// The state that reports these (protocol, service, IP) triples, as
+    /// the keyed plans would hold it (tests, the docs' sample): each
+    /// service announced by its protocols, with its IPs.
+    pub fn of(triples: impl IntoIterator<Item = (Via, ObjectKey, IpAddr)>) -> Self {
+        let mut by_key: BTreeMap<ObjectKey, (ServiceAnnouncement, Vec<String>)> = BTreeMap::new();
+        for (via, key, ip) in triples {
+            let (a, ips) = by_key.entry(key).or_default();
+            match via {
+                Via::Bgp => a.bgp = Arc::from([Arc::from("peer")]),
+                Via::Layer2 => a.l2 = Some(Vec::new()),
+            }
+            if !ips.contains(&ip.to_string()) {
+                ips.push(ip.to_string());
+            }
+        }
+        let services = by_key
+            .iter()
+            .map(|(key, (_, ips))| {
+                let ips: Vec<Option<&str>> = ips.iter().map(|ip| Some(ip.as_str())).collect();
+                let record = crate::announce::stored::Service {
+                    key: key.clone(),
+                    load_balancer: true,
+                    ..Default::default()
+                }
+                .with_ingress(&ips);
+                Arc::new(Service {
+                    record: Arc::new(record),
+                    endpoints: crate::announce::Endpoints::default(),
+                })
+            })
+            .collect();
+        Self {
+            announcements: Arc::new(by_key.into_iter().map(|(k, (a, _))| (k, a)).collect()),
+            services: Arc::new(services),
+        }
+    }
+
+    /// The (protocol, service, IP) triples of its lines, in their order.
+    #[cfg(test)]
+    pub(crate) fn triples(&self) -> Vec<(Via, ObjectKey, IpAddr)> {
+        let mut lines = AnnouncedLines::new(self.clone(), "");
+        let mut out = Vec::new();
+        for via in VIAS {
+            for (key, a) in self.announcements.iter() {
+                if announces(a, via) {
+                    let mut ips = Vec::new();
+                    lines.ips_into(key, &mut ips);
+                    out.extend(ips.into_iter().map(|ip| (via, key.clone(), ip)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The protocols in the order of the lines (a set of (protocol, service,
+/// IP) was before: BGP's lines first).
+const VIAS: [Via; 2] = [Via::Bgp, Via::Layer2];
+
+/// Whether announcement `a` is by `via`.
+fn announces(a: &ServiceAnnouncement, via: Via) -> bool {
+    match via {
+        Via::Bgp => !a.bgp.is_empty(),
+        Via::Layer2 => a.l2.is_some(),
+    }
+}
+
+/// The lines of `metallb_speaker_announced`, written a chunk at a time
+/// from an [`Announced`] (a scrape's: immutable while it is sent).
+struct AnnouncedLines {
+    announced: Announced,
+    /// The `node` label, escaped.
+    node: String,
+    /// Where the next line comes from: its protocol's place in [`VIAS`],
+    /// and the service to go on from (`None`: the first).
+    via: usize,
+    next: Option<ObjectKey>,
+    /// Where each service of `announced.services` is in key order, when
+    /// that list is not in strict key order (duplicate keys: the later
+    /// one, as the keyed plans keep); built at the first line.
+    order: Option<Option<Vec<u32>>>,
+    /// The IPs of the service being written (reused).
+    ips: Vec<IpAddr>,
+}
+
+impl AnnouncedLines {
+    fn new(announced: Announced, node: &str) -> Self {
+        Self {
+            announced,
+            node: escape(node),
+            via: 0,
+            next: None,
+            order: None,
+            ips: Vec::new(),
+        }
+    }
+
+    /// The IPs of the service of `key`, sorted, each once, into `out`
+    /// (cleared first).
+    fn ips_into(&mut self, key: &ObjectKey, out: &mut Vec<IpAddr>) {
+        let services = &self.announced.services;
+        let order = self.order.get_or_insert_with(|| {
+            if services.windows(2).all(|w| w[0].key < w[1].key) {
+                return None;
+            }
+            let mut at: Vec<u32> = (0..services.len())
+                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+                .collect();
+            // Stable: of one key, the later last; keep it.
+            at.sort_by(|a, b| services[*a as usize].key.cmp(&services[*b as usize].key));
+            let mut kept: Vec<u32> = Vec::with_capacity(at.len());
+            for i in at {
+                match kept.last_mut() {
+                    Some(last) if services[*last as usize].key == services[i as usize].key => {
+                        *last = i;
+                    }
+                    _ => kept.push(i),
+                }
+            }
+            Some(kept)
+        });
+        let found = match order {
+            None => services
+                .binary_search_by(|s| s.key.cmp(key))
+                .ok()
+                .map(|i| &services[i]),
+            Some(at) => at
+                .binary_search_by(|i| services[*i as usize].key.cmp(key))
+                .ok()
+                .map(|i| &services[at[i] as usize]),
+        };
+        out.clear();
+        out.extend(found.iter().flat_map(|s| s.ingress.iter()));
+        out.sort_unstable();
+        out.dedup();
+    }
+}
+
+impl Chunks for AnnouncedLines {
+    fn fill(&mut self, out: &mut String, min: usize) -> bool {
+        let start = out.len();
+        let map = Arc::clone(&self.announced.announcements);
+        while let Some(&via) = VIAS.get(self.via) {
+            let from = match &self.next {
+                Some(key) => Bound::Included(key),
+                None => Bound::Unbounded,
+            };
+            for (key, a) in map.range::<ObjectKey, _>((from, Bound::Unbounded)) {
+                if out.len() - start >= min {
+                    self.next = Some(key.clone());
+                    return true;
+                }
+                if !announces(a, via) {
+                    continue;
+                }
+                let mut ips = std::mem::take(&mut self.ips);
+                self.ips_into(key, &mut ips);
+                for ip in &ips {
+                    let _ = writeln!(
+                        out,
+                        "metallb_speaker_announced{{ip=\"{ip}\",node=\"{}\",protocol=\"{}\",service=\"{}\"}} 1",
+                        self.node,
+                        via.as_str(),
+                        escape(&key.to_string())
+                    );
+                }
+                self.ips = ips;
+            }
+            self.via += 1;
+            self.next = None;
+        }
+        false
+    }
+
+    fn rewind(&mut self) {
+        self.via = 0;
+        self.next = None;
+    }
 }
 
 /// One BFD session's values.
@@ -168,8 +376,18 @@ pub struct PeerMetrics {
 pub type Shared = Arc<Mutex<Snapshot>>;
 
 impl Snapshot {
-    /// The exposition text.
+    /// The exposition text, in one `String` (tests, the docs' sample);
+    /// the server sends [`Snapshot::exposition`] instead.
     pub fn render(&self) -> String {
+        self.exposition().into_string()
+    }
+
+    /// The exposition: the text before and after
+    /// `metallb_speaker_announced`'s lines, and those lines as
+    /// [`Chunks`], written from this snapshot's [`Announced`] (its `Arc`s
+    /// cloned) as they are sent.
+    pub fn exposition(&self) -> Text {
+        let mut text = Text::default();
         let mut out = String::new();
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -268,15 +486,8 @@ impl Snapshot {
             "gauge",
             "Services being announced from this node",
         );
-        for (protocol, service, ip) in &self.announced {
-            let _ = writeln!(
-                out,
-                "metallb_speaker_announced{{ip=\"{ip}\",node=\"{}\",protocol=\"{}\",service=\"{}\"}} 1",
-                escape(&self.node),
-                protocol.as_str(),
-                escape(&service.to_string())
-            );
-        }
+        text.push_str(std::mem::take(&mut out));
+        text.push_chunks(AnnouncedLines::new(self.announced.clone(), &self.node));
         // MetalLB's names, help and `ip` label.
         let per_ip: [Family<l2::IpCounters>; 3] = [
             (
@@ -430,7 +641,8 @@ impl Snapshot {
             }
         }
         self.render_bfd(&mut out);
-        out
+        text.push_str(out);
+        text
     }
 
     /// The BFD part, with the names MetalLB's FRR mode exports (peer label:
@@ -530,10 +742,10 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
             State::Starting("no configuration applied yet".into())
         }
     });
-    Routes::new(health, move || {
+    Routes::streamed(health, move || {
         // The process's own figures first, so that they do not count the
-        // text being built (5.5 MB with 50,000 announced Services), then
-        // printed after the rest as before.
+        // text around the announced lines (built here), then printed
+        // after the rest as before.
         let own = [
             render_heap(crate::net::heap::live_bytes()),
             render_trims(crate::net::heap::trims()),
@@ -542,9 +754,12 @@ pub fn routes(shared: Shared, health: Health) -> Routes {
             shell::procfs::render(),
             shell::http::review::render(),
         ];
-        let mut text = lock(&shared).render();
+        // Under the lock, the text around the announced lines and the
+        // `Arc`s those are written from: the lines are written as they
+        // are sent, a chunk at a time, the lock released.
+        let mut text = lock(&shared).exposition();
         for part in own {
-            text.push_str(&part);
+            text.push_str(part);
         }
         text
     })
@@ -612,7 +827,165 @@ type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use shell::http::CHUNK;
+
     use super::*;
+
+    /// (protocol, service, IP) triples of `services` services in
+    /// `namespaces` namespaces (one of which needs escaping), one to three
+    /// IPs each (IPv4 and IPv6, some shared between services), by BGP,
+    /// layer 2 or both.
+    fn triples(services: u32, namespaces: u32) -> BTreeSet<(Via, ObjectKey, IpAddr)> {
+        let mut out = BTreeSet::new();
+        for i in 0..services {
+            let ns = match i % namespaces {
+                0 => "we\"ird\\ns".to_owned(),
+                n => format!("ns-{n:02}"),
+            };
+            let key = ObjectKey::new(ns, format!("svc-{i:05}"));
+            let v4: IpAddr = std::net::Ipv4Addr::from(0xC633_6400 + (i % 9_000)).into();
+            let v6: IpAddr = format!("2001:db8::{:x}", i % 7_000).parse().unwrap();
+            let ips: &[IpAddr] = match i % 3 {
+                0 => &[v4],
+                1 => &[v6, v4],
+                _ => &[v4, v6, v4],
+            };
+            let vias: &[Via] = match i % 4 {
+                0 | 1 => &[Via::Bgp],
+                2 => &[Via::Layer2],
+                _ => &[Via::Bgp, Via::Layer2],
+            };
+            for via in vias {
+                for ip in ips {
+                    out.insert((*via, key.clone(), *ip));
+                }
+            }
+        }
+        out
+    }
+
+    /// `metallb_speaker_announced`'s lines as a set of (protocol,
+    /// service, IP) gave them before: the set's order, a line each.
+    fn announced_as_a_set_did(node: &str, set: &BTreeSet<(Via, ObjectKey, IpAddr)>) -> String {
+        let mut out = String::new();
+        for (protocol, service, ip) in set {
+            let _ = writeln!(
+                out,
+                "metallb_speaker_announced{{ip=\"{ip}\",node=\"{}\",protocol=\"{}\",service=\"{}\"}} 1",
+                escape(node),
+                protocol.as_str(),
+                escape(&service.to_string())
+            );
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn announced_lines_are_a_sets_lines_streamed_or_whole() {
+        let set = triples(3_000, 7);
+        let snap = Snapshot {
+            node: "node\"1".into(),
+            announced: Announced::of(set.clone()),
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            snap.announced.triples(),
+            set.iter().cloned().collect::<Vec<_>>()
+        );
+        let whole = snap.render();
+        let lines = announced_as_a_set_did("node\"1", &set);
+        assert!(
+            lines.len() > 4 * CHUNK,
+            "{} bytes: a few chunks",
+            lines.len()
+        );
+        let head = "# TYPE metallb_speaker_announced gauge\n";
+        let next = "# HELP metallb_layer2_requests_received ";
+        assert!(
+            whole.contains(&format!("{head}{lines}{next}")),
+            "the lines differ from a set's"
+        );
+        // As the server sends it: measured, then piece by piece.
+        let mut text = snap.exposition();
+        assert_eq!(text.measure().await, whole.len() as u64);
+        assert_eq!(text.into_string(), whole);
+        // No announcement, no line.
+        assert!(
+            Snapshot::default()
+                .render()
+                .contains(&format!("{head}# HELP metallb_layer2_requests_received "))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scrape_lets_other_tasks_run_between_chunks() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let shared = Shared::default();
+        shared.lock().unwrap().announced = Announced::of(triples(20_000, 50));
+        let want = shared.lock().unwrap().render();
+        let server = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            shared.clone(),
+            Health::new(),
+        )
+        .await
+        .unwrap();
+        // A task that counts its turns on this (one) thread meanwhile.
+        let turns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counting = {
+            let turns = Arc::clone(&turns);
+            tokio::spawn(async move {
+                loop {
+                    turns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let turns_now = || turns.load(std::sync::atomic::Ordering::Relaxed);
+        let mut c = tokio::net::TcpStream::connect(server.local_addr())
+            .await
+            .unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let asked = turns_now();
+        let mut first = [0u8; 1];
+        c.read_exact(&mut first).await.unwrap();
+        // Before the head is sent, the lines are measured a chunk at a
+        // time, the counting task running between chunks (a render in one
+        // piece gives it no turn until it ends).
+        let measuring = turns_now() - asked;
+        let mut s = String::from_utf8(first.to_vec()).unwrap();
+        c.read_to_string(&mut s).await.unwrap();
+        counting.abort();
+        let (head, body) = s.split_once("\r\n\r\n").unwrap();
+        // The same bytes, with their length (not chunked).
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap_or_else(|| panic!("no content-length in {head}"))
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+        assert!(!head.contains("transfer-encoding"), "{head}");
+        assert!(
+            head.contains("content-type: text/plain; version=0.0.4"),
+            "{head}"
+        );
+        assert!(body.starts_with(&want), "the snapshot's text first");
+        // Each chunk but the last holds at least CHUNK bytes and a line
+        // more at most (a line here is under 256 bytes).
+        let lines = announced_as_a_set_did("", &triples(20_000, 50)).len();
+        let chunks = lines / (CHUNK + 256);
+        assert!(chunks >= 8, "{lines} bytes");
+        assert!(
+            measuring + 1 >= chunks,
+            "{measuring} turns while {chunks} chunks or more were measured"
+        );
+        server.shutdown().await;
+    }
 
     #[test]
     fn renders_metallb_names() {
@@ -630,7 +1003,7 @@ mod tests {
                     ..PeerMetrics::default()
                 },
             )]),
-            announced: BTreeSet::from([(
+            announced: Announced::of([(
                 Via::Bgp,
                 ObjectKey::new("default", "web"),
                 "192.0.2.10".parse().unwrap(),
@@ -852,7 +1225,8 @@ mod tests {
             "{metrics}"
         );
         // The live heap, read at this scrape (glibc only): at least the
-        // snapshot's text, rendered into the heap before the reading.
+        // snapshot's text around the announced lines, built before the
+        // reading.
         if cfg!(target_env = "gnu") {
             let live: u64 = metrics
                 .lines()

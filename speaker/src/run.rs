@@ -483,8 +483,9 @@ impl Reconciler {
         // status body when woken: let the peer tasks, then their writers,
         // put the routes on the wire first.
         tokio::task::yield_now().await;
+        let announcements = Arc::clone(self.keyed.announcements());
         if let Some(tx) = self.kube.as_ref().map(|k| &k.report) {
-            let announcements = Arc::clone(self.keyed.announcements());
+            let announcements = Arc::clone(&announcements);
             tx.send_if_modified(|r| {
                 let publish = r.announcements.is_none() || changes.announcements > 0;
                 if publish {
@@ -500,16 +501,27 @@ impl Reconciler {
             info!(protocol = via.as_str(), %service, %ip, "withdraw");
         }
         {
+            // What the keyed plans just decided from, shared: the metrics
+            // keep no set of their own (56 bytes an IP). The view's list
+            // is kept rather than dropped (8 bytes a Service); its records
+            // are the keyed plans' own.
+            let mut services = std::mem::take(&mut view.services);
+            services.shrink_to_fit();
+            let announced = metrics::Announced {
+                announcements,
+                services: Arc::new(services),
+            };
+            // The last ones, dropped after the lock is released.
+            let last = std::mem::replace(
+                &mut self
+                    .metrics
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .announced,
+                announced,
+            );
+            drop(last);
             let mut m = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
-            for (via, service, ip) in &changes.withdrawn {
-                m.announced.remove(&(*via, service.clone(), *ip));
-            }
-            for (via, service, ip) in &changes.announced {
-                m.announced.insert((*via, service.clone(), *ip));
-            }
-            // Filled in key order (the first reconcile's every service).
-            let len = m.announced.len();
-            crate::announce::sorted::repack(&mut m.announced, changes.announced.len(), len);
             // An address shared by two services starts once.
             let l2_started: BTreeSet<IpAddr> = changes
                 .announced

@@ -358,7 +358,7 @@ fn speaker_exposition() -> String {
     let snap = Snapshot {
         node: "node1".into(),
         peers: BTreeMap::from([("192.0.2.1:179".into(), PeerMetrics::default())]),
-        announced: BTreeSet::from([(
+        announced: speaker::metrics::Announced::of([(
             speaker::announce::Via::Bgp,
             speaker::announce::ObjectKey::new("ns", "svc"),
             ip,

@@ -36,6 +36,7 @@
 pub mod review;
 pub mod secure;
 mod slots;
+pub mod text;
 
 use std::convert::Infallible;
 use std::io;
@@ -61,6 +62,7 @@ use tracing::{debug, info, trace, warn};
 use self::review::{Gate, Verdict};
 use self::secure::{CertSource, Secure};
 use self::slots::Slots;
+pub use self::text::{CHUNK, Chunks, Text};
 use crate::health::Health;
 
 /// The server's limits.
@@ -115,7 +117,7 @@ impl Default for Config {
 /// What the server answers: the metrics text and the health registry.
 #[derive(Clone)]
 pub struct Routes {
-    metrics: Arc<dyn Fn() -> String + Send + Sync>,
+    metrics: Arc<dyn Fn() -> Text + Send + Sync>,
     health: Health,
 }
 
@@ -124,6 +126,14 @@ impl Routes {
     /// and the health gauges;
     /// `/healthz` and `/readyz` answer from `health`.
     pub fn new(health: Health, metrics: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        Self::streamed(health, move || Text::from(metrics()))
+    }
+
+    /// As [`Routes::new`], the metrics a [`Text`]: its [`Chunks`] are
+    /// written as they are sent, a [`CHUNK`] at a time, other tasks
+    /// running between chunks (measured first the same way, for the
+    /// `Content-Length`).
+    pub fn streamed(health: Health, metrics: impl Fn() -> Text + Send + Sync + 'static) -> Self {
         Self {
             metrics: Arc::new(metrics),
             health,
@@ -138,37 +148,52 @@ impl Routes {
     /// - `GET /readyz`: 200 `ok`, or 503 naming each component not ready;
     /// - other paths 404; methods other than GET and HEAD 405.
     pub fn respond(&self, method: &Method, path: &str) -> (StatusCode, &'static str, String) {
+        let Reply {
+            status,
+            content_type,
+            body,
+        } = self.reply(method, path);
+        (status, content_type, body.into_string())
+    }
+
+    /// [`Routes::respond`], the body as it is sent.
+    fn reply(&self, method: &Method, path: &str) -> Reply {
         const TEXT: &str = "text/plain";
         if method != Method::GET && method != Method::HEAD {
             return (
                 StatusCode::METHOD_NOT_ALLOWED,
                 TEXT,
-                "method not allowed\n".into(),
-            );
+                "method not allowed\n".to_owned(),
+            )
+                .into();
         }
         match path {
             "/metrics" => {
                 let mut text = (self.metrics)();
-                text.push_str(&self.health.report().render_metrics());
-                (StatusCode::OK, "text/plain; version=0.0.4", text)
+                text.push_str(self.health.report().render_metrics());
+                Reply {
+                    status: StatusCode::OK,
+                    content_type: "text/plain; version=0.0.4",
+                    body: text,
+                }
             }
             "/healthz" => {
                 let report = self.health.report();
                 if report.is_live() {
-                    (StatusCode::OK, TEXT, "ok\n".into())
+                    (StatusCode::OK, TEXT, "ok\n".to_owned()).into()
                 } else {
-                    (StatusCode::INTERNAL_SERVER_ERROR, TEXT, report.failures())
+                    (StatusCode::INTERNAL_SERVER_ERROR, TEXT, report.failures()).into()
                 }
             }
             "/readyz" => {
                 let report = self.health.report();
                 if report.is_ready() {
-                    (StatusCode::OK, TEXT, "ok\n".into())
+                    (StatusCode::OK, TEXT, "ok\n".to_owned()).into()
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, TEXT, report.not_ready())
+                    (StatusCode::SERVICE_UNAVAILABLE, TEXT, report.not_ready()).into()
                 }
             }
-            _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+            _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".to_owned()).into(),
         }
     }
 }
@@ -495,11 +520,14 @@ async fn connection<S>(
         let shared = Arc::clone(&svc_shared);
         async move {
             shared.slots().touch(id, Instant::now());
-            let reply = match &shared.tls {
-                None => Reply::from(shared.routes.respond(req.method(), req.uri().path())),
+            let mut reply = match &shared.tls {
+                None => shared.routes.reply(req.method(), req.uri().path()),
                 Some(tls) => secure_reply(&shared.routes, &tls.gate, &req).await,
             };
-            Ok::<_, Infallible>(answer(&shared, id, n, reply))
+            // The metrics' pieces are measured one by one, other tasks
+            // running between them, as they are then sent.
+            let len = reply.body.measure().await;
+            Ok::<_, Infallible>(answer(&shared, id, n, reply, len))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -546,7 +574,7 @@ async fn connection<S>(
 struct Reply {
     status: StatusCode,
     content_type: &'static str,
-    body: String,
+    body: Text,
 }
 
 impl From<(StatusCode, &'static str, String)> for Reply {
@@ -554,7 +582,7 @@ impl From<(StatusCode, &'static str, String)> for Reply {
         Self {
             status,
             content_type,
-            body,
+            body: Text::from(body),
         }
     }
 }
@@ -565,13 +593,13 @@ async fn secure_reply(routes: &Routes, gate: &Gate, req: &Request<Incoming>) -> 
     const TEXT: &str = "text/plain";
     let method = req.method();
     if method != Method::GET && method != Method::HEAD {
-        return routes.respond(method, "/metrics").into();
+        return routes.reply(method, "/metrics");
     }
     if req.uri().path() != "/metrics" {
         return (StatusCode::NOT_FOUND, TEXT, "not found\n".to_owned()).into();
     }
     match gate.check(req.headers()).await {
-        Ok(Verdict::Allowed { .. }) => routes.respond(method, "/metrics").into(),
+        Ok(Verdict::Allowed { .. }) => routes.reply(method, "/metrics"),
         Ok(Verdict::Unauthenticated) => {
             (StatusCode::UNAUTHORIZED, TEXT, "Unauthorized\n".to_owned()).into()
         }
@@ -590,16 +618,18 @@ async fn secure_reply(routes: &Routes, gate: &Gate, req: &Request<Incoming>) -> 
     }
 }
 
-/// The response to one request; its body reports back when hyper is done
-/// with it.
-fn answer(shared: &Arc<Shared>, id: u64, nth: u32, reply: Reply) -> Response<Body1> {
+/// The response to one request, its body of `len` bytes
+/// ([`Text::measure`]); the body reports back when hyper is done with it.
+fn answer(shared: &Arc<Shared>, id: u64, nth: u32, reply: Reply, len: u64) -> Response<Streamed> {
     let Reply {
         status,
         content_type,
         body,
     } = reply;
-    let mut resp = Response::new(Body1 {
-        data: Some(Bytes::from(body)),
+    let mut resp = Response::new(Streamed {
+        text: body,
+        len,
+        yielded: false,
         done: Some(Handed {
             shared: Arc::clone(shared),
             id,
@@ -620,9 +650,16 @@ fn answer(shared: &Arc<Shared>, id: u64, nth: u32, reply: Reply) -> Response<Bod
     resp
 }
 
-/// A response body of one chunk.
-struct Body1 {
-    data: Option<Bytes>,
+/// A response body: the [`Text`]'s whole parts as they are, its
+/// [`Chunks`] written a piece at a time as hyper asks for them, letting
+/// other tasks run before each (on the speaker's one thread, a scrape of
+/// 50,000 lines held it for the whole render).
+struct Streamed {
+    text: Text,
+    /// The bytes left to send (the `Content-Length`).
+    len: u64,
+    /// The task was let go once before the next piece is written.
+    yielded: bool,
     done: Option<Handed>,
 }
 
@@ -639,17 +676,26 @@ impl Drop for Handed {
     }
 }
 
-impl Body for Body1 {
+impl Body for Streamed {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        match this.data.take() {
-            Some(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+        if this.text.next_is_written() && !this.yielded {
+            this.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        this.yielded = false;
+        match this.text.next_piece() {
+            Some(data) => {
+                this.len = this.len.saturating_sub(data.len() as u64);
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
             None => {
                 this.done = None;
                 Poll::Ready(None)
@@ -658,11 +704,11 @@ impl Body for Body1 {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_none()
+        self.text.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
+        SizeHint::with_exact(self.len)
     }
 }
 

@@ -369,3 +369,68 @@ mod secure_listener {
         server.shutdown().await;
     }
 }
+
+/// `n` lines of 100 bytes, written in pieces as asked.
+struct Hundreds {
+    n: usize,
+    at: usize,
+}
+
+impl Chunks for Hundreds {
+    fn fill(&mut self, out: &mut String, min: usize) -> bool {
+        let start = out.len();
+        while self.at < self.n && out.len() - start < min {
+            out.push_str(&format!("{:099}\n", self.at));
+            self.at += 1;
+        }
+        self.at < self.n
+    }
+
+    fn rewind(&mut self) {
+        self.at = 0;
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_body_lets_the_task_go_before_each_written_piece() {
+    let mut text = Text::from("head\n".to_owned());
+    // Three pieces: two of a chunk (and less than a line more), the rest.
+    let lines = 2 * CHUNK.div_ceil(100) + 5;
+    text.push_chunks(Hundreds { n: lines, at: 0 });
+    text.push_str("tail\n".to_owned());
+    let len = text.measure().await;
+    assert_eq!(len, (5 + 100 * lines + 5) as u64);
+    let mut body = Streamed {
+        text,
+        len,
+        yielded: false,
+        done: None,
+    };
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut poll = || match Pin::new(&mut body).poll_frame(&mut cx) {
+        Poll::Pending => None,
+        Poll::Ready(Some(Ok(frame))) => Some(frame.into_data().unwrap().len()),
+        Poll::Ready(None) => Some(0),
+        Poll::Ready(Some(Err(e))) => match e {},
+    };
+    let pieces = (CHUNK.div_ceil(100)) * 100;
+    // The whole part at once; before each written piece, a turn for the
+    // other tasks.
+    let seen: Vec<Option<usize>> = (0..9).map(|_| poll()).collect();
+    assert_eq!(
+        seen,
+        [
+            Some(5),
+            None,
+            Some(pieces),
+            None,
+            Some(pieces),
+            None,
+            Some(500),
+            Some(5),
+            Some(0),
+        ]
+    );
+    assert!(body.is_end_stream());
+    assert_eq!(body.size_hint().exact(), Some(0));
+}

@@ -236,7 +236,8 @@ fn check(
     );
     // Status, and the (protocol, service, IP) log.
     let want = announcements(&bgp, l2.as_ref());
-    if let Some(report) = report {
+    let mut report = report;
+    if let Some(report) = report.as_deref_mut() {
         let read = keyed.announcements();
         assert_eq!(**read, want, "{step}: announcements");
         *report = Some(Arc::clone(read));
@@ -255,6 +256,19 @@ fn check(
         }
     }
     assert_eq!(applied.announced, triples, "{step}: announced");
+    // The metrics' lines, read from the announcements and the view.
+    if let Some(Some(read)) = report.as_deref() {
+        let metrics = crate::metrics::Announced {
+            announcements: Arc::clone(read),
+            services: Arc::new(view.services.clone()),
+        };
+        let lines: Vec<_> = applied.announced.iter().cloned().collect();
+        assert_eq!(
+            metrics.triples(),
+            lines,
+            "{step}: the metrics' announced lines"
+        );
+    }
     // Problems, as the speaker reports them (a set of messages).
     let text =
         |ps: &[Problem]| -> BTreeSet<String> { ps.iter().map(ToString::to_string).collect() };

@@ -425,3 +425,6 @@ fn heap_per_service() {
         );
     }
 }
+
+#[cfg(test)]
+mod metrics_announced;
