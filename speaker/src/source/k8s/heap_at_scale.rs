@@ -140,6 +140,22 @@ where
     store
 }
 
+/// The fill's EndpointSlices of `services` Services (one to three each),
+/// stored as the watch stores them, sharing the Services' `interner`.
+fn stored_slices(
+    services: u32,
+    rng: &mut SmallRng,
+    interner: &mut Interner,
+) -> store::Store<stored::EndpointSlice> {
+    stored(
+        (0..services).flat_map(|i| {
+            let count = rng.random_range(1..=3);
+            (0..count).map(|k| slice(i, k, rng)).collect::<Vec<_>>()
+        }),
+        |e| stored::EndpointSlice::from_watched(e, interner),
+    )
+}
+
 /// The live benchmark's configuration: no `serviceSelectors`.
 fn model() -> Arc<Model> {
     model_with("")
@@ -210,15 +226,7 @@ fn measure(services: u32) -> (Vec<i64>, (usize, usize), (i64, (usize, usize, usi
     });
     let after_services = heap();
     // As the watches do: the slices share the Services' interner.
-    let slices = stored(
-        (0..services).flat_map(|i| {
-            let count = rng.random_range(1..=3);
-            (0..count)
-                .map(|k| slice(i, k, &mut rng))
-                .collect::<Vec<_>>()
-        }),
-        |e| stored::EndpointSlice::from_watched(e, &mut interner),
-    );
+    let slices = stored_slices(services, &mut rng, &mut interner);
     let after_stores = heap();
     let nl = nodes.list();
     let sv = svcs.list();
@@ -322,15 +330,7 @@ fn relist(services: u32) -> (Duration, Duration, i64) {
     let mut interner = Interner::default();
     let (svcs, mut writer) = store::store();
     read(&mut writer, &model.service_label_keys(), &mut interner);
-    let slices = stored(
-        (0..services).flat_map(|i| {
-            let count = rng.random_range(1..=3);
-            (0..count)
-                .map(|k| slice(i, k, &mut rng))
-                .collect::<Vec<_>>()
-        }),
-        |e| stored::EndpointSlice::from_watched(e, &mut interner),
-    );
+    let slices = stored_slices(services, &mut rng, &mut interner);
     let (nl, sl, sv) = (nodes.list(), slices.list(), svcs.list());
     let secrets: Shared<Secret> = Arc::default();
     let mut converted = Converted::default();

@@ -72,15 +72,7 @@ fn measure_metrics(services: u32) -> (Figures, Figures) {
     let svcs = stored((0..services).map(service), |s| {
         stored::Service::from_watched(s, &mut interner)
     });
-    let slices = stored(
-        (0..services).flat_map(|i| {
-            let count = rng.random_range(1..=3);
-            (0..count)
-                .map(|k| slice(i, k, &mut rng))
-                .collect::<Vec<_>>()
-        }),
-        |e| stored::EndpointSlice::from_watched(e, &mut interner),
-    );
+    let slices = stored_slices(services, &mut rng, &mut interner);
     let (nl, sv, sl) = (nodes.list(), svcs.list(), slices.list());
     let secrets: Shared<Secret> = Arc::default();
     let mut converted = Converted::default();
